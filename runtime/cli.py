@@ -1,0 +1,99 @@
+"""The ``hearth`` command: serve the API, chat from the terminal, print the version."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+
+from runtime import __version__
+from runtime.config import DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT, ServeConfig
+
+
+def _serve_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default=DEFAULT_HOST, help="address to bind (default %(default)s)")
+    p.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default %(default)s)")
+    p.add_argument("--model", default=DEFAULT_MODEL, help="default model: catalog id or .gguf path")
+    p.add_argument("--parallel", type=int, default=4, help="requests decoded together (default %(default)s)")
+    p.add_argument("--ctx", type=int, default=8192, help="KV capacity in tokens, across requests (default %(default)s)")
+    p.add_argument("--batch", type=int, default=512, help="token budget of one step (default %(default)s)")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads (default: physical cores)")
+
+
+def _config(args: argparse.Namespace, **over) -> ServeConfig:
+    values = dict(host=args.host, port=args.port, model=args.model, parallel=args.parallel,
+                  ctx=args.ctx, n_batch=args.batch, threads=args.threads, preload=False)
+    values.update(over)
+    return ServeConfig(**values)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hearth", description="Run language models on your own computer.")
+    parser.add_argument("--version", action="version", version=f"hearth {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="serve the OpenAI-compatible API")
+    _serve_args(serve)
+    run = sub.add_parser("run", help="chat with a model in the terminal")
+    run.add_argument("model", nargs="?", default=DEFAULT_MODEL)
+    run.add_argument("prompt", nargs="?", help="one prompt; without it, an interactive chat")
+    run.add_argument("--port", type=int, default=DEFAULT_PORT, help="use the service on this port if one runs")
+    run.add_argument("--max-tokens", type=int, default=512)
+    run.add_argument("--temperature", type=float, default=0.8)
+    return parser
+
+
+async def _start_site(config: ServeConfig):
+    from aiohttp import web
+
+    from runtime.server.app import create_app
+
+    app = create_app(config)
+    runner = web.AppRunner(app, handler_cancellation=True)
+    await runner.setup()
+    site = web.TCPSite(runner, config.host, config.port)
+    try:
+        await site.start()
+    except OSError as e:
+        await runner.cleanup()
+        raise SystemExit(f"hearth: cannot listen on {config.host}:{config.port}: {e.strerror}. "
+                         "Is another server using that port? Choose one with --port.") from None
+    port = runner.addresses[0][1]
+    return app, runner, port
+
+
+async def serve(config: ServeConfig) -> None:
+    from runtime.server.app_keys import MANAGER
+
+    app, runner, port = await _start_site(config)
+    url = f"http://{config.host}:{port}"
+    print(f"Hearth {__version__} listening on {url}  (OpenAI API at {url}/v1)", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        engine = await app[MANAGER].engine_for(None)
+        print(f"Model {engine.model_id} ready. Try:\n  curl {url}/v1/chat/completions "
+              f"-H 'Content-Type: application/json' -d '{{\"messages\":[{{\"role\":\"user\",\"content\":\"Hello\"}}],\"stream\":true}}'",
+              flush=True)
+    except Exception as e:  # the service still runs; /health reports the error
+        print(f"hearth: the default model could not be loaded: {e}", file=sys.stderr, flush=True)
+    await stop.wait()
+    print("Hearth: stopping", flush=True)
+    await runner.cleanup()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        asyncio.run(serve(_config(args)))
+    elif args.command == "run":
+        from runtime.terminal_chat import run_chat
+
+        return asyncio.run(run_chat(args, _start_site))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

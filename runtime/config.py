@@ -1,0 +1,37 @@
+"""Where Hearth keeps its files, and the service's settings."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 4327
+DEFAULT_MODEL = "smollm2-135m"
+
+
+def data_dir() -> Path:
+    """The user data directory (platformdirs), or ``$HEARTH_DATA_DIR`` when set."""
+    override = os.environ.get("HEARTH_DATA_DIR")
+    if override:
+        path = Path(override)
+    else:
+        import platformdirs
+
+        path = Path(platformdirs.user_data_dir("hearth", appauthor=False))
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+@dataclass(slots=True)
+class ServeConfig:
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    model: str = DEFAULT_MODEL
+    parallel: int = 4
+    ctx: int = 8192
+    n_batch: int = 512
+    threads: int = 0
+    preload: bool = True
+    data_dir: Path = field(default_factory=data_dir)

@@ -1,0 +1,217 @@
+"""The service's side of one engine worker: spawn it, talk to it, notice when it dies.
+
+A reader thread blocks on the pipe and hands each message to the asyncio loop; each
+request has a queue of outputs. If the worker exits (crash, OOM abort, killed), every
+waiting request gets ``WorkerDied`` at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import multiprocessing as mp
+import threading
+from dataclasses import dataclass
+
+from runtime.engine.engine import EngineStats, RequestOutput
+from runtime.engine.messages import (
+    Accepted, Cancel, Fatal, Loaded, LoadFailed, Rejected, Shutdown, Stats, StepResult, Submit,
+    WorkerSpec,
+)
+from runtime.engine.sampling_params import SamplingParams
+from runtime.engine.worker import worker_main
+
+
+class EngineError(Exception):
+    """Base of the errors a request can get from the engine."""
+
+
+class WorkerDied(EngineError):
+    pass
+
+
+class ModelLoadFailed(EngineError):
+    pass
+
+
+class RequestRefused(EngineError):
+    """The worker refused the request (too long, bad tokens): the client's fault."""
+
+
+@dataclass(slots=True)
+class _Pending:
+    accepted: asyncio.Future
+    queue: asyncio.Queue
+
+
+class RequestHandle:
+    """One submitted request: ``prompt_tokens``, then its outputs by ``async for``."""
+
+    def __init__(self, client: "EngineClient", request_id: str, pending: _Pending) -> None:
+        self.client = client
+        self.request_id = request_id
+        self.prompt_tokens = 0
+        self.finished = False
+        self._pending = pending
+
+    def __aiter__(self) -> "RequestHandle":
+        return self
+
+    async def __anext__(self) -> RequestOutput:
+        if self.finished:
+            raise StopAsyncIteration
+        item = await self._pending.queue.get()
+        if isinstance(item, Exception):
+            self.finished = True
+            raise item
+        if item.finish_reason is not None:
+            self.finished = True
+            self.client._forget(self.request_id)
+        return item
+
+    def cancel(self) -> None:
+        if not self.finished:
+            self.finished = True
+            self.client.cancel(self.request_id)
+
+
+class EngineClient:
+    _ids = itertools.count(1)
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        self.spec = spec
+        self.model_id = spec.model_id
+        self.loaded: Loaded | None = None
+        self.stats: EngineStats | None = None
+        self.error: str | None = None
+        self.alive = False
+        self._pending: dict[str, _Pending] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready: asyncio.Future | None = None
+        self._exited = asyncio.Event()
+        self._stopping = False
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.alive else None
+
+    @property
+    def active(self) -> int:
+        return len(self._pending)
+
+    async def start(self) -> Loaded:
+        self._loop = asyncio.get_running_loop()
+        self._ready = self._loop.create_future()
+        ctx = mp.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=worker_main, args=(child, self.spec), daemon=True,
+                                   name=f"hearth-engine-{self.model_id}")
+        self.process.start()
+        child.close()
+        self.alive = True
+        threading.Thread(target=self._read, daemon=True, name="hearth-engine-reader").start()
+        try:
+            self.loaded = await self._ready
+        except EngineError:
+            await self.stop()
+            raise
+        return self.loaded
+
+    # -- reader thread ----------------------------------------------------------------
+    def _read(self) -> None:
+        loop = self._loop
+        while True:
+            try:
+                msg = self._conn.recv()
+            except (EOFError, OSError):
+                break
+            loop.call_soon_threadsafe(self._on_message, msg)
+        self.process.join(5)
+        loop.call_soon_threadsafe(self._on_exit, self.process.exitcode)
+
+    def _on_message(self, msg: object) -> None:
+        if isinstance(msg, StepResult):
+            self.stats = msg.stats
+            pending = self._pending
+            for out in msg.outputs:
+                p = pending.get(out.request_id)
+                if p is not None:
+                    p.queue.put_nowait(out)
+        elif isinstance(msg, Stats):
+            self.stats = msg.stats
+        elif isinstance(msg, Accepted):
+            self._resolve(msg.request_id, msg.prompt_tokens)
+        elif isinstance(msg, Rejected):
+            self._resolve(msg.request_id, RequestRefused(msg.message))
+            self._pending.pop(msg.request_id, None)
+        elif isinstance(msg, Loaded):
+            self._ready.set_result(msg)
+        elif isinstance(msg, LoadFailed):
+            self._ready.set_exception(ModelLoadFailed(msg.message))
+        elif isinstance(msg, Fatal):
+            self.error = msg.message
+
+    def _resolve(self, request_id: str, value: object) -> None:
+        p = self._pending.get(request_id)
+        if p is None or p.accepted.done():
+            return
+        if isinstance(value, Exception):
+            p.accepted.set_exception(value)
+        else:
+            p.accepted.set_result(value)
+
+    def _on_exit(self, exitcode: int | None) -> None:
+        self.alive = False
+        if self.error is None and not self._stopping:
+            self.error = f"the engine worker for {self.model_id} stopped (exit code {exitcode})"
+        err = WorkerDied(self.error or "the engine worker stopped")
+        if not self._ready.done():
+            self._ready.set_exception(ModelLoadFailed(self.error or "the engine worker stopped"))
+        for p in self._pending.values():
+            if not p.accepted.done():
+                p.accepted.set_exception(err)
+            p.queue.put_nowait(err)
+        self._pending.clear()
+        self._exited.set()
+
+    # -- requests ---------------------------------------------------------------------
+    async def submit(self, params: SamplingParams, *, prompt: str | None = None,
+                     messages: list[dict] | None = None,
+                     tokens: list[int] | None = None) -> RequestHandle:
+        if not self.alive:
+            raise WorkerDied(self.error or "the engine worker is not running")
+        request_id = f"r{next(self._ids)}"
+        pending = _Pending(self._loop.create_future(), asyncio.Queue())
+        self._pending[request_id] = pending
+        handle = RequestHandle(self, request_id, pending)
+        self._conn.send(Submit(request_id, params, prompt, messages, tokens))
+        try:
+            handle.prompt_tokens = await pending.accepted
+        except asyncio.CancelledError:
+            self.cancel(request_id)
+            raise
+        return handle
+
+    def cancel(self, request_id: str) -> None:
+        if self._pending.pop(request_id, None) is not None and self.alive:
+            try:
+                self._conn.send(Cancel(request_id))
+            except OSError:
+                pass
+
+    def _forget(self, request_id: str) -> None:
+        self._pending.pop(request_id, None)
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Stop the worker (all its memory goes back to the system)."""
+        self._stopping = True
+        if self.alive:
+            try:
+                self._conn.send(Shutdown())
+            except OSError:
+                pass
+            try:
+                await asyncio.wait_for(self._exited.wait(), timeout)
+            except asyncio.TimeoutError:
+                self.process.kill()
+                await self._exited.wait()

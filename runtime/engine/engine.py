@@ -1,0 +1,157 @@
+"""The step loop's body: schedule, fill one batch, one llama_decode, sample, detokenize.
+
+The engine is single-threaded (a llama.cpp context is not thread-safe) and knows nothing of
+processes or HTTP: the worker wraps it with a pipe, tests drive it directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runtime.backends.errors import NoKVSlotError
+from runtime.engine.request import FinishReason, Request
+from runtime.engine.sampling_params import SamplingParams
+from runtime.engine.scheduler import ScheduledChunk, Scheduler, SchedulerConfig
+from runtime.engine.text_stream import TextStream
+
+
+class RequestRejected(ValueError):
+    """A request that can never run (empty prompt, longer than the context, ...)."""
+
+
+@dataclass(slots=True)
+class RequestOutput:
+    """What one step produced for one request."""
+
+    request_id: str
+    text: str
+    n_tokens: int
+    finish_reason: str | None = None
+
+
+@dataclass(slots=True)
+class EngineStats:
+    running: int
+    waiting: int
+    tokens_generated: int
+    kv_cells_used: int
+    kv_capacity: int
+    preemptions: int
+    requests_finished: int
+
+
+class Engine:
+    def __init__(self, backend, parallel: int) -> None:
+        self.backend = backend
+        n_ctx_train = backend.info.n_ctx_train or backend.n_ctx
+        #: the most tokens (prompt + output) one request may have
+        self.max_request_tokens = min(backend.n_ctx, n_ctx_train)
+        self.scheduler = Scheduler(
+            SchedulerConfig(parallel, backend.n_batch, backend.n_ctx),
+            n_seq=backend.n_seq_max,
+            release_seq=lambda seq: backend.seq_rm(seq),
+        )
+        self.requests: dict[str, Request] = {}
+        self.tokens_generated = 0
+        self.requests_finished = 0
+
+    # -- requests ---------------------------------------------------------------------
+    def add_request(self, request_id: str, prompt: list[int], params: SamplingParams,
+                    extra_stop: list[str] | None = None) -> Request:
+        limit = self.max_request_tokens
+        if not prompt:
+            raise RequestRejected("the prompt is empty")
+        if len(prompt) >= limit:
+            raise RequestRejected(
+                f"the prompt has {len(prompt)} tokens; this model's context holds {limit}: "
+                "shorten the conversation or start the server with a larger --ctx"
+            )
+        max_tokens = params.max_tokens if params.max_tokens is not None else limit - len(prompt)
+        if len(prompt) + max_tokens > limit:
+            raise RequestRejected(
+                f"prompt ({len(prompt)} tokens) + max_tokens ({max_tokens}) exceeds this model's "
+                f"context of {limit} tokens: lower max_tokens to at most {limit - len(prompt)}"
+            )
+        if request_id in self.requests:
+            raise RequestRejected(f"duplicate request id {request_id}")
+        request = Request(request_id, len(prompt), list(prompt), params, max_tokens)
+        request.sampler = self.backend.new_sampler(params)
+        if params.repeat_penalty != 1.0 or params.presence_penalty or params.frequency_penalty:
+            for token in prompt[-params.penalty_last_n:]:
+                request.sampler.accept(token)
+        request.detok = TextStream(params.stop + (extra_stop or []))
+        self.requests[request_id] = request
+        self.scheduler.add(request)
+        return request
+
+    def cancel(self, request_id: str) -> bool:
+        request = self.requests.get(request_id)
+        if request is None:
+            return False
+        self._finish(request, FinishReason.CANCELLED)
+        return True
+
+    def _finish(self, request: Request, reason: FinishReason) -> None:
+        request.finish_reason = reason
+        self.scheduler.remove(request)
+        request.sampler.close()
+        del self.requests[request.request_id]
+        self.requests_finished += 1
+
+    def has_work(self) -> bool:
+        return self.scheduler.has_work()
+
+    def stats(self) -> EngineStats:
+        s = self.scheduler
+        return EngineStats(len(s.running), len(s.waiting), self.tokens_generated, s.used_cells,
+                           s.config.kv_capacity, s.num_preemptions, self.requests_finished)
+
+    # -- the step ---------------------------------------------------------------------
+    def step(self) -> list[RequestOutput]:
+        chunks = self.scheduler.schedule()
+        if not chunks:
+            return []
+        batch = self.backend.batch
+        batch.clear()
+        sampled: list[tuple[Request, int]] = []
+        for c in chunks:
+            r = c.request
+            index = batch.add(r.tokens[c.start:c.end], c.start, r.seq_id, c.samples)
+            if index is not None:
+                sampled.append((r, index))
+        try:
+            self.backend.decode(batch)
+        except NoKVSlotError:
+            self._recover_no_slot(chunks)
+            return []
+        for c in chunks:
+            c.request.num_computed = c.end
+        return [self._sample(r, index) for r, index in sampled]
+
+    def _recover_no_slot(self, chunks: list[ScheduledChunk]) -> None:
+        """The pool was fuller than the accounting said: undo the step, preempt the newest."""
+        for c in chunks:
+            self.backend.seq_rm(c.request.seq_id, c.start, None)
+        running = self.scheduler.running
+        if len(running) > 1:
+            self.scheduler.preempt(running[-1])
+        else:
+            for r in list(running):
+                self._finish(r, FinishReason.LENGTH)
+
+    def _sample(self, request: Request, index: int) -> RequestOutput:
+        token = request.sampler.sample(self.backend.ctx, index)
+        request.tokens.append(token)
+        self.tokens_generated += 1
+        reason: FinishReason | None = None
+        if self.backend.is_eog(token) and not request.params.ignore_eos:
+            text, reason = request.detok.flush(), FinishReason.STOP
+        else:
+            text, hit = request.detok.push(self.backend.token_bytes(token))
+            if hit:
+                reason = FinishReason.STOP
+            elif request.num_output >= request.max_tokens:
+                text, reason = text + request.detok.flush(), FinishReason.LENGTH
+        if reason is not None:
+            self._finish(request, reason)
+        return RequestOutput(request.request_id, text, 1, reason.value if reason else None)

@@ -1,0 +1,84 @@
+"""Small dataclasses that cross the pipe between the service and the engine worker.
+
+The worker sends one ``StepResult`` per step carrying the new text of every running
+request, never one message per token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from runtime.engine.engine import EngineStats, RequestOutput
+from runtime.engine.sampling_params import SamplingParams
+
+
+@dataclass(slots=True)
+class WorkerSpec:
+    model_id: str
+    model_path: str
+    n_ctx: int = 8192
+    parallel: int = 4
+    n_batch: int = 512
+    n_threads: int = 0
+
+
+# service -> worker
+@dataclass(slots=True)
+class Submit:
+    request_id: str
+    params: SamplingParams
+    prompt: str | None = None
+    messages: list[dict] | None = None
+    tokens: list[int] | None = None
+
+
+@dataclass(slots=True)
+class Cancel:
+    request_id: str
+
+
+@dataclass(slots=True)
+class Shutdown:
+    pass
+
+
+# worker -> service
+@dataclass(slots=True)
+class Loaded:
+    pid: int
+    n_ctx: int
+    max_request_tokens: int
+    info: dict = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class LoadFailed:
+    message: str
+
+
+@dataclass(slots=True)
+class Accepted:
+    request_id: str
+    prompt_tokens: int
+
+
+@dataclass(slots=True)
+class Rejected:
+    request_id: str
+    message: str
+
+
+@dataclass(slots=True)
+class StepResult:
+    outputs: list[RequestOutput]
+    stats: EngineStats
+
+
+@dataclass(slots=True)
+class Stats:
+    stats: EngineStats
+
+
+@dataclass(slots=True)
+class Fatal:
+    message: str

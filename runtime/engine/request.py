@@ -1,0 +1,51 @@
+"""A request inside the engine: tokens, progress, and the sequence it occupies."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.engine.sampling_params import SamplingParams
+
+
+class FinishReason(str, enum.Enum):
+    STOP = "stop"  # end-of-generation token or a stop string
+    LENGTH = "length"  # max_tokens or the context limit
+    CANCELLED = "cancelled"
+    ERROR = "error"
+
+
+class RequestStatus(enum.Enum):
+    WAITING = "waiting"
+    RUNNING = "running"
+    FINISHED = "finished"
+
+
+@dataclass(slots=True, eq=False)
+class Request:
+    """``tokens`` is prompt + output; ``num_computed`` of them have KV cells in the context."""
+
+    request_id: str
+    prompt_len: int
+    tokens: list[int]
+    params: SamplingParams
+    max_tokens: int
+    arrival: int = 0
+    status: RequestStatus = RequestStatus.WAITING
+    seq_id: int | None = None
+    num_computed: int = 0
+    num_preemptions: int = 0
+    sampler: Any = None
+    detok: Any = None
+    finish_reason: FinishReason | None = None
+    extra_stop: list[str] = field(default_factory=list)
+
+    @property
+    def num_output(self) -> int:
+        return len(self.tokens) - self.prompt_len
+
+    @property
+    def num_pending(self) -> int:
+        """Tokens still to be computed before the next one can be sampled."""
+        return len(self.tokens) - self.num_computed

@@ -1,0 +1,94 @@
+"""The engine worker process: loads one model and runs the step loop over a pipe.
+
+A crash or an out-of-memory abort inside llama.cpp kills this process, not the service;
+the service sees the pipe close and fails the waiting requests.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+from multiprocessing.connection import Connection
+
+from runtime.backends.chat_template import ChatTemplateError
+from runtime.backends.errors import BackendError, ModelLoadError
+from runtime.backends.llama import ContextConfig, LlamaBackend
+from runtime.engine.engine import Engine, RequestRejected
+from runtime.engine.messages import (
+    Accepted, Cancel, Fatal, Loaded, LoadFailed, Rejected, Shutdown, Stats, StepResult, Submit,
+    WorkerSpec,
+)
+
+
+class _Worker:
+    def __init__(self, conn: Connection, backend: LlamaBackend, spec: WorkerSpec) -> None:
+        self.conn = conn
+        self.backend = backend
+        self.engine = Engine(backend, spec.parallel)
+
+    def handle(self, msg: object) -> bool:
+        """Apply one message; False means stop."""
+        if isinstance(msg, Submit):
+            self._submit(msg)
+        elif isinstance(msg, Cancel):
+            self.engine.cancel(msg.request_id)
+        elif isinstance(msg, Shutdown):
+            return False
+        return True
+
+    def _submit(self, msg: Submit) -> None:
+        try:
+            extra_stop: list[str] = []
+            if msg.messages is not None:
+                tokens = self.backend.chat_prompt(msg.messages)
+                extra_stop = self.backend.chat_template.stop
+            elif msg.tokens is not None:
+                tokens = msg.tokens
+            else:
+                tokens = self.backend.tokenize(msg.prompt or "", add_special=True, parse_special=False)
+            bad = [t for t in tokens if not 0 <= t < self.backend.n_vocab]
+            if bad:
+                raise RequestRejected(f"token id {bad[0]} is outside the vocabulary (0..{self.backend.n_vocab - 1})")
+            self.engine.add_request(msg.request_id, tokens, msg.params, extra_stop)
+        except (RequestRejected, ChatTemplateError) as e:
+            self.conn.send(Rejected(msg.request_id, str(e)))
+            return
+        self.conn.send(Accepted(msg.request_id, len(tokens)))
+
+    def run(self) -> None:
+        conn, engine = self.conn, self.engine
+        while True:
+            if not engine.has_work():
+                conn.send(Stats(engine.stats()))
+                if not self.handle(conn.recv()):
+                    return
+            while conn.poll():
+                if not self.handle(conn.recv()):
+                    return
+            if engine.has_work():
+                outputs = engine.step()
+                if outputs:
+                    conn.send(StepResult(outputs, engine.stats()))
+
+
+def worker_main(conn: Connection, spec: WorkerSpec) -> None:
+    """Entry point of the spawned process."""
+    try:
+        backend = LlamaBackend(
+            spec.model_path,
+            ContextConfig(n_ctx=spec.n_ctx, n_seq_max=spec.parallel, n_batch=spec.n_batch,
+                          n_threads=spec.n_threads),
+        )
+    except ModelLoadError as e:
+        conn.send(LoadFailed(str(e)))
+        return
+    worker = _Worker(conn, backend, spec)
+    conn.send(Loaded(os.getpid(), backend.n_ctx, worker.engine.max_request_tokens, asdict(backend.info)))
+    try:
+        worker.run()
+    except (EOFError, OSError):
+        pass  # the service went away
+    except BackendError as e:
+        conn.send(Fatal(f"the engine stopped: {e}"))
+    finally:
+        backend.close()

@@ -1,0 +1,71 @@
+"""The aiohttp application factory: routes in one table, errors in OpenAI's format."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from runtime.config import ServeConfig
+from runtime.server import openai_api, service_api
+from runtime.server.app_keys import CONFIG, MANAGER
+from runtime.server.errors import ApiError
+from runtime.server.model_manager import ModelManager
+
+log = logging.getLogger("hearth.server")
+MAX_BODY_BYTES = 8 * 1024 * 1024
+
+ROUTES = [
+    ("GET", "/health", service_api.health),
+    ("GET", "/hearth/stats", service_api.stats),
+    ("GET", "/v1/models", openai_api.list_models),
+    ("POST", "/v1/chat/completions", openai_api.chat_completions),
+    ("POST", "/v1/completions", openai_api.completions),
+]
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as e:
+        return e.response()
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        return ApiError(e.status, e.reason or "error", code=str(e.status)).response()
+    except (asyncio.CancelledError, ConnectionResetError):
+        raise
+    except Exception:
+        log.exception("unhandled error in %s %s", request.method, request.path)
+        return ApiError(500, "internal server error (see the service log)", type="server_error").response()
+
+
+async def _engine_ctx(app: web.Application) -> AsyncIterator[None]:
+    manager = app[MANAGER]
+    preload = None
+    if app[CONFIG].preload:
+        preload = asyncio.create_task(_preload(manager))
+    yield
+    if preload is not None:
+        preload.cancel()
+    await manager.close()
+
+
+async def _preload(manager: ModelManager) -> None:
+    try:
+        await manager.engine_for(None)
+    except Exception as e:  # reported on /health; requests will retry the load
+        log.warning("could not load the default model: %s", e)
+
+
+def create_app(config: ServeConfig) -> web.Application:
+    app = web.Application(middlewares=[error_middleware], client_max_size=MAX_BODY_BYTES)
+    app[CONFIG] = config
+    app[MANAGER] = ModelManager(config)
+    for method, path, handler in ROUTES:
+        app.router.add_route(method, path, handler)
+    app.cleanup_ctx.append(_engine_ctx)
+    return app

@@ -1,0 +1,55 @@
+"""Running one generation request against the engine: errors mapped to HTTP, text collected."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from runtime.engine.client import (
+    EngineClient, ModelLoadFailed, RequestHandle, RequestRefused, WorkerDied,
+)
+from runtime.server.app_keys import MANAGER
+from runtime.server.errors import ApiError
+from runtime.server.schemas import GenerationRequest
+from runtime.store.embedded import EmbeddedModelMissing
+from runtime.store.gguf_file import InvalidModelFile
+from runtime.store.resolve import UnknownModel
+
+
+def engine_error(e: Exception) -> ApiError:
+    """The HTTP error for an engine-side failure."""
+    if isinstance(e, RequestRefused):
+        code = "context_length_exceeded" if "context" in str(e) else None
+        return ApiError(400, str(e), code=code)
+    if isinstance(e, WorkerDied):
+        return ApiError(503, f"{e}; the next request restarts it", type="server_error", code="engine_stopped")
+    if isinstance(e, ModelLoadFailed):
+        return ApiError(500, f"the model could not be loaded: {e}", type="server_error", code="model_load_failed")
+    raise e
+
+
+async def start_generation(request: web.Request, req: GenerationRequest) -> tuple[EngineClient, RequestHandle]:
+    """Pick (load, swap or restart) the engine and submit; raise ``ApiError`` on failure."""
+    manager = request.app[MANAGER]
+    try:
+        engine = await manager.engine_for(req.model)
+    except UnknownModel as e:
+        raise ApiError(404, str(e), param="model", code="model_not_found") from None
+    except (InvalidModelFile, EmbeddedModelMissing) as e:
+        raise ApiError(400, str(e), param="model", code="invalid_model") from None
+    except ModelLoadFailed as e:
+        raise engine_error(e) from None
+    try:
+        handle = await engine.submit(req.params, prompt=req.prompt, messages=req.messages, tokens=req.tokens)
+    except (RequestRefused, WorkerDied) as e:
+        raise engine_error(e) from None
+    manager.requests_served += 1
+    return engine, handle
+
+
+def usage(prompt_tokens: int, completion_tokens: int) -> dict:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": 0},
+    }

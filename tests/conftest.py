@@ -1,0 +1,39 @@
+"""Shared fixtures: one temporary data directory per test session, the embedded models."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+# Set before any runtime import reads it: nothing is written outside the temporary dir.
+_DATA = tempfile.mkdtemp(prefix="hearth-test-data-")
+os.environ["HEARTH_DATA_DIR"] = _DATA
+atexit.register(shutil.rmtree, _DATA, ignore_errors=True)
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    return Path(_DATA)
+
+
+def _embedded(model_id: str, data_dir: Path) -> Path:
+    from runtime.store.catalog import load_catalog
+    from runtime.store.embedded import ensure_embedded
+
+    return ensure_embedded(load_catalog()[model_id], data_dir)
+
+
+@pytest.fixture(scope="session")
+def smollm2_path(data_dir) -> Path:
+    return _embedded("smollm2-135m", data_dir)
+
+
+@pytest.fixture(scope="session")
+def gemma_path(data_dir) -> Path:
+    return _embedded("gemma-3-270m", data_dir)

@@ -1,0 +1,39 @@
+"""The import boundaries of the architecture, checked on the source."""
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def sources(folder: str):
+    return sorted((ROOT / folder).rglob("*.py"))
+
+
+def test_runtime_never_imports_qt_or_app():
+    for p in sources("runtime"):
+        assert not imports(p) & {"PySide6", "qasync", "app"}, p
+
+
+def test_only_backends_import_llama_cpp():
+    for p in sources("runtime") + sources("app"):
+        if "backends" not in p.parts:
+            assert "llama_cpp" not in imports(p), p
+
+
+def test_kernels_import_only_numpy_and_stdlib():
+    import sys
+
+    allowed = {"numpy", "runtime", "__future__"} | set(sys.stdlib_module_names)
+    for p in sources("runtime/kernels"):
+        assert imports(p) <= allowed, p
