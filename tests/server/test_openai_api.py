@@ -1,0 +1,163 @@
+"""The OpenAI-compatible API through the official ``openai`` client, against a live server."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+
+GREEDY = {"temperature": 0, "max_tokens": 24}
+
+
+def test_chat_non_streaming(oai):
+    r = oai.chat.completions.create(model="smollm2-135m", messages=[{"role": "user", "content": "Hello"}], **GREEDY)
+    assert r.object == "chat.completion"
+    assert r.choices[0].message.role == "assistant"
+    assert r.choices[0].message.content
+    assert r.choices[0].finish_reason in ("stop", "length")
+    assert r.usage.prompt_tokens > 5
+    assert 0 < r.usage.completion_tokens <= 24
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+    assert r.usage.prompt_tokens_details.cached_tokens == 0
+
+
+def test_chat_streaming_matches_non_streaming_and_reports_usage(oai):
+    messages = [{"role": "user", "content": "Name three colors."}]
+    full = oai.chat.completions.create(model="smollm2-135m", messages=messages, **GREEDY)
+    chunks = list(oai.chat.completions.create(model="smollm2-135m", messages=messages, stream=True,
+                                              stream_options={"include_usage": True}, **GREEDY))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == full.choices[0].message.content
+    finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finishes == [full.choices[0].finish_reason]
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == full.usage.completion_tokens
+
+
+def test_text_completion_stream_and_stop_string(oai):
+    full = oai.completions.create(model="smollm2-135m", prompt="1, 2, 3, 4,", temperature=0, max_tokens=16)
+    assert full.choices[0].text.startswith(" 5")
+    cut = oai.completions.create(model="smollm2-135m", prompt="1, 2, 3, 4,", temperature=0, max_tokens=16, stop=["7"])
+    assert "7" not in cut.choices[0].text
+    assert full.choices[0].text.startswith(cut.choices[0].text)
+    assert cut.choices[0].finish_reason == "stop"
+    streamed = "".join(c.choices[0].text for c in oai.completions.create(
+        model="smollm2-135m", prompt="1, 2, 3, 4,", temperature=0, max_tokens=16, stop=["7"], stream=True))
+    assert streamed == cut.choices[0].text
+
+
+def test_seeded_sampling_is_reproducible(oai):
+    kw = dict(model="smollm2-135m", prompt="Once upon a time", temperature=1.0, max_tokens=16)
+    a = oai.completions.create(seed=7, **kw).choices[0].text
+    b = oai.completions.create(seed=7, **kw).choices[0].text
+    assert a == b
+
+
+def test_models_list(oai):
+    ids = {m.id for m in oai.models.list().data}
+    assert {"smollm2-135m", "gemma-3-270m"} <= ids
+
+
+def test_eight_concurrent_streaming_clients_all_complete(server, oai):
+    prompts = [f"Count from {i} to {i + 20}:" for i in range(8)]
+    expected = {p: oai.completions.create(model="smollm2-135m", prompt=p, temperature=0, max_tokens=32,
+                                          extra_body={"ignore_eos": True}) for p in prompts}
+    results: dict[str, tuple[str, int]] = {}
+
+    def client(p: str) -> None:
+        text, usage = [], None
+        for c in oai.completions.create(model="smollm2-135m", prompt=p, temperature=0, max_tokens=32, stream=True,
+                                        stream_options={"include_usage": True}, extra_body={"ignore_eos": True}):
+            if c.choices:
+                text.append(c.choices[0].text)
+            if c.usage:
+                usage = c.usage.completion_tokens
+        results[p] = ("".join(text), usage)
+
+    threads = [threading.Thread(target=client, args=(p,)) for p in prompts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(results) == 8
+    for p in prompts:
+        assert results[p][1] == 32
+        assert results[p][0] == expected[p].choices[0].text
+
+
+@pytest.mark.parametrize("body, status, param", [
+    ('{"messages": [{"role": "user", "content": "hi"}], "max_tokens": -3}', 400, "max_tokens"),
+    ('{"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}', 400, "temperature"),
+    ('{"messages": "hi"}', 400, "messages"),
+    ('{"messages": [{"role": "wizard", "content": "hi"}]}', 400, "messages[0].role"),
+    ('{"messages": [{"role": "user", "content": "hi"}], "n": 3}', 400, "n"),
+    ('{"messages": [{"role": "user", "content": "hi"}], "stop": [1, 2]}', 400, "stop"),
+    ('{"messages": [{"role": "user", "content": "hi"}', 400, None),
+    ('[1, 2]', 400, None),
+    ('{"messages": [{"role": "user", "content": "hi"}], "model": "no-such-model"}', 404, "model"),
+])
+def test_bad_input_gets_4xx_in_openai_format(server, body, status, param):
+    r = httpx.post(f"{server.url}/v1/chat/completions", content=body, headers={"Content-Type": "application/json"})
+    assert r.status_code == status
+    err = r.json()["error"]
+    assert err["message"] and err["param"] == param
+    assert server.health()["engine"]["state"] == "running"
+
+
+def test_request_longer_than_context_is_refused(server, oai):
+    with pytest.raises(openai.BadRequestError) as e:
+        oai.completions.create(model="smollm2-135m", prompt="hello " * 5000, max_tokens=8)
+    assert e.value.code == "context_length_exceeded"
+    with pytest.raises(openai.BadRequestError, match="max_tokens"):
+        oai.completions.create(model="smollm2-135m", prompt="hello", max_tokens=100000)
+
+
+def test_truncated_model_file_is_refused_before_loading(server, smollm2_path, tmp_path):
+    bad = tmp_path / "cut.gguf"
+    bad.write_bytes(smollm2_path.read_bytes()[: 5_000_000])
+    r = httpx.post(f"{server.url}/v1/completions", json={"model": str(bad), "prompt": "hi"})
+    assert r.status_code == 400 and "truncated" in r.json()["error"]["message"]
+    assert server.stats()["models"][0]["id"] == "smollm2-135m"
+
+
+def test_client_disconnect_cancels_the_request(server):
+    body = {"prompt": "Write a long story.", "max_tokens": 2000, "stream": True, "extra": 1,
+            "ignore_eos": True}
+    with httpx.stream("POST", f"{server.url}/v1/completions", json=body, timeout=30) as r:
+        lines = r.iter_lines()
+        for _ in range(6):
+            next(lines)
+        assert server.stats()["models"][0]["running"] == 1
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        m = server.stats()["models"][0]
+        if m["running"] == 0:
+            break
+        time.sleep(0.05)
+    assert m["running"] == 0 and m["kv"]["cells_used"] == 0
+    assert m["tokens_generated"] < 1000
+
+
+def test_model_swap_on_request(server, oai, gemma_path):
+    # Gemma 3 270M is a base model: the plain fallback template and its "\nUser:" stop apply.
+    r = oai.chat.completions.create(model="gemma-3-270m", messages=[
+        {"role": "user", "content": "What is the capital of France?"}], temperature=0, max_tokens=40)
+    assert r.model == "gemma-3-270m"
+    assert r.choices[0].message.content == " The capital of France is Paris."
+    assert r.choices[0].finish_reason == "stop"
+    assert server.stats()["models"][0]["id"] == "gemma-3-270m"
+    r = oai.chat.completions.create(model="smollm2-135m", messages=[{"role": "user", "content": "Hi"}], **GREEDY)
+    assert r.model == "smollm2-135m"
+
+
+def test_sse_framing_ends_with_done(server):
+    body = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4, "stream": True}
+    with httpx.stream("POST", f"{server.url}/v1/chat/completions", json=body) as r:
+        assert r.headers["content-type"].startswith("text/event-stream")
+        events = [line for line in r.iter_lines() if line]
+    assert events[-1] == "data: [DONE]"
+    for e in events[:-1]:
+        assert json.loads(e.removeprefix("data: "))["object"] == "chat.completion.chunk"
