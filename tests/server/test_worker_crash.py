@@ -10,12 +10,12 @@ import time
 import httpx
 import pytest
 
-from tests.server.conftest import LiveServer
+from tests.server.conftest import live_server
 
 
 @pytest.fixture(scope="module")
 def crash_server(smollm2_path):
-    s = LiveServer("--parallel", "2", "--ctx", "2048")
+    s = live_server("--parallel", "2", "--ctx", "2048")
     yield s
     s.stop()
 

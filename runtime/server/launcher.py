@@ -1,0 +1,65 @@
+"""Start ``hearth serve`` as a child process and wait until its model is loaded.
+
+Used by whatever needs a service of its own: the desktop app's tray service, the
+benchmarks, and the tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class ServiceProcess:
+    def __init__(self, *args: str, port: int | None = None, host: str = "127.0.0.1",
+                 env: dict[str, str] | None = None) -> None:
+        self.port = port or free_port(host)
+        self.url = f"http://{host}:{self.port}"
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "runtime.cli", "serve", "--host", host, "--port", str(self.port), *args],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env or dict(os.environ),
+        )
+
+    def get(self, path: str, timeout: float = 5.0) -> dict:
+        with urllib.request.urlopen(f"{self.url}{path}", timeout=timeout) as r:
+            return json.loads(r.read())
+
+    def health(self) -> dict:
+        return self.get("/health")
+
+    def stats(self) -> dict:
+        return self.get("/hearth/stats")
+
+    def wait_ready(self, timeout: float = 180.0) -> "ServiceProcess":
+        """Block until /health reports the engine running; raise with the log if it exits."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"hearth serve exited with {self.proc.returncode}:\n{self.proc.stdout.read()}")
+            try:
+                if self.health()["engine"]["state"] == "running":
+                    return self
+            except (urllib.error.URLError, ConnectionError, TimeoutError, ValueError):
+                pass
+            time.sleep(0.1)
+        raise TimeoutError(f"hearth serve on port {self.port} was not ready after {timeout:.0f} s")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.wait(15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
