@@ -84,10 +84,20 @@ async def serve(config: ServeConfig) -> None:
     await runner.cleanup()
 
 
+def run_service_loop(coro):
+    """Run the service on uvloop where it is installed: its per-token overhead (one pipe
+    read and one socket write per stream per step) is a fraction of asyncio's."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
-        asyncio.run(serve(_config(args)))
+        run_service_loop(serve(_config(args)))
     elif args.command == "run":
         from runtime.terminal_chat import run_chat
 

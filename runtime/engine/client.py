@@ -69,6 +69,21 @@ class RequestHandle:
             self.client._forget(self.request_id)
         return item
 
+    def ready(self) -> list[RequestOutput]:
+        """Outputs already queued, without waiting (up to and including a final one)."""
+        items: list[RequestOutput] = []
+        queue = self._pending.queue
+        while not self.finished and not queue.empty():
+            item = queue.get_nowait()
+            if isinstance(item, Exception):
+                queue.put_nowait(item)  # raised by the next __anext__
+                break
+            items.append(item)
+            if item.finish_reason is not None:
+                self.finished = True
+                self.client._forget(self.request_id)
+        return items
+
     def cancel(self) -> None:
         if not self.finished:
             self.finished = True

@@ -27,6 +27,7 @@ async def read_json(request: web.Request) -> object:
 
 class _Chat:
     prefix, obj, chunk_obj = "chatcmpl", "chat.completion", "chat.completion.chunk"
+    text_path = ("choices", 0, "delta", "content")
 
     @staticmethod
     def full(text: str, finish: str | None) -> dict:
@@ -41,6 +42,7 @@ class _Chat:
 
 class _Text:
     prefix, obj, chunk_obj = "cmpl", "text_completion", "text_completion"
+    text_path = ("choices", 0, "text")
 
     @staticmethod
     def full(text: str, finish: str | None) -> dict:
@@ -90,6 +92,7 @@ async def _collect(req: GenerationRequest, handle: RequestHandle, head: dict, fm
 
 async def _stream(request: web.Request, req: GenerationRequest, handle: RequestHandle, head: dict, fmt):
     chunk_head = {**head, "object": fmt.chunk_obj}
+    text_frame = sse.TextFrames({**chunk_head, "choices": [fmt.delta("x", None)]}, fmt.text_path)
     response = await sse.open_stream(request)
     write = response.write
     n = 0
@@ -99,9 +102,15 @@ async def _stream(request: web.Request, req: GenerationRequest, handle: RequestH
         elif req.echo and req.prompt:
             await write(sse.frame({**chunk_head, "choices": [fmt.delta(req.prompt, None)]}))
         async for out in handle:
-            n += out.n_tokens
-            if out.text or out.finish_reason:
-                await write(sse.frame({**chunk_head, "choices": [fmt.delta(out.text, out.finish_reason)]}))
+            # Outputs that queued up while this task waited go out as one frame.
+            text, finish, k = out.text, out.finish_reason, out.n_tokens
+            for more in handle.ready():
+                text, finish, k = text + more.text, more.finish_reason, k + more.n_tokens
+            n += k
+            if finish is not None:
+                await write(sse.frame({**chunk_head, "choices": [fmt.delta(text, finish)]}))
+            elif text:
+                await write(text_frame(text))
         if req.include_usage:
             await write(sse.frame({**chunk_head, "choices": [], "usage": usage(handle.prompt_tokens, n)}))
     except EngineError as e:

@@ -19,6 +19,26 @@ def frame(payload: dict) -> bytes:
 
 
 DONE = b"data: [DONE]\n\n"
+_MARK = "@@hearth-text@@"
+
+
+class TextFrames:
+    """Frames that differ only in one text field, serialized once.
+
+    A stream sends one frame per token; only the text changes, so the JSON around it is
+    encoded once and each frame costs one ``json.dumps`` of a short string.
+    """
+
+    def __init__(self, template: dict, path: tuple) -> None:
+        node = template
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = _MARK
+        encoded = frame(template)
+        self._prefix, self._suffix = encoded.split(json.dumps(_MARK).encode(), 1)
+
+    def __call__(self, text: str) -> bytes:
+        return self._prefix + json.dumps(text, ensure_ascii=False).encode() + self._suffix
 
 
 async def open_stream(request: web.Request) -> web.StreamResponse:

@@ -150,3 +150,15 @@ def test_preempted_request_resumes_with_the_same_output(smollm2_path):
         assert [texts["b0"], texts["b1"]] == alone
     finally:
         e.backend.close()
+
+
+def test_penalties_change_greedy_output_and_reduce_repetition(engine):
+    b = engine.backend
+    prompt = b.tokenize("Repeat after me: go go go go go go go go")
+    engine.add_request("plain", prompt, greedy(24, ignore_eos=True))
+    plain = run(engine)[0]["plain"]
+    engine.add_request("pen", prompt, greedy(24, ignore_eos=True, presence_penalty=2.0,
+                                              frequency_penalty=2.0, repeat_penalty=1.5))
+    penalized = run(engine)[0]["pen"]
+    assert penalized != plain
+    assert len(set(penalized.split())) > len(set(plain.split()))
