@@ -20,7 +20,7 @@ $(VENV)/.core: pyproject.toml | $(PY)
 	@touch $@
 
 $(VENV)/.test: $(VENV)/.core pyproject.toml
-	$(PIP) install -e '.[embedded,test]'
+	$(PIP) install -e '.[embedded,app,test]'
 	@touch $@
 
 # Until the desktop app lands, `make run` serves the API with the default model.
