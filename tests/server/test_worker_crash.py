@@ -66,3 +66,14 @@ def test_non_streaming_request_gets_503_when_worker_dies(crash_server):
     t.join(5)
     assert result and result[0].status_code == 503
     assert result[0].json()["error"]["code"] == "engine_stopped"
+
+
+def test_sigterm_stops_the_service_and_its_worker(smollm2_path):
+    import psutil
+
+    s = live_server("--parallel", "1", "--ctx", "1024")
+    worker = psutil.Process(s.stats()["models"][0]["pid"])
+    s.proc.send_signal(signal.SIGTERM)
+    assert s.proc.wait(20) == 0
+    worker.wait(5)
+    assert not worker.is_running()
