@@ -34,7 +34,7 @@ test: $(VENV)/.test
 
 bench: $(VENV)/.test
 	$(PY) bench/overhead.py
-	$(PY) bench/concurrency.py
+	$(PY) bench/concurrency.py --repeats 5
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -5,7 +5,7 @@ in one run, alternating, median of the repeats. Decode rate = (tokens - 1) / (ti
 token - time of first token), so prompt processing is left out on both sides.
 Target: hearth / llama_cpp >= 0.95.
 
-    python bench/overhead.py [--repeats 3] [--tokens 256]
+    python bench/overhead.py [--repeats 5] [--tokens 256]
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ async def hearth_rate(url: str, tokens: int) -> tuple[float, str, int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--tokens", type=int, default=256)
     ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args()
