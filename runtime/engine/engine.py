@@ -122,22 +122,27 @@ class Engine:
         try:
             self.backend.decode(batch)
         except NoKVSlotError:
-            self._recover_no_slot(chunks)
-            return []
+            return self._recover_no_slot(chunks)
         for c in chunks:
             c.request.num_computed = c.end
         return [self._sample(r, index) for r, index in sampled]
 
-    def _recover_no_slot(self, chunks: list[ScheduledChunk]) -> None:
-        """The pool was fuller than the accounting said: undo the step, preempt the newest."""
+    def _recover_no_slot(self, chunks: list[ScheduledChunk]) -> list[RequestOutput]:
+        """The pool was fuller than the accounting said: undo the step, preempt the newest.
+
+        A request that fails alone cannot fit at all: it ends with ``length``.
+        """
         for c in chunks:
             self.backend.seq_rm(c.request.seq_id, c.start, None)
         running = self.scheduler.running
         if len(running) > 1:
             self.scheduler.preempt(running[-1])
-        else:
-            for r in list(running):
-                self._finish(r, FinishReason.LENGTH)
+            return []
+        outputs = []
+        for r in list(running):
+            self._finish(r, FinishReason.LENGTH)
+            outputs.append(RequestOutput(r.request_id, r.detok.flush(), 0, FinishReason.LENGTH.value))
+        return outputs
 
     def _sample(self, request: Request, index: int) -> RequestOutput:
         token = request.sampler.sample(self.backend.ctx, index)

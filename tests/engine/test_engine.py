@@ -158,3 +158,26 @@ def test_penalties_change_greedy_output_and_reduce_repetition(engine):
     penalized = run(engine)[0]["pen"]
     assert penalized != plain
     assert len(set(penalized.split())) > len(set(plain.split()))
+
+
+def test_no_kv_slot_from_llama_cpp_preempts_instead_of_failing(smollm2_path):
+    # Accounting that overstates the pool (as a bug or an unexpected cell layout would)
+    # makes llama_decode itself return 1 ("no KV slot"): the step is undone, the newest
+    # request preempted, and both requests still complete.
+    e = make_engine(smollm2_path, parallel=2, n_ctx=256, n_batch=64)
+    try:
+        e.scheduler.config.kv_capacity = 10_000
+        b = e.backend
+        for i in range(2):
+            e.add_request(f"r{i}", b.tokenize(f"Story {i}: once upon a time"), greedy(135, ignore_eos=True))
+        e.max_request_tokens = 10_000
+        texts, finish, _ = run(e)
+        assert e.scheduler.num_preemptions >= 1
+        assert finish == {"r0": "length", "r1": "length"}
+        assert all(len(t) > 90 for t in texts.values())
+        # alone and still too long for the real pool: it ends with "length", not an error
+        e.add_request("big", b.tokenize("Long story:"), greedy(300, ignore_eos=True))
+        texts, finish, _ = run(e)
+        assert finish["big"] == "length" and e.stats().kv_cells_used == 0
+    finally:
+        e.backend.close()
