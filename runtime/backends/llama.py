@@ -29,6 +29,8 @@ from runtime.backends.errors import (
 from runtime.engine.sampling_params import SamplingParams
 
 _GGML_LOG_LEVEL_WARN = 3
+#: KV cache types by name -> ggml type ids (ggml.h: F16 = 1, Q4_0 = 2, Q8_0 = 8)
+KV_TYPES = {"f16": 1, "q8_0": 8, "q4_0": 2}
 
 
 def _silence_llama_log() -> None:
@@ -51,6 +53,8 @@ class ContextConfig:
     n_batch: int = 512
     n_threads: int = 0  # 0: physical cores
     n_gpu_layers: int = 0
+    #: K and V cache type: f16, q8_0 or q4_0 (a quantized V cache needs flash attention)
+    kv_type: str = "f16"
     #: flash attention: None = off on the CPU (measured ~7% slower decode there with
     #: SmolLM2, which is what llama-cpp-python's Llama does too), auto with GPU layers
     flash_attn: bool | None = None
@@ -179,9 +183,15 @@ class LlamaBackend:
         cparams.kv_unified = True
         cparams.swa_full = True
         cparams.no_perf = True
+        if config.kv_type not in KV_TYPES:
+            raise ModelLoadError(f"unknown KV type {config.kv_type!r}: use one of {', '.join(KV_TYPES)}")
+        cparams.type_k = cparams.type_v = KV_TYPES[config.kv_type]
+        quantized_v = config.kv_type != "f16"
         if config.flash_attn is not None:
+            if quantized_v and not config.flash_attn:
+                raise ModelLoadError(f"a {config.kv_type} V cache needs flash attention: drop --flash-attn off")
             cparams.flash_attn_type = int(config.flash_attn)
-        elif config.n_gpu_layers == 0:
+        elif config.n_gpu_layers == 0 and not quantized_v:
             cparams.flash_attn_type = lc.LLAMA_FLASH_ATTN_TYPE_DISABLED
         self.ctx = lc.llama_init_from_model(self.model, cparams)
         if not self.ctx:
