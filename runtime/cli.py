@@ -19,11 +19,22 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ctx", type=int, default=8192, help="KV capacity in tokens, across requests (default %(default)s)")
     p.add_argument("--batch", type=int, default=512, help="token budget of one step (default %(default)s)")
     p.add_argument("--threads", type=int, default=0, help="CPU threads (default: physical cores)")
+    p.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16",
+                   help="K and V cache type (quantized types turn flash attention on)")
+    p.add_argument("--flash-attn", choices=["auto", "on", "off"], default="auto",
+                   help="auto: off on the CPU, llama.cpp's choice with GPU layers")
+    p.add_argument("--block-size", type=int, default=16, help="KV block size in tokens (default %(default)s)")
+    p.add_argument("--no-prefix-cache", action="store_true", help="recompute every prompt from scratch")
+    p.add_argument("--cache-fraction", type=float, default=0.25,
+                   help="share of the KV capacity that idle prefix cache may keep (default %(default)s)")
 
 
 def _config(args: argparse.Namespace, **over) -> ServeConfig:
+    flash = {"auto": None, "on": True, "off": False}[args.flash_attn]
     values = dict(host=args.host, port=args.port, model=args.model, parallel=args.parallel,
-                  ctx=args.ctx, n_batch=args.batch, threads=args.threads, preload=False)
+                  ctx=args.ctx, n_batch=args.batch, threads=args.threads, kv_type=args.kv_type,
+                  flash_attn=flash, block_size=args.block_size, prefix_cache=not args.no_prefix_cache,
+                  cache_fraction=args.cache_fraction, preload=False)
     values.update(over)
     return ServeConfig(**values)
 

@@ -33,5 +33,10 @@ class ServeConfig:
     ctx: int = 8192
     n_batch: int = 512
     threads: int = 0
+    kv_type: str = "f16"
+    flash_attn: bool | None = None
+    block_size: int = 16
+    prefix_cache: bool = True
+    cache_fraction: float = 0.25
     preload: bool = True
     data_dir: Path = field(default_factory=data_dir)

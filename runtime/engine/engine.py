@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runtime.backends.errors import NoKVSlotError
+from runtime.engine.kv_cache_manager import KVCacheManager, KVStats
 from runtime.engine.request import FinishReason, Request
 from runtime.engine.sampling_params import SamplingParams
 from runtime.engine.scheduler import ScheduledChunk, Scheduler, SchedulerConfig
@@ -27,6 +28,8 @@ class RequestOutput:
     text: str
     n_tokens: int
     finish_reason: str | None = None
+    #: prompt tokens served from the prefix cache (set on the final output)
+    cached_tokens: int = 0
 
 
 @dataclass(slots=True)
@@ -38,19 +41,31 @@ class EngineStats:
     kv_capacity: int
     preemptions: int
     requests_finished: int
+    kv: KVStats | None = None
+
+
+@dataclass(slots=True)
+class CacheConfig:
+    block_size: int = 16
+    prefix_cache: bool = True
+    #: share of the KV blocks that unreferenced cached blocks may keep: cells held in the
+    #: unified pool slow every decode a little (docs/architecture.md)
+    cache_fraction: float = 0.25
 
 
 class Engine:
-    def __init__(self, backend, parallel: int) -> None:
+    def __init__(self, backend, parallel: int, cache: CacheConfig | None = None) -> None:
         self.backend = backend
+        cache = cache or CacheConfig()
         n_ctx_train = backend.info.n_ctx_train or backend.n_ctx
         #: the most tokens (prompt + output) one request may have
         self.max_request_tokens = min(backend.n_ctx, n_ctx_train)
-        self.scheduler = Scheduler(
-            SchedulerConfig(parallel, backend.n_batch, backend.n_ctx),
-            n_seq=backend.n_seq_max,
-            release_seq=lambda seq: backend.seq_rm(seq),
+        self.kv = KVCacheManager(
+            backend, backend.n_ctx // cache.block_size, cache.block_size, backend.n_seq_max,
+            prefix_cache=cache.prefix_cache, cache_fraction=cache.cache_fraction,
+            n_swa=backend.info.n_swa,
         )
+        self.scheduler = Scheduler(SchedulerConfig(parallel, backend.n_batch), self.kv)
         self.requests: dict[str, Request] = {}
         self.tokens_generated = 0
         self.requests_finished = 0
@@ -104,7 +119,8 @@ class Engine:
     def stats(self) -> EngineStats:
         s = self.scheduler
         return EngineStats(len(s.running), len(s.waiting), self.tokens_generated, s.used_cells,
-                           s.config.kv_capacity, s.num_preemptions, self.requests_finished)
+                           self.backend.n_ctx, s.num_preemptions, self.requests_finished,
+                           self.kv.stats())
 
     # -- the step ---------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
@@ -125,6 +141,7 @@ class Engine:
             return self._recover_no_slot(chunks)
         for c in chunks:
             c.request.num_computed = c.end
+            self.kv.commit(c.request)
         return [self._sample(r, index) for r, index in sampled]
 
     def _recover_no_slot(self, chunks: list[ScheduledChunk]) -> list[RequestOutput]:
@@ -141,7 +158,8 @@ class Engine:
         outputs = []
         for r in list(running):
             self._finish(r, FinishReason.LENGTH)
-            outputs.append(RequestOutput(r.request_id, r.detok.flush(), 0, FinishReason.LENGTH.value))
+            outputs.append(RequestOutput(r.request_id, r.detok.flush(), 0, FinishReason.LENGTH.value,
+                                         r.cached_tokens))
         return outputs
 
     def _sample(self, request: Request, index: int) -> RequestOutput:
@@ -157,6 +175,7 @@ class Engine:
                 reason = FinishReason.STOP
             elif request.num_output >= request.max_tokens:
                 text, reason = text + request.detok.flush(), FinishReason.LENGTH
-        if reason is not None:
-            self._finish(request, reason)
-        return RequestOutput(request.request_id, text, 1, reason.value if reason else None)
+        if reason is None:
+            return RequestOutput(request.request_id, text, 1)
+        self._finish(request, reason)
+        return RequestOutput(request.request_id, text, 1, reason.value, request.cached_tokens)

@@ -20,6 +20,13 @@ class WorkerSpec:
     parallel: int = 4
     n_batch: int = 512
     n_threads: int = 0
+    kv_type: str = "f16"
+    flash_attn: bool | None = None
+    block_size: int = 16
+    prefix_cache: bool = True
+    cache_fraction: float = 0.25
+    #: sequence ids kept for prefix-cache holders, beside the ``parallel`` running ones
+    cache_seqs: int = 32
 
 
 # service -> worker

@@ -36,6 +36,10 @@ class Request:
     seq_id: int | None = None
     num_computed: int = 0
     num_preemptions: int = 0
+    #: prompt tokens that came from the prefix cache at admission
+    cached_tokens: int = 0
+    #: full blocks already registered in the prefix cache
+    num_hashed: int = 0
     sampler: Any = None
     detok: Any = None
     finish_reason: FinishReason | None = None

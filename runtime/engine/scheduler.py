@@ -2,18 +2,18 @@
 
 Every step spends a token budget (``n_batch``): first one token for each request that is
 decoding, then chunks of prompts still being computed (chunked prefill), then newly
-admitted requests. A long prompt therefore never freezes streams that are running.
-KV cells are accounted per request; when a step would need more cells than are free, the
-most recently admitted request is preempted (its cells released, back to the head of the
-queue, recomputed later: its client only sees a pause).
+admitted requests, which start after their longest cached prefix. KV blocks come from the
+KV cache manager; when a step needs more blocks than are free (after evicting unreferenced
+cache), the most recently admitted request is preempted (its blocks released, back to the
+head of the queue, recomputed later: its client only sees a pause).
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 
+from runtime.engine.kv_cache_manager import KVCacheManager
 from runtime.engine.request import Request, RequestStatus
 
 
@@ -21,7 +21,6 @@ from runtime.engine.request import Request, RequestStatus
 class SchedulerConfig:
     max_running: int = 4
     token_budget: int = 512
-    kv_capacity: int = 8192
 
 
 @dataclass(slots=True)
@@ -39,12 +38,11 @@ class ScheduledChunk:
 
 
 class Scheduler:
-    def __init__(self, config: SchedulerConfig, n_seq: int, release_seq: Callable[[int], None]):
+    def __init__(self, config: SchedulerConfig, kv: KVCacheManager) -> None:
         self.config = config
+        self.kv = kv
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []  # in order of admission
-        self._free_seqs = list(range(n_seq - 1, -1, -1))
-        self._release_seq = release_seq
         self.num_preemptions = 0
 
     # -- queue ------------------------------------------------------------------------
@@ -57,28 +55,23 @@ class Scheduler:
 
     @property
     def used_cells(self) -> int:
+        """KV cells in use by running requests (the tokens they have computed)."""
         return sum(r.num_computed for r in self.running)
 
     def remove(self, request: Request) -> None:
-        """Take a request out (finished or cancelled) and release its cells at once."""
+        """Take a request out (finished or cancelled); its full blocks stay as prefix cache."""
         if request in self.running:
             self.running.remove(request)
-            self._release(request)
+            self.kv.free(request, keep_cache=True)
         elif request in self.waiting:
             self.waiting.remove(request)
         request.status = RequestStatus.FINISHED
 
-    def _release(self, request: Request) -> None:
-        if request.seq_id is not None:
-            self._release_seq(request.seq_id)
-            self._free_seqs.append(request.seq_id)
-            request.seq_id = None
-        request.num_computed = 0
-
     def preempt(self, request: Request) -> None:
-        """Free a running request's cells and put it back at the head of the queue."""
+        """Free a running request's blocks and put it back at the head of the queue."""
         self.running.remove(request)
-        self._release(request)
+        self.kv.free(request, keep_cache=False)
+        request.num_computed = 0
         request.status = RequestStatus.WAITING
         request.num_preemptions += 1
         self.num_preemptions += 1
@@ -87,38 +80,49 @@ class Scheduler:
     # -- planning ---------------------------------------------------------------------
     def schedule(self) -> list[ScheduledChunk]:
         budget = self.config.token_budget
-        free = self.config.kv_capacity - self.used_cells
         chunks: list[ScheduledChunk] = []
         # Decoding requests first (one token each), then unfinished prompts, oldest first.
-        order = sorted(self.running, key=lambda r: r.num_pending > 1)
-        for request in order:
+        for request in sorted(self.running, key=lambda r: r.num_pending > 1):
             if request not in self.running or budget == 0:
                 continue
             n = min(request.num_pending, budget)
-            while free < n and request in self.running:
+            while request in self.running and not self.kv.allocate_slots(request, n):
                 victim = self.running[-1]
-                free += victim.num_computed
                 self.preempt(victim)
+                for c in [c for c in chunks if c.request is victim]:
+                    chunks.remove(c)
+                    budget += c.end - c.start
             if request not in self.running:
                 continue
             chunks.append(ScheduledChunk(request, request.num_computed, request.num_computed + n))
             budget -= n
-            free -= n
-        while self.waiting and budget > 0 and self._free_seqs:
-            if len(self.running) >= self.config.max_running:
+        while self.waiting and budget > 0 and len(self.running) < self.config.max_running:
+            chunk = self._admit(self.waiting[0], budget)
+            if chunk is None:
                 break
-            request = self.waiting[0]
-            n = min(request.num_pending, budget)
-            # Admit only when the whole remaining prompt fits beside one more token for
-            # each running request; an empty engine always admits (the request was
-            # validated to fit the context on its own).
-            if self.running and free - len(self.running) < request.num_pending:
-                break
-            self.waiting.popleft()
-            request.seq_id = self._free_seqs.pop()
-            request.status = RequestStatus.RUNNING
-            self.running.append(request)
-            chunks.append(ScheduledChunk(request, 0, n))
-            budget -= n
-            free -= n
+            chunks.append(chunk)
+            budget -= chunk.end - chunk.start
         return chunks
+
+    def _admit(self, request: Request, budget: int) -> ScheduledChunk | None:
+        hits = self.kv.get_computed_blocks(request)
+        pending = len(request.tokens) - len(hits) * self.kv.block_size
+        # Admit only when the whole remaining prompt fits beside one more block for each
+        # running request; an empty engine always tries (the request fits the context).
+        need = self.kv.blocks_needed(request, hits, pending) + len(self.running)
+        if self.running and self.kv.num_free_blocks < need:
+            return None
+        seq = self.kv.acquire_seq()
+        if seq is None:
+            return None
+        self.waiting.popleft()
+        self.kv.admit(request, seq, hits)
+        n = min(request.num_pending, budget)
+        if not self.kv.allocate_slots(request, n):
+            self.kv.free(request, keep_cache=False)
+            request.num_computed = 0
+            self.waiting.appendleft(request)
+            return None
+        request.status = RequestStatus.RUNNING
+        self.running.append(request)
+        return ScheduledChunk(request, request.num_computed, request.num_computed + n)

@@ -13,7 +13,7 @@ from multiprocessing.connection import Connection
 from runtime.backends.chat_template import ChatTemplateError
 from runtime.backends.errors import BackendError, ModelLoadError
 from runtime.backends.llama import ContextConfig, LlamaBackend
-from runtime.engine.engine import Engine, RequestRejected
+from runtime.engine.engine import CacheConfig, Engine, RequestRejected
 from runtime.engine.messages import (
     Accepted, Cancel, Fatal, Loaded, LoadFailed, Rejected, Shutdown, Stats, StepResult, Submit,
     WorkerSpec,
@@ -24,7 +24,8 @@ class _Worker:
     def __init__(self, conn: Connection, backend: LlamaBackend, spec: WorkerSpec) -> None:
         self.conn = conn
         self.backend = backend
-        self.engine = Engine(backend, spec.parallel)
+        cache = CacheConfig(spec.block_size, spec.prefix_cache, spec.cache_fraction)
+        self.engine = Engine(backend, spec.parallel, cache)
 
     def handle(self, msg: object) -> bool:
         """Apply one message; False means stop."""
@@ -76,8 +77,9 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
     try:
         backend = LlamaBackend(
             spec.model_path,
-            ContextConfig(n_ctx=spec.n_ctx, n_seq_max=spec.parallel, n_batch=spec.n_batch,
-                          n_threads=spec.n_threads),
+            ContextConfig(n_ctx=spec.n_ctx, n_seq_max=min(256, spec.parallel + spec.cache_seqs),
+                          n_batch=spec.n_batch, n_threads=spec.n_threads, kv_type=spec.kv_type,
+                          flash_attn=spec.flash_attn),
         )
     except ModelLoadError as e:
         conn.send(LoadFailed(str(e)))

@@ -56,8 +56,10 @@ class ModelManager:
 
     async def _load(self, model: ResolvedModel) -> EngineClient:
         c = self.config
-        engine = EngineClient(WorkerSpec(model.id, str(model.path), n_ctx=c.ctx, parallel=c.parallel,
-                                         n_batch=c.n_batch, n_threads=c.threads))
+        engine = EngineClient(WorkerSpec(
+            model.id, str(model.path), n_ctx=c.ctx, parallel=c.parallel, n_batch=c.n_batch,
+            n_threads=c.threads, kv_type=c.kv_type, flash_attn=c.flash_attn, block_size=c.block_size,
+            prefix_cache=c.prefix_cache, cache_fraction=c.cache_fraction))
         try:
             await engine.start()
         except Exception as e:

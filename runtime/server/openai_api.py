@@ -78,15 +78,16 @@ async def _generate(request: web.Request, req: GenerationRequest, fmt) -> web.St
 
 async def _collect(req: GenerationRequest, handle: RequestHandle, head: dict, fmt) -> web.Response:
     parts: list[str] = [req.prompt] if req.echo and req.prompt else []
-    n, finish = 0, None
+    n, finish, cached = 0, None, 0
     try:
         async for out in handle:
             parts.append(out.text)
             n += out.n_tokens
-            finish = out.finish_reason
+            finish, cached = out.finish_reason, out.cached_tokens
     except EngineError as e:
         raise engine_error(e) from None
-    body = {**head, "choices": [fmt.full("".join(parts), finish)], "usage": usage(handle.prompt_tokens, n)}
+    body = {**head, "choices": [fmt.full("".join(parts), finish)],
+            "usage": usage(handle.prompt_tokens, n, cached)}
     return web.json_response(body)
 
 
@@ -95,7 +96,7 @@ async def _stream(request: web.Request, req: GenerationRequest, handle: RequestH
     text_frame = sse.TextFrames({**chunk_head, "choices": [fmt.delta("x", None)]}, fmt.text_path)
     response = await sse.open_stream(request)
     write = response.write
-    n = 0
+    n, cached = 0, 0
     try:
         if fmt is _Chat:
             await write(sse.frame({**chunk_head, "choices": [fmt.delta(None, None, first=True)]}))
@@ -103,16 +104,17 @@ async def _stream(request: web.Request, req: GenerationRequest, handle: RequestH
             await write(sse.frame({**chunk_head, "choices": [fmt.delta(req.prompt, None)]}))
         async for out in handle:
             # Outputs that queued up while this task waited go out as one frame.
-            text, finish, k = out.text, out.finish_reason, out.n_tokens
+            text, finish, k, cached = out.text, out.finish_reason, out.n_tokens, out.cached_tokens
             for more in handle.ready():
                 text, finish, k = text + more.text, more.finish_reason, k + more.n_tokens
+                cached = more.cached_tokens
             n += k
             if finish is not None:
                 await write(sse.frame({**chunk_head, "choices": [fmt.delta(text, finish)]}))
             elif text:
                 await write(text_frame(text))
         if req.include_usage:
-            await write(sse.frame({**chunk_head, "choices": [], "usage": usage(handle.prompt_tokens, n)}))
+            await write(sse.frame({**chunk_head, "choices": [], "usage": usage(handle.prompt_tokens, n, cached)}))
     except EngineError as e:
         await write(sse.frame(engine_error(e).body()))
     except (ConnectionResetError, asyncio.CancelledError):

@@ -27,8 +27,11 @@ async def stats(request: web.Request) -> web.Response:
                  "max_request_tokens": engine.loaded.max_request_tokens if engine.loaded else None}
         if s is not None:
             d = asdict(s)
+            kv = {"cells_used": d["kv_cells_used"], "capacity": d["kv_capacity"],
+                  "preemptions": d["preemptions"]}
+            if d["kv"] is not None:
+                kv.update({k: v for k, v in d["kv"].items()})
             entry.update(running=d["running"], waiting=d["waiting"], tokens_generated=d["tokens_generated"],
-                         requests_finished=d["requests_finished"], preemptions=d["preemptions"],
-                         kv={"cells_used": d["kv_cells_used"], "capacity": d["kv_capacity"]})
+                         requests_finished=d["requests_finished"], preemptions=d["preemptions"], kv=kv)
         models.append(entry)
     return web.json_response({"requests_served": manager.requests_served, "models": models})

@@ -7,6 +7,7 @@ import pytest
 from tests.greedy_reference import assert_same_or_near_tie, greedy_reference
 from runtime.backends.llama import ContextConfig, LlamaBackend
 from runtime.engine.engine import Engine, RequestRejected
+from runtime.engine.kv_cache_manager import KVCacheManager
 from runtime.engine.sampling_params import SamplingParams
 
 
@@ -166,8 +167,8 @@ def test_no_kv_slot_from_llama_cpp_preempts_instead_of_failing(smollm2_path):
     # request preempted, and both requests still complete.
     e = make_engine(smollm2_path, parallel=2, n_ctx=256, n_batch=64)
     try:
-        e.scheduler.config.kv_capacity = 10_000
         b = e.backend
+        e.kv = e.scheduler.kv = KVCacheManager(b, 10_000 // 16, 16, b.n_seq_max, prefix_cache=False)
         for i in range(2):
             e.add_request(f"r{i}", b.tokenize(f"Story {i}: once upon a time"), greedy(135, ignore_eos=True))
         e.max_request_tokens = 10_000

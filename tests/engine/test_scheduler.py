@@ -1,8 +1,23 @@
-"""The scheduler alone: exact chunks, admission, budget, preemption (no llama.cpp)."""
+"""The scheduler: exact chunks, admission, budget, preemption.
 
+Decisions only: nothing is decoded. The KV manager acts on a real (empty) llama.cpp
+context; with blocks of one token, block counts are cell counts.
+"""
+
+import pytest
+
+from runtime.backends.llama import ContextConfig, LlamaBackend
+from runtime.engine.kv_cache_manager import KVCacheManager
 from runtime.engine.request import Request, RequestStatus
 from runtime.engine.sampling_params import SamplingParams
 from runtime.engine.scheduler import Scheduler, SchedulerConfig
+
+
+@pytest.fixture(scope="module")
+def memory(smollm2_path):
+    b = LlamaBackend(smollm2_path, ContextConfig(n_ctx=256, n_seq_max=4, n_batch=64))
+    yield b
+    b.close()
 
 
 def make(rid: str, prompt_len: int) -> Request:
@@ -19,12 +34,15 @@ def run_step(s: Scheduler, sample_token: int = 7):
     return [(c.request.request_id, c.start, c.end) for c in chunks]
 
 
-def new(max_running=2, budget=8, capacity=64, n_seq=2, released=None):
-    rel = released if released is not None else []
-    return Scheduler(SchedulerConfig(max_running, budget, capacity), n_seq, rel.append)
+@pytest.fixture()
+def new(memory):
+    def make(max_running=2, budget=8, capacity=64, n_seq=2):
+        kv = KVCacheManager(memory, capacity, 1, n_seq, prefix_cache=False)
+        return Scheduler(SchedulerConfig(max_running, budget), kv)
+    return make
 
 
-def test_long_prompt_is_chunked_by_the_token_budget():
+def test_long_prompt_is_chunked_by_the_token_budget(new):
     s = new(budget=8)
     s.add(make("a", 20))
     assert run_step(s) == [("a", 0, 8)]
@@ -33,7 +51,7 @@ def test_long_prompt_is_chunked_by_the_token_budget():
     assert run_step(s) == [("a", 20, 21)]  # decoding: one token per step
 
 
-def test_decode_tokens_come_before_other_prefill():
+def test_decode_tokens_come_before_other_prefill(new):
     s = new(budget=8)
     s.add(make("a", 3))
     run_step(s)
@@ -42,7 +60,7 @@ def test_decode_tokens_come_before_other_prefill():
     assert run_step(s) == [("a", 4, 5), ("b", 7, 14)]
 
 
-def test_requests_beyond_parallel_wait_in_queue():
+def test_requests_beyond_parallel_wait_in_queue(new):
     s = new(max_running=2, n_seq=2)
     for rid in "abc":
         s.add(make(rid, 2))
@@ -52,20 +70,18 @@ def test_requests_beyond_parallel_wait_in_queue():
     assert [r for r, *_ in run_step(s)] == ["b", "c"]
 
 
-def test_remove_releases_the_sequence_at_once():
-    released = []
-    s = new(released=released)
+def test_remove_releases_the_blocks_at_once(new):
+    s = new()
     s.add(make("a", 4))
     run_step(s)
+    assert s.kv.pool.num_used == 4
     a = s.running[0]
-    seq = a.seq_id
     s.remove(a)
-    assert released == [seq]
-    assert s.used_cells == 0
-    assert a.status is RequestStatus.FINISHED
+    assert s.used_cells == 0 and s.kv.pool.num_used == 0
+    assert a.status is RequestStatus.FINISHED and a.seq_id is None
 
 
-def test_admission_waits_until_the_whole_prompt_fits_beside_running_decodes():
+def test_admission_waits_until_the_whole_prompt_fits_beside_running_decodes(new):
     s = new(max_running=2, budget=16, capacity=11)
     s.add(make("a", 5))
     s.add(make("b", 6))
@@ -77,9 +93,8 @@ def test_admission_waits_until_the_whole_prompt_fits_beside_running_decodes():
     assert run_step(s) == [("b", 0, 6)]
 
 
-def test_preemption_requeues_newest_at_head_and_recomputes_its_tokens():
-    released = []
-    s = new(max_running=2, budget=16, capacity=10, released=released)
+def test_preemption_requeues_newest_at_head_and_recomputes_its_tokens(new):
+    s = new(max_running=2, budget=16, capacity=10)
     s.add(make("a", 4))
     s.add(make("b", 4))
     run_step(s)  # a: 4 computed + sampled; b admitted only if 4 <= 10-4-1
@@ -89,5 +104,5 @@ def test_preemption_requeues_newest_at_head_and_recomputes_its_tokens():
     assert [r.request_id for r in s.running] == ["a"]
     b = s.waiting[0]
     assert b.request_id == "b" and b.num_computed == 0 and b.num_preemptions == 1
-    assert len(released) == 1
+    assert s.kv.pool.num_used == 6  # a: 6 cells; b's were released
     assert b.num_pending == len(b.tokens)  # prompt + its outputs are recomputed

@@ -1,0 +1,144 @@
+"""KV blocks: a pool of fixed-size blocks with reference counts and a prefix cache.
+
+llama.cpp allocates KV cells anywhere in its pool; blocks are Hearth's accounting of those
+cells, ``block_size`` tokens each, as in vLLM. A full block may carry the chained hash of
+its tokens; while its hash is registered, a later request whose prompt has the same prefix
+can reuse it. Blocks with no references wait in a free queue in least-recently-used order
+(a request's blocks are freed tail first, so a prefix's tail is evicted before its head);
+allocating one that still carries a hash evicts it from the cache.
+
+No llama.cpp here: the pool only decides; ``on_evict`` lets the cache manager act.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True, eq=False)
+class Block:
+    block_id: int
+    ref_count: int = 0
+    hash: int | None = None
+    tokens: tuple[int, ...] | None = None
+    #: index of the block in its token sequence (positions index*B ... index*B + B - 1)
+    index: int = 0
+    #: sequence ids whose llama.cpp cells hold this block; the first is the designated one
+    seqs: list[int] = field(default_factory=list)
+
+    def reset(self) -> None:
+        self.ref_count, self.hash, self.tokens, self.index = 0, None, None, 0
+        self.seqs.clear()
+
+
+class BlockPool:
+    def __init__(self, num_blocks: int, block_size: int,
+                 on_evict: Callable[[Block], None] | None = None) -> None:
+        if num_blocks < 1 or block_size < 1:
+            raise ValueError("a block pool needs at least one block of at least one token")
+        self.block_size = block_size
+        self.blocks = [Block(i) for i in range(num_blocks)]
+        self._free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
+        self._cached: dict[int, Block] = {}
+        self._on_evict = on_evict
+        self.evictions = 0
+        self.num_cached_free = 0  # cached blocks nobody references: the evictable cache
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.blocks)
+
+    @property
+    def num_free(self) -> int:
+        """Blocks that can be allocated now (free, including cached ones that would be evicted)."""
+        return len(self._free)
+
+    @property
+    def num_cached(self) -> int:
+        return len(self._cached)
+
+    @property
+    def num_used(self) -> int:
+        return len(self.blocks) - len(self._free)
+
+    def lookup(self, block_hash: int, tokens: Sequence[int]) -> Block | None:
+        """The cached block with this hash, if its stored tokens are really ``tokens``."""
+        block = self._cached.get(block_hash)
+        if block is None or block.tokens != tuple(tokens):
+            return None
+        return block
+
+    def touch(self, blocks: Sequence[Block]) -> None:
+        """Take a reference on cached blocks (a prefix hit); they leave the free queue."""
+        for b in blocks:
+            if b.ref_count == 0:
+                del self._free[b.block_id]
+                self.num_cached_free -= b.hash is not None
+            b.ref_count += 1
+
+    def allocate(self, n: int) -> list[Block] | None:
+        """``n`` blocks with one reference each, or None when there are not enough."""
+        if n > len(self._free):
+            return None
+        out = []
+        for _ in range(n):
+            block_id, _ = self._free.popitem(last=False)
+            block = self.blocks[block_id]
+            if block.hash is not None:
+                self.num_cached_free -= 1
+                self._evict(block)
+            block.reset()
+            block.ref_count = 1
+            out.append(block)
+        return out
+
+    def free(self, blocks: Sequence[Block]) -> None:
+        """Drop one reference from each block; unreferenced ones join the free queue, tail first."""
+        for b in reversed(blocks):
+            if b.ref_count <= 0:
+                raise ValueError(f"block {b.block_id} freed more often than referenced")
+            b.ref_count -= 1
+            if b.ref_count == 0:
+                if b.hash is None:
+                    b.reset()
+                else:
+                    self.num_cached_free += 1
+                self._free[b.block_id] = None
+
+    def cache(self, block: Block, block_hash: int, tokens: Sequence[int], index: int) -> bool:
+        """Register a full block under its hash; False if another block already has it."""
+        if block_hash in self._cached:
+            return self._cached[block_hash] is block
+        block.hash, block.tokens, block.index = block_hash, tuple(tokens), index
+        self._cached[block_hash] = block
+        return True
+
+    def uncache(self, block: Block) -> None:
+        """Forget a block's hash (its cells are gone); it stays allocated if referenced."""
+        if block.hash is not None and self._cached.get(block.hash) is block:
+            del self._cached[block.hash]
+        block.hash, block.tokens = None, None
+
+    def trim_cache(self, keep: int) -> int:
+        """Evict least-recently-used unreferenced cached blocks until at most ``keep`` remain."""
+        evicted = 0
+        if self.num_cached_free <= keep:
+            return 0
+        for block_id in list(self._free):
+            if self.num_cached_free <= keep:
+                break
+            block = self.blocks[block_id]
+            if block.hash is not None:
+                self.num_cached_free -= 1
+                self._evict(block)
+                block.reset()
+                evicted += 1
+        return evicted
+
+    def _evict(self, block: Block) -> None:
+        self.evictions += 1
+        if self._on_evict is not None:
+            self._on_evict(block)
+        self.uncache(block)
