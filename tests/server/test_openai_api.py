@@ -167,3 +167,22 @@ def test_sse_framing_ends_with_done(server):
     assert events[-1] == "data: [DONE]"
     for e in events[:-1]:
         assert json.loads(e.removeprefix("data: "))["object"] == "chat.completion.chunk"
+
+
+def test_prefix_cache_hits_across_clients_and_reports_cached_tokens(server, oai):
+    system = "You are the support assistant of a small bakery. Be friendly and brief. " * 4
+    first = oai.chat.completions.create(model="smollm2-135m", messages=[
+        {"role": "system", "content": system}, {"role": "user", "content": "Do you sell rye bread?"}], **GREEDY)
+    from openai import OpenAI
+
+    other_client = OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0)
+    second = other_client.chat.completions.create(model="smollm2-135m", messages=[
+        {"role": "system", "content": system}, {"role": "user", "content": "When do you open?"}], **GREEDY)
+    assert first.usage.prompt_tokens_details.cached_tokens < 16
+    assert second.usage.prompt_tokens_details.cached_tokens >= 64
+    assert second.usage.prompt_tokens_details.cached_tokens % 16 == 0
+    kv = server.stats()["models"][0]["kv"]
+    for key in ("block_size", "blocks_total", "blocks_used", "blocks_cached", "prefix_hit_tokens",
+                "prompt_tokens", "evictions", "preemptions"):
+        assert key in kv
+    assert kv["block_size"] == 16 and kv["prefix_hit_tokens"] >= 64 and kv["blocks_cached"] > 0
