@@ -1,0 +1,15 @@
+"""The hardware probe and the memory-fit planner.
+
+- ``probe.probe() -> HardwareInfo``: CPU, RAM, GPUs, the llama.cpp build's backends, RAM
+  bandwidth (measured once per machine, cached in the data directory).
+- ``shape.shape_from_gguf(path)`` / ``shape.shape_from_catalog(entry)`` /
+  ``shape.shape_from_numbers(...) -> ModelShape``: what sizes a model, from its GGUF header or
+  from catalog numbers.
+- ``fit.plan_fit(shape, hardware, ctx=None, kv_type="f16", draft=None) -> FitPlan``: GPU
+  layers, context, memory, predicted speed, and a message.
+- ``calibrate.calibrate_decode()``: one measured decode that calibrates speed predictions.
+- ``report.format_probe_report(info)`` / ``report.format_fit_report(plan)``: terminal text.
+
+Only ``probe`` (through ``runtime.backends.ggml_devices``) and ``calibrate`` / ``measure``
+load llama.cpp; planning from a ``HardwareInfo`` does not.
+"""

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 _LINUX_FLAGS = {
     "avx": "AVX", "avx2": "AVX2", "fma": "FMA", "f16c": "F16C",
     "avx512f": "AVX-512", "avx512_vnni": "AVX-512 VNNI", "avx512_bf16": "AVX-512 BF16",
-    "avx_vnni": "AVX-VNNI", "amx_tile": "AMX",
+    "avx_vnni": "AVX-VNNI", "amx_tile": "AMX (advertised)",
     "asimd": "NEON", "asimddp": "DOTPROD", "i8mm": "I8MM", "sve": "SVE", "sve2": "SVE2",
 }
 #: macOS sysctl hw.optional.* -> name (Apple silicon)

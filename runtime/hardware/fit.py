@@ -1,0 +1,265 @@
+"""Plan how a model runs here: GPU layers, context, memory, speed, or why it cannot.
+
+Policy, in order:
+
+1. Everything on the GPU(s), at the largest context from the target down to 4096 (or the
+   target when smaller): a model that fits whole runs many times faster than a split one.
+2. Otherwise the largest context from the target down to 512 at which the model fits with
+   as many layers on the GPU as its free memory takes (none without a usable GPU). When
+   the model spills off a GPU anyway and no context was asked for, the context is capped
+   at 8192 so that cells do not take the place of layers.
+3. Otherwise it is too big, and the message gives the numbers and the way out.
+
+The target context is the requested one, never exceeded, or the trained context. Every
+device keeps a margin: estimates are taken 10% larger, a GPU keeps 512 MiB for its runtime
+(CUDA context, cuBLAS), RAM keeps 512 MiB for the service and the OS.
+
+Decode speed is predicted as bandwidth / bytes read per token on each device (weights
+there, plus the KV cache of 512 filled cells), times an efficiency: on the CPU the one
+measured on this machine (``runtime.hardware.calibrate``), on a GPU 0.6 (uncalibrated).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from runtime.hardware.advice import Shortfall, explain
+from runtime.hardware.gpus import GpuInfo
+from runtime.hardware.info import HardwareInfo
+from runtime.hardware.memory import (
+    SAFETY_FRACTION,
+    DeviceMemory,
+    Settings,
+    bytes_per_token,
+    estimate,
+    kv_type_bytes,
+)
+from runtime.hardware.shape import ModelShape
+
+MIB = 1 << 20
+GPU_RESERVE_BYTES = 512 * MIB
+RAM_RESERVE_BYTES = 512 * MIB
+MIN_CTX = 512
+GPU_FIRST_MIN_CTX = 4096
+PARTIAL_DEFAULT_CTX_CAP = 8192
+PREDICT_AT_CELLS = 512
+DEFAULT_GPU_EFFICIENCY = 0.6
+#: used before this machine is calibrated; about what the calibration finds on x86 VMs
+DEFAULT_CPU_EFFICIENCY = 0.35
+DEFAULT_HOST_BANDWIDTH = 20e9
+
+
+@dataclass(slots=True)
+class FitPlan:
+    model: str
+    verdict: str  #: gpu | partial | cpu | too_big
+    gpu_layers: int  #: llama.cpp's n_gpu_layers: 0..n_layer + 1 (the output layer counts as one)
+    layers_total: int  #: n_layer + 1
+    ctx: int
+    requested_ctx: int | None
+    kv_type: str
+    n_seq: int
+    n_batch: int
+    swa_full: bool
+    weights_bytes: int
+    kv_bytes: int
+    compute_bytes: int
+    overhead_bytes: int
+    draft_bytes: int
+    total_bytes: int
+    ram_bytes: int  #: host memory the plan takes
+    gpu_bytes: int  #: memory on all GPUs
+    ram_available: int
+    gpu_free: int
+    devices: list[DeviceMemory] = field(default_factory=list)
+    predicted_tokens_per_s: float | None = None
+    speed_calibrated: bool = False
+    message: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        return self.verdict != "too_big"
+
+    @property
+    def n_gpu_layers(self) -> int:
+        """The value for ``ContextConfig.n_gpu_layers``."""
+        return self.gpu_layers
+
+    def to_dict(self) -> dict:
+        d = {name: getattr(self, name) for name in self.__slots__ if name != "devices"}
+        d["devices"] = [dev.to_dict() for dev in self.devices]
+        d["fits"] = self.fits
+        if d["predicted_tokens_per_s"] is not None:
+            d["predicted_tokens_per_s"] = round(d["predicted_tokens_per_s"], 1)
+        return d
+
+
+@dataclass(slots=True)
+class _Trial:
+    settings: Settings
+    gpu_layers: int
+    cpu: DeviceMemory  #: the main model's host memory
+    gpus: list[DeviceMemory]  #: the main model on each usable GPU
+    draft_cpu: DeviceMemory | None
+    draft_gpus: list[DeviceMemory]
+    fits: bool = False
+
+    def merged(self) -> tuple[DeviceMemory, list[DeviceMemory]]:
+        """Main model and draft together, per device."""
+        cpu = _copy(self.cpu)
+        gpus = [_copy(d) for d in self.gpus]
+        if self.draft_cpu is not None:
+            _add(cpu, self.draft_cpu)
+            for into, d in zip(gpus[::-1], self.draft_gpus):
+                _add(into, d)
+        return cpu, gpus
+
+    @property
+    def draft_bytes(self) -> int:
+        return (self.draft_cpu.total if self.draft_cpu else 0) + sum(d.total for d in self.draft_gpus)
+
+
+def _with_margin(n: int) -> int:
+    return int(n * (1 + SAFETY_FRACTION))
+
+
+def _copy(d: DeviceMemory) -> DeviceMemory:
+    return DeviceMemory(d.name, d.weights, d.kv, d.compute, d.overhead, list(d.layers), d.output)
+
+
+def _add(into: DeviceMemory, other: DeviceMemory) -> None:
+    into.weights += other.weights
+    into.kv += other.kv
+    into.compute += other.compute
+    into.overhead += other.overhead
+
+
+class _Planner:
+    def __init__(self, shape: ModelShape, hw: HardwareInfo, settings: Settings, draft: ModelShape | None):
+        self.shape, self.hw, self.base, self.draft = shape, hw, settings, draft
+        self.gpus: list[GpuInfo] = hw.usable_gpus
+        self.pool = [(g.device or g.name, float(g.memory_free)) for g in self.gpus]
+        self.full = shape.n_layer + 1
+
+    def trial(self, ctx: int, n_gpu: int) -> _Trial:
+        s = Settings(ctx, self.base.kv_type, self.base.n_seq, self.base.n_batch, self.base.swa_full)
+        cpu, gpus = estimate(self.shape, s, n_gpu, self.pool)
+        t = _Trial(s, n_gpu, cpu, gpus, None, [])
+        if self.draft is not None:
+            # The draft follows the main model: on the (last) GPU when all of it is there.
+            on_gpu = bool(self.pool) and n_gpu == self.full
+            t.draft_cpu, t.draft_gpus = estimate(
+                self.draft, s, self.draft.n_layer + 1 if on_gpu else 0, self.pool[-1:] if on_gpu else [])
+        t.fits = self.gpu_fits(t) and self.ram_fits(t)
+        return t
+
+    def gpu_fits(self, t: _Trial) -> bool:
+        _, gpus = t.merged()
+        return all(not d.total or _with_margin(d.total) + GPU_RESERVE_BYTES <= g.memory_free
+                   for g, d in zip(self.gpus, gpus))
+
+    def ram_fits(self, t: _Trial) -> bool:
+        cpu, gpus = t.merged()
+        shared = sum(d.total for g, d in zip(self.gpus, gpus) if g.unified)
+        return _with_margin(cpu.total + shared) + RAM_RESERVE_BYTES <= self.hw.ram.available
+
+    def best_split(self, ctx: int) -> _Trial:
+        """The trial with the most GPU layers whose GPU part fits (host memory not checked)."""
+        lo, hi = 0, self.full if self.gpus else 0
+        while lo < hi:  # GPU use grows with the layer count: bisect the largest that fits
+            mid = (lo + hi + 1) // 2
+            if self.gpu_fits(self.trial(ctx, mid)):
+                lo = mid
+            else:
+                hi = mid - 1
+        return self.trial(ctx, lo)
+
+
+def context_candidates(target: int, floor: int) -> list[int]:
+    """``target``, then the powers of two below it, down to ``floor``."""
+    out = [target]
+    p = 1 << (target.bit_length() - 1)
+    if p == target:
+        p //= 2
+    while p >= floor:
+        out.append(p)
+        p //= 2
+    return out
+
+
+def plan_fit(shape: ModelShape, hardware: HardwareInfo, ctx: int | None = None, kv_type: str = "f16",
+             draft: ModelShape | None = None, *, n_seq: int = 4, n_batch: int = 512,
+             swa_full: bool = True) -> FitPlan:
+    """Plan GPU layers and context for ``shape`` on ``hardware`` (see the module docstring).
+
+    ``ctx`` is the context asked for (None: the trained context); ``draft`` a speculative
+    draft model that shares the context. Raises ValueError for a bad ctx or KV type.
+    """
+    kv_type_bytes(kv_type)
+    if ctx is not None and ctx < 1:
+        raise ValueError(f"context must be a positive number of tokens, got {ctx}")
+    target = min(ctx, shape.ctx_train) if ctx and shape.ctx_train else (ctx or shape.ctx_train or 4096)
+    planner = _Planner(shape, hardware, Settings(target, kv_type, n_seq, n_batch, swa_full), draft)
+    at_target = planner.best_split(target)
+    if planner.gpus:
+        for c in context_candidates(target, min(target, GPU_FIRST_MIN_CTX)):
+            t = planner.trial(c, planner.full)
+            if t.fits:
+                return _finish(planner, t, "gpu", ctx, at_target)
+    cap = target if ctx or not planner.gpus else min(target, PARTIAL_DEFAULT_CTX_CAP)
+    for c in context_candidates(cap, min(cap, MIN_CTX)):
+        t = planner.best_split(c)
+        if t.fits:
+            return _finish(planner, t, "partial" if t.gpu_layers else "cpu", ctx, at_target)
+    return _finish(planner, t, "too_big", ctx, at_target)
+
+
+def _predict(p: _Planner, t: _Trial) -> tuple[float, bool]:
+    cpu_b, gpu_b = bytes_per_token(p.shape, t.settings, t.cpu, t.gpus, min(PREDICT_AT_CELLS, t.settings.ctx))
+    host_bw = p.hw.memory_bandwidth or DEFAULT_HOST_BANDWIDTH
+    eff = p.hw.decode_efficiency or DEFAULT_CPU_EFFICIENCY
+    seconds = cpu_b / (host_bw * eff)
+    for g, b in zip(p.gpus, gpu_b):
+        seconds += b / (g.bandwidth * DEFAULT_GPU_EFFICIENCY)
+    return 1 / seconds, p.hw.decode_efficiency is not None and not any(gpu_b)
+
+
+def _shortfalls(p: _Planner, t: _Trial) -> list[Shortfall]:
+    """Each device the trial does not fit on: what it needs (margins included) and has free."""
+    cpu, gpus = t.merged()
+    out = [Shortfall(g.name, _with_margin(d.total) + GPU_RESERVE_BYTES, g.memory_free, _weights(t, i))
+           for i, (g, d) in enumerate(zip(p.gpus, gpus))
+           if d.total and _with_margin(d.total) + GPU_RESERVE_BYTES > g.memory_free]
+    shared = sum(d.total for g, d in zip(p.gpus, gpus) if g.unified)
+    need = _with_margin(cpu.total + shared) + RAM_RESERVE_BYTES
+    if need > p.hw.ram.available:
+        out.append(Shortfall("RAM", need, p.hw.ram.available, _weights(t, -1)))
+    return out
+
+
+def _weights(t: _Trial, gpu: int) -> int:
+    return t.cpu.weights if gpu < 0 else t.gpus[gpu].weights
+
+
+def _finish(p: _Planner, t: _Trial, verdict: str, asked: int | None, at_target: _Trial) -> FitPlan:
+    main = [t.cpu, *t.gpus]
+    cpu, gpus = t.merged()
+    used = [d for d in gpus if d.total]
+    tps, calibrated = _predict(p, t) if verdict != "too_big" else (None, False)
+    plan = FitPlan(
+        model=p.shape.name, verdict=verdict, gpu_layers=t.gpu_layers, layers_total=p.full,
+        ctx=t.settings.ctx, requested_ctx=asked, kv_type=t.settings.kv_type,
+        n_seq=t.settings.n_seq, n_batch=t.settings.n_batch, swa_full=t.settings.swa_full,
+        weights_bytes=sum(d.weights for d in main), kv_bytes=sum(d.kv for d in main),
+        compute_bytes=sum(d.compute for d in main), overhead_bytes=sum(d.overhead for d in main),
+        draft_bytes=t.draft_bytes, total_bytes=cpu.total + sum(d.total for d in gpus),
+        ram_bytes=cpu.total, gpu_bytes=sum(d.total for d in gpus), ram_available=p.hw.ram.available,
+        gpu_free=sum(g.memory_free for g in p.gpus), devices=[cpu, *used],
+        predicted_tokens_per_s=tps, speed_calibrated=calibrated,
+    )
+    plan.message, plan.notes = explain(
+        plan, p.shape, p.gpus, target_ctx=at_target.settings.ctx,
+        target_short=_shortfalls(p, at_target), short=_shortfalls(p, t),
+    )
+    return plan

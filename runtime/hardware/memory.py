@@ -1,0 +1,198 @@
+"""Bytes a model takes on each device for a context size, KV type and GPU layer count.
+
+What llama.cpp allocates, as Hearth creates contexts (``runtime.backends.llama``: unified KV
+pool of ``n_seq`` sequences, ``n_ubatch = n_batch``, ``swa_full`` on by default):
+
+- weights: the CPU keeps the token embeddings and every layer not offloaded (memory-mapped,
+  resident once read); a GPU holds its layers, and the output layer when it is offloaded
+  (tied embeddings are copied for it).
+- KV cache: per layer ``n_head_kv * (head_dim_k + head_dim_v) * bytes per element`` for every
+  cell. The context is padded to 256 cells. A sliding-window layer holds
+  ``pad256(min(ctx, window * n_seq + n_batch))`` cells, or the whole context with swa_full.
+  llama.cpp clears the cache when it creates it, so it is resident from the start.
+- compute buffer: the larger of the attention step, ``n_batch * n_kv * (n_head + 1) * 4``
+  bytes of scores and mask without flash attention (``n_batch * n_kv * 2`` of mask with it),
+  plus ``n_batch * (3 * n_embd + n_ff) * 4`` of activations; and the output step,
+  ``n_outputs * n_vocab * 4`` of logits plus ``n_batch * 3 * n_embd * 4``. A GPU allocates
+  the whole buffer llama.cpp reserves (logits for all ``n_batch`` tokens). On the CPU only
+  the pages that are written become resident, and Hearth asks logits for at most one token
+  per sequence, so the CPU estimate uses ``n_outputs = n_seq``. These formulas match the
+  compute buffer sizes llama.cpp reports for SmolLM2 and Gemma 3 within 4%.
+- the rest of the process: logits output buffer (``n_vocab * n_seq * 4``), the vocabulary
+  (about 120 bytes a token) and a fixed 22 MiB (allocator arenas, thread stacks, llama.cpp's
+  own tables), measured on the two embedded models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from runtime.hardware.shape import ModelShape
+
+MIB = 1 << 20
+#: bytes per K or V element of each KV cache type (ggml block sizes: q8_0 34/32, q4_0 18/32)
+KV_TYPE_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q4_0": 18 / 32}
+CTX_PAD = 256
+#: planning margin: every estimate is taken this much larger before it is compared to free memory
+SAFETY_FRACTION = 0.10
+RUNTIME_BASE_BYTES = 22 * MIB
+VOCAB_BYTES_PER_TOKEN = 120
+#: host memory a GPU backend's runtime takes (CUDA context, pinned staging buffers)
+GPU_HOST_OVERHEAD_BYTES = 256 * MIB
+
+
+class UnknownKVType(ValueError):
+    """A KV cache type the planner (and Hearth) does not know."""
+
+
+def kv_type_bytes(kv_type: str) -> float:
+    try:
+        return KV_TYPE_BYTES[kv_type]
+    except KeyError:
+        raise UnknownKVType(f"unknown KV cache type {kv_type!r}: use one of {', '.join(KV_TYPE_BYTES)}") from None
+
+
+def pad_ctx(n: int) -> int:
+    """llama.cpp rounds the context up to a multiple of 256 cells."""
+    return max(CTX_PAD, -(-n // CTX_PAD) * CTX_PAD)
+
+
+@dataclass(slots=True)
+class Settings:
+    """How the context is created; the same defaults as Hearth's engine."""
+
+    ctx: int
+    kv_type: str = "f16"
+    n_seq: int = 4
+    n_batch: int = 512
+    swa_full: bool = True
+
+
+def layer_cells(shape: ModelShape, s: Settings) -> list[int]:
+    """KV cells each layer holds."""
+    full = pad_ctx(s.ctx)
+    if s.swa_full or not shape.sliding_window:
+        return [full] * shape.n_layer
+    swa = min(full, pad_ctx(min(full, shape.sliding_window * s.n_seq + s.n_batch)))
+    return [swa if is_swa else full for is_swa in shape.swa_layers]
+
+
+def kv_bytes(shape: ModelShape, s: Settings, layers: range | list[int] | None = None,
+             cells_used: int | None = None) -> int:
+    """KV bytes of ``layers`` (all by default); ``cells_used`` caps the cells (bytes read per token)."""
+    per = kv_type_bytes(s.kv_type)
+    cells = layer_cells(shape, s)
+    total = 0.0
+    for il in range(shape.n_layer) if layers is None else layers:
+        n = cells[il] if cells_used is None else min(cells[il], cells_used)
+        total += shape.kv_bytes_per_cell(il, per) * n
+    return int(total)
+
+
+def compute_bytes(shape: ModelShape, s: Settings, n_outputs: int, flash_attn: bool) -> int:
+    """The compute buffer of one device (see the module docstring)."""
+    n_ub, n_kv = s.n_batch, pad_ctx(s.ctx)
+    act = n_ub * (3 * shape.n_embd + shape.n_ff) * 4
+    scores = n_ub * n_kv * 2 if flash_attn else n_ub * n_kv * (shape.n_head + 1) * 4
+    logits = n_outputs * shape.n_vocab * 4 + n_ub * 3 * shape.n_embd * 4
+    return max(scores + act, logits)
+
+
+def runtime_bytes(shape: ModelShape, s: Settings) -> int:
+    """Host memory of the loaded model beyond its weights, KV and compute buffers."""
+    return RUNTIME_BASE_BYTES + VOCAB_BYTES_PER_TOKEN * shape.n_vocab + shape.n_vocab * s.n_seq * 4
+
+
+@dataclass(slots=True)
+class DeviceMemory:
+    name: str
+    weights: int = 0
+    kv: int = 0
+    compute: int = 0
+    overhead: int = 0
+    layers: list[int] = field(default_factory=list)  #: repeating layers placed here
+    output: bool = False  #: the output layer is here
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv + self.compute + self.overhead
+
+    def to_dict(self) -> dict:
+        return {
+            "device": self.name, "weights_bytes": self.weights, "kv_bytes": self.kv,
+            "compute_bytes": self.compute, "overhead_bytes": self.overhead,
+            "total_bytes": self.total, "layers": len(self.layers), "output_layer": self.output,
+        }
+
+
+def assign_layers(n_layer: int, n_gpu_layers: int, splits: list[float]) -> list[int]:
+    """Device of each layer 0..n_layer (n_layer = output): -1 for the CPU, else a GPU index.
+
+    As llama.cpp: the last ``n_gpu_layers`` of the n_layer + 1 layers (the output counted
+    last) go to the GPUs, split in proportion to ``splits`` (each GPU's free memory).
+    """
+    if not splits:
+        return [-1] * (n_layer + 1)
+    total = sum(splits) or 1.0
+    bounds, acc = [], 0.0
+    for share in splits:
+        acc += share / total
+        bounds.append(acc)
+    start = max(n_layer + 1 - n_gpu_layers, 0)
+    act = min(n_gpu_layers, n_layer + 1)
+    where = []
+    for il in range(n_layer + 1):
+        if il < start or il - start >= act:
+            where.append(-1)
+            continue
+        frac = (il - start) / act
+        where.append(min(next((i for i, b in enumerate(bounds) if frac < b), len(bounds) - 1),
+                         len(splits) - 1))
+    return where
+
+
+def estimate(shape: ModelShape, s: Settings, n_gpu_layers: int = 0,
+             gpus: list[tuple[str, float]] | None = None) -> tuple[DeviceMemory, list[DeviceMemory]]:
+    """Memory on the CPU and on each GPU (``gpus``: name and free bytes, for the split)."""
+    gpus = gpus or []
+    where = assign_layers(shape.n_layer, n_gpu_layers if gpus else 0, [free for _, free in gpus])
+    cpu = DeviceMemory("CPU", weights=shape.input_bytes)
+    devs = [DeviceMemory(name) for name, _ in gpus]
+    for il in range(shape.n_layer):
+        dev = cpu if where[il] < 0 else devs[where[il]]
+        dev.layers.append(il)
+        dev.weights += shape.layer_bytes[il]
+    out = cpu if where[shape.n_layer] < 0 else devs[where[shape.n_layer]]
+    out.output = True
+    out.weights += shape.output_bytes if out is cpu else shape.output_matrix_bytes
+    used = [d for d in devs if d.layers or d.output]
+    # Hearth turns flash attention on with GPU layers or a quantized V cache, off otherwise.
+    flash = bool(used) or s.kv_type != "f16"
+    for d in used:
+        d.kv = kv_bytes(shape, s, d.layers)
+        d.compute = compute_bytes(shape, s, s.n_batch if d.output or d is used[-1] else 0, True)
+    cpu.kv = kv_bytes(shape, s, cpu.layers)
+    if cpu.layers or cpu.output:
+        cpu.compute = compute_bytes(shape, s, s.n_seq, flash)
+    else:  # inputs and the embedding lookup only
+        cpu.compute = s.n_batch * shape.n_embd * 4 * 2
+    cpu.overhead = runtime_bytes(shape, s) + (GPU_HOST_OVERHEAD_BYTES if used else 0)
+    return cpu, devs
+
+
+def bytes_per_token(shape: ModelShape, s: Settings, cpu: DeviceMemory, gpus: list[DeviceMemory],
+                    filled: int) -> tuple[int, list[int]]:
+    """Bytes one decoded token reads on the CPU and on each GPU with ``filled`` cells in use.
+
+    Every weight of a device is read once per token except the token embeddings (one row);
+    the KV cache is read up to the filled cells (padded to 256, as llama.cpp's n_kv).
+    """
+    cells = pad_ctx(filled)
+
+    def device_bytes(d: DeviceMemory) -> int:
+        w = sum(shape.layer_bytes[il] for il in d.layers)
+        if d.output:
+            w += shape.output_matrix_bytes
+        return w + kv_bytes(shape, s, d.layers, cells)
+
+    return device_bytes(cpu), [device_bytes(g) for g in gpus]

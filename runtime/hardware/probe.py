@@ -1,0 +1,48 @@
+"""What this machine has for running models: CPU, RAM, GPUs, the llama.cpp build, bandwidth.
+
+``probe()`` is cheap (milliseconds) except the first time on a machine, when it measures RAM
+bandwidth (about a second) and caches it in the data directory.
+"""
+
+from __future__ import annotations
+
+import platform
+
+from runtime.backends import ggml_devices
+from runtime.backends.ggml_devices import BuildInfo, GgmlDevice, GgmlUnavailable
+from runtime.hardware import bandwidth as bw
+from runtime.hardware.backend import backend_status
+from runtime.hardware.cpu import cpu_info
+from runtime.hardware.gpus import machine_gpus
+from runtime.hardware.info import HardwareInfo, RamInfo
+
+
+def _ggml() -> tuple[list[GgmlDevice], BuildInfo | None]:
+    try:
+        return ggml_devices.list_devices(), ggml_devices.build_info()
+    except (GgmlUnavailable, OSError):
+        # No usable llama.cpp: the probe still describes the machine, with no backend.
+        return [], None
+
+
+def probe(measure_bandwidth: bool = True) -> HardwareInfo:
+    """Describe this machine; measure its RAM bandwidth once (cached) unless told not to."""
+    import psutil
+
+    devices, build = _ggml()
+    llama_features = ggml_devices.system_info_features(build.system_info) if build else []
+    cpu = cpu_info(llama_features)
+    mem = psutil.virtual_memory()
+    ram = RamInfo(total=int(mem.total), available=int(mem.available))
+    os_name, arch = platform.system(), platform.machine()
+    gpus = machine_gpus(devices, os_name, arch, cpu.model, ram.total, ram.available)
+    status = backend_status(build.backends if build else [], bool(build and build.gpu_offload),
+                            gpus, os_name, arch)
+    fingerprint = bw.machine_fingerprint(cpu.model, cpu.logical_cores, ram.total)
+    bandwidth = bw.cached_bandwidth(fingerprint, cpu.physical_cores, ram.available, measure_bandwidth)
+    decode = bw.load_cache(fingerprint).get("decode") or {}
+    return HardwareInfo(
+        os=os_name, os_release=platform.release(), cpu=cpu, ram=ram, gpus=gpus,
+        backend=status, devices=devices, build=build, memory_bandwidth=bandwidth,
+        decode_efficiency=decode.get("efficiency"), fingerprint=fingerprint,
+    )

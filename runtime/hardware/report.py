@@ -1,0 +1,99 @@
+"""Readable terminal text for ``hearth probe`` and ``hearth fit``."""
+
+from __future__ import annotations
+
+import textwrap
+
+from runtime.hardware.fit import FitPlan
+from runtime.hardware.info import HardwareInfo
+
+_VERDICTS = {
+    "gpu": "fits on the GPU",
+    "partial": "fits, split between GPU and CPU",
+    "cpu": "runs on the CPU",
+    "too_big": "does not fit",
+}
+
+
+def size(n: int | float) -> str:
+    """Bytes as MB below 1 GiB, else GB (binary units, as operating systems count them)."""
+    if n < 1 << 30:
+        return f"{n / (1 << 20):.0f} MB"
+    return f"{n / (1 << 30):.1f} GB"
+
+
+def _rows(rows: list[tuple[str, str]]) -> str:
+    width = max(len(k) for k, _ in rows)
+    out = []
+    for key, value in rows:
+        lines = value.splitlines() or [""]
+        out.append(f"  {key:<{width}}  {lines[0]}")
+        out += [f"  {'':<{width}}  {line}" for line in lines[1:]]
+    return "\n".join(out)
+
+
+def _wrap(text: str, indent: str = "  ") -> str:
+    return "\n".join(textwrap.fill(p, 88, initial_indent=indent, subsequent_indent=indent + "  ")
+                     for p in text.splitlines())
+
+
+def format_probe_report(info: HardwareInfo) -> str:
+    """The probe as a few aligned lines, then the backend advice when a GPU sits idle."""
+    cpu = info.cpu
+    gpus = "\n".join(
+        f"{g.name}: {size(g.memory_total)}, {size(g.memory_free)} free"
+        f"{' (unified memory)' if g.unified else ''} - "
+        f"{'used by llama.cpp as ' + str(g.device) if g.usable else 'not usable by this build'}"
+        for g in info.gpus
+    ) or "none"
+    bandwidth = (f"; bandwidth {info.memory_bandwidth / 1e9:.1f} GB/s (copy)"
+                 if info.memory_bandwidth else "")
+    build = info.build
+    llama = (f"llama-cpp-python {build.version}, backends: {', '.join(build.backends)}; "
+             f"layers run on: {info.backend.active}" if build else "llama.cpp not available")
+    decode = (f"calibrated: decoding reaches {info.decode_efficiency:.2f} of the bandwidth bound"
+              if info.decode_efficiency else "not calibrated (speeds are estimates)")
+    rows = [
+        ("OS", f"{info.os} {info.os_release}"),
+        ("CPU", f"{cpu.model} ({cpu.arch}), {cpu.physical_cores} cores, {cpu.logical_cores} threads"),
+        ("SIMD", ", ".join(cpu.features) or "unknown"),
+        ("RAM", f"{size(info.ram.total)} total, {size(info.ram.available)} available{bandwidth}"),
+        ("GPUs", gpus),
+        ("llama.cpp", llama),
+        ("Decode", decode),
+    ]
+    text = "Hardware\n" + _rows(rows)
+    if info.backend.message:
+        text += "\n\n" + _wrap(info.backend.message)
+    return text
+
+
+def format_fit_report(plan: FitPlan) -> str:
+    """The plan: verdict, placement, memory by part and device, speed, message and notes."""
+    # llama.cpp counts the output layer as one more layer, offloaded first
+    layers = (f"{plan.gpu_layers} of {plan.layers_total} on the GPU (n_gpu_layers={plan.gpu_layers})"
+              if plan.gpu_layers else f"all {plan.layers_total - 1} layers and the output on the CPU")
+    parts = (f"weights {size(plan.weights_bytes)}, KV {size(plan.kv_bytes)} ({plan.kv_type}), "
+             f"compute {size(plan.compute_bytes)}, other {size(plan.overhead_bytes)}")
+    if plan.draft_bytes:
+        parts += f", draft {size(plan.draft_bytes)}"
+    devices = "\n".join(
+        f"{d.name}: {size(d.total)} ({len(d.layers)} layers{', output' if d.output else ''})"
+        for d in plan.devices
+    )
+    speed = "-" if plan.predicted_tokens_per_s is None else (
+        f"about {plan.predicted_tokens_per_s:.1f} tokens/s"
+        f"{'' if plan.speed_calibrated else ' (uncalibrated estimate)'}")
+    rows = [
+        ("Model", plan.model),
+        ("Verdict", f"{plan.verdict}: {_VERDICTS[plan.verdict]}"),
+        ("Context", f"{plan.ctx} tokens ({plan.n_seq} sequences, batch {plan.n_batch})"),
+        ("Layers", layers),
+        ("Memory", f"{size(plan.total_bytes)} = {parts}"),
+        ("Devices", devices),
+        ("Speed", speed),
+    ]
+    text = "Fit\n" + _rows(rows) + "\n\n" + _wrap(plan.message)
+    if plan.notes:
+        text += "\n" + "\n".join(_wrap("- " + n) for n in plan.notes)
+    return text

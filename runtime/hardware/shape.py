@@ -1,0 +1,261 @@
+"""The numbers of a model that decide its memory: ``ModelShape``, from a GGUF header or a catalog.
+
+From a downloaded file, everything comes from the header (``read_header``: metadata and
+per-tensor byte sizes; no weights are read). For a model that is not downloaded, the same
+shape is built from architecture numbers and the file size, splitting the bytes between the
+layers and the embeddings in proportion to their parameter counts.
+
+Sliding-window attention: a layer that uses it needs only ``window`` cells per sequence
+(when llama.cpp is not told to keep full-size SWA caches). Which layers use it comes from
+``{arch}.attention.sliding_window_pattern`` when the file has it (an integer n: every n-th
+layer is global, the n-1 before it sliding, as llama.cpp's ``set_swa_pattern``; or one bool
+per layer). Without that key, the pattern llama.cpp hard-codes for the architecture is used
+(gemma3: 5 sliding then 1 global); for an architecture not in that table every layer is
+counted as global, which can only over-estimate the KV cache.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from runtime.store.gguf_file import GGUFHeader, InvalidModelFile, read_header
+
+#: llama.cpp's built-in SWA period per architecture (llama-model.cpp ``set_swa_pattern``)
+SWA_PATTERNS = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "exaone4": 4, "gpt-oss": 2}
+_INPUT_TENSORS = ("token_embd.", "token_embd_norm.", "position_embd.", "token_types.",
+                  "per_layer_token_embd.")
+
+
+class ModelShapeError(InvalidModelFile):
+    """The header (or catalog entry) lacks a number the planner needs."""
+
+
+@dataclass(slots=True)
+class ModelShape:
+    name: str
+    architecture: str
+    n_layer: int
+    n_head: int
+    n_head_kv: tuple[int, ...]  #: per layer
+    head_dim_k: int
+    head_dim_v: int
+    n_embd: int
+    n_ff: int
+    n_vocab: int
+    ctx_train: int
+    sliding_window: int  #: 0: no sliding-window attention
+    swa_layers: tuple[bool, ...]  #: per layer: True when the layer uses the sliding window
+    layer_bytes: tuple[int, ...]  #: weights of each repeating layer (``blk.N.*``)
+    input_bytes: int  #: token embeddings: llama.cpp always keeps them on the CPU
+    output_bytes: int  #: output norm and output matrix (without the embedding when tied)
+    tied_output: bool  #: the output matrix is the token embedding matrix
+    n_params: int
+    file_bytes: int
+    source: str  #: gguf | catalog
+    path: str | None = None
+    swa_assumed: bool = False  #: True when the SWA layers come from the architecture table
+
+    @property
+    def weights_bytes(self) -> int:
+        return self.input_bytes + sum(self.layer_bytes) + self.output_bytes
+
+    @property
+    def output_matrix_bytes(self) -> int:
+        """Bytes of the output layer as placed on a device (tied: a copy of the embedding)."""
+        return self.output_bytes + (self.input_bytes if self.tied_output else 0)
+
+    @property
+    def bits_per_weight(self) -> float:
+        return self.weights_bytes * 8 / self.n_params if self.n_params else 0.0
+
+    def kv_bytes_per_cell(self, layer: int, kv_type_bytes: float) -> float:
+        """K and V bytes one cell of ``layer`` takes at ``kv_type_bytes`` per element."""
+        return self.n_head_kv[layer] * (self.head_dim_k + self.head_dim_v) * kv_type_bytes
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name, "architecture": self.architecture, "n_layer": self.n_layer,
+            "n_head": self.n_head, "n_head_kv": max(self.n_head_kv, default=0),
+            "head_dim_k": self.head_dim_k, "head_dim_v": self.head_dim_v,
+            "n_embd": self.n_embd, "n_ff": self.n_ff, "n_vocab": self.n_vocab,
+            "ctx_train": self.ctx_train, "sliding_window": self.sliding_window,
+            "swa_layers": sum(self.swa_layers), "weights_bytes": self.weights_bytes,
+            "n_params": self.n_params, "bits_per_weight": round(self.bits_per_weight, 2),
+            "file_bytes": self.file_bytes, "source": self.source,
+        }
+
+
+def swa_layers(n_layer: int, window: int, pattern: object, arch: str) -> tuple[tuple[bool, ...], bool]:
+    """Which layers use the sliding window, and whether that was assumed from ``arch``."""
+    if window <= 0:
+        return (False,) * n_layer, False
+    if isinstance(pattern, list):
+        flags = [bool(x) for x in pattern[:n_layer]]
+        return tuple(flags + [False] * (n_layer - len(flags))), False
+    assumed = not isinstance(pattern, int)
+    period = pattern if isinstance(pattern, int) else SWA_PATTERNS.get(arch, 1)
+    # llama.cpp: period 0 = every layer sliding; period n = layers il % n < n - 1 sliding.
+    return tuple(period == 0 or il % period < period - 1 for il in range(n_layer)), assumed
+
+
+def _per_layer(value: object, n_layer: int, default: int) -> tuple[int, ...]:
+    if isinstance(value, list) and value:
+        vals = [int(v) for v in value[:n_layer]]
+        return tuple(vals + [vals[-1]] * (n_layer - len(vals)))
+    return (int(value) if isinstance(value, int) else default,) * n_layer
+
+
+def _largest(value: object, default: int) -> int:
+    if isinstance(value, list) and value:
+        return max(int(v) for v in value)
+    return int(value) if isinstance(value, int) else default
+
+
+class _Keys:
+    """Reads ``{arch}.*`` values of a header and names the file in errors."""
+
+    def __init__(self, header: GGUFHeader) -> None:
+        self.header = header
+        self.file = Path(header.path).name
+        arch = header.architecture
+        if not arch:
+            raise ModelShapeError(
+                f"{self.file} has no 'general.architecture' in its header: it is not a "
+                "language model file llama.cpp can run; choose another GGUF file"
+            )
+        self.arch = arch
+
+    def get(self, key: str) -> object | None:
+        return self.header.arch_value(key)
+
+    def need(self, key: str) -> object:
+        value = self.get(key)
+        if value is None or (isinstance(value, list) and not value):
+            raise ModelShapeError(
+                f"{self.file} has no '{self.arch}.{key}' in its header, which sizing the model "
+                "needs: the file is incomplete or was made by a broken converter; download it again"
+            )
+        return value
+
+
+def _tensor_groups(header: GGUFHeader, n_layer: int) -> tuple[list[int], int, int, bool, int]:
+    layers = [0] * n_layer
+    input_bytes = output_bytes = n_params = 0
+    has_output = False
+    for t in header.tensors:
+        n_elem = 1
+        for d in t.shape:
+            n_elem *= d
+        n_params += n_elem
+        parts = t.name.split(".")
+        if parts[0] == "blk" and len(parts) > 1 and parts[1].isdigit() and int(parts[1]) < n_layer:
+            layers[int(parts[1])] += t.n_bytes
+        elif t.name.startswith(_INPUT_TENSORS):
+            input_bytes += t.n_bytes
+        else:  # output norm, output matrix, and anything llama.cpp loads with the output layer
+            output_bytes += t.n_bytes
+            has_output |= t.name == "output.weight"
+    return layers, input_bytes, output_bytes, not has_output, n_params
+
+
+def shape_from_header(header: GGUFHeader) -> ModelShape:
+    """The shape of a model from its parsed GGUF header."""
+    k = _Keys(header)
+    n_layer = int(k.need("block_count"))
+    n_embd = int(k.need("embedding_length"))
+    n_head = _largest(k.need("attention.head_count"), 0)
+    ctx_train = int(k.need("context_length"))
+    if n_layer <= 0 or n_head <= 0 or n_embd <= 0:
+        raise ModelShapeError(f"{k.file} declares {n_layer} layers and {n_head} heads: the header is damaged")
+    n_head_kv = _per_layer(k.get("attention.head_count_kv"), n_layer, n_head)
+    head_k = int(k.get("attention.key_length") or n_embd // n_head)
+    head_v = int(k.get("attention.value_length") or n_embd // n_head)
+    window = int(k.get("attention.sliding_window") or 0)
+    swa, assumed = swa_layers(n_layer, window, k.get("attention.sliding_window_pattern"), k.arch)
+    layers, input_bytes, output_bytes, tied, n_params = _tensor_groups(header, n_layer)
+    embd = next((t for t in header.tensors if t.name == "token_embd.weight"), None)
+    n_vocab = int(k.get("vocab_size") or (embd.shape[-1] if embd else 0))
+    name = header.metadata.get("general.name")
+    return ModelShape(
+        name=name if isinstance(name, str) else Path(header.path).stem, architecture=k.arch,
+        n_layer=n_layer, n_head=n_head, n_head_kv=n_head_kv, head_dim_k=head_k, head_dim_v=head_v,
+        n_embd=n_embd, n_ff=_largest(k.get("feed_forward_length"), 4 * n_embd), n_vocab=n_vocab,
+        ctx_train=ctx_train, sliding_window=window, swa_layers=swa, layer_bytes=tuple(layers),
+        input_bytes=input_bytes, output_bytes=output_bytes, tied_output=tied, n_params=n_params,
+        file_bytes=header.file_size, source="gguf", path=header.path, swa_assumed=assumed,
+    )
+
+
+def shape_from_gguf(path: str | Path) -> ModelShape:
+    """Read a GGUF file's header (not its weights) and return the model's shape.
+
+    Raises ``InvalidModelFile`` for a truncated or non-GGUF file and ``ModelShapeError``
+    (a subclass) when a needed key is missing.
+    """
+    return shape_from_header(read_header(path))
+
+
+def shape_from_numbers(
+    name: str, architecture: str, file_bytes: int, n_layer: int, n_head: int, n_head_kv: int,
+    head_dim: int, n_embd: int, n_vocab: int, ctx_train: int, *, n_ff: int | None = None,
+    n_params: int | None = None, sliding_window: int = 0, swa_pattern: int | list | None = None,
+    tied_output: bool = False,
+) -> ModelShape:
+    """A shape from catalog numbers, for a model that is not downloaded.
+
+    The file's bytes are split between layers, embeddings and output in proportion to their
+    parameter counts (quantization is taken as uniform). ``n_ff`` may be derived from
+    ``n_params``; without either it defaults to 4 x n_embd, which only moves bytes between
+    the layers and the embeddings, never changes the total.
+    """
+    attn = 2 * n_embd * n_head * head_dim + 2 * n_embd * n_head_kv * head_dim
+    embed = n_vocab * n_embd
+    out = 0 if tied_output else embed
+    if n_ff is None:
+        n_ff = 4 * n_embd
+        if n_params:
+            per_layer = (n_params - embed - out) / n_layer
+            n_ff = max(int((per_layer - attn) / (3 * n_embd)), 1)
+    per_layer_params = attn + 3 * n_embd * n_ff
+    total = n_layer * per_layer_params + embed + out
+    per_param = file_bytes / total
+    swa, assumed = swa_layers(n_layer, sliding_window, swa_pattern, architecture)
+    return ModelShape(
+        name=name, architecture=architecture, n_layer=n_layer, n_head=n_head,
+        n_head_kv=(n_head_kv,) * n_layer, head_dim_k=head_dim, head_dim_v=head_dim, n_embd=n_embd,
+        n_ff=n_ff, n_vocab=n_vocab, ctx_train=ctx_train, sliding_window=sliding_window,
+        swa_layers=swa, layer_bytes=(int(per_layer_params * per_param),) * n_layer,
+        input_bytes=int(embed * per_param), output_bytes=int(out * per_param),
+        tied_output=tied_output, n_params=n_params or total, file_bytes=file_bytes,
+        source="catalog", swa_assumed=assumed,
+    )
+
+
+#: catalog "shape" keys -> shape_from_numbers arguments
+CATALOG_KEYS = {
+    "file_bytes": "file_bytes", "layers": "n_layer", "heads": "n_head", "kv_heads": "n_head_kv",
+    "head_dim": "head_dim", "embedding": "n_embd", "vocab": "n_vocab", "ff": "n_ff",
+    "params": "n_params", "sliding_window": "sliding_window", "swa_pattern": "swa_pattern",
+    "tied_embeddings": "tied_output",
+}
+_CATALOG_REQUIRED = ("file_bytes", "layers", "heads", "kv_heads", "head_dim", "embedding", "vocab")
+
+
+def shape_from_catalog(entry) -> ModelShape:
+    """The shape of a catalog model from its ``"shape"`` object (keys: ``CATALOG_KEYS``).
+
+    ``entry`` is a ``runtime.store.catalog.CatalogEntry``; the trained context is its
+    ``context_length`` and the architecture its ``family``.
+    """
+    spec = entry.raw.get("shape")
+    missing = [k for k in _CATALOG_REQUIRED if not isinstance((spec or {}).get(k), int)]
+    if missing:
+        raise ModelShapeError(
+            f"catalog model {entry.id} has no {', '.join(missing)} in its \"shape\": it cannot be "
+            "sized before download; download it and size the file instead"
+        )
+    args = {CATALOG_KEYS[k]: v for k, v in spec.items() if k in CATALOG_KEYS}
+    if isinstance(entry.raw.get("sliding_window"), int):  # the catalog's top-level key
+        args.setdefault("sliding_window", entry.raw["sliding_window"])
+    return shape_from_numbers(entry.name, entry.family, ctx_train=entry.context_length, **args)
