@@ -105,6 +105,7 @@ class EngineClient:
         self._ready: asyncio.Future | None = None
         self._exited = asyncio.Event()
         self._stopping = False
+        self._groups: dict[str, list[str]] = {}  # submitted, not yet accepted
 
     @property
     def pid(self) -> int | None:
@@ -162,7 +163,7 @@ class EngineClient:
             self._resolve(msg.request_id, msg.prompt_tokens)
         elif isinstance(msg, Rejected):
             self._resolve(msg.request_id, RequestRefused(msg.message))
-            self._pending.pop(msg.request_id, None)
+            self._drop_group(msg.request_id)
         elif isinstance(msg, Loaded):
             self._ready.set_result(msg)
         elif isinstance(msg, LoadFailed):
@@ -195,25 +196,40 @@ class EngineClient:
 
     # -- requests ---------------------------------------------------------------------
     async def submit(self, params: SamplingParams, *, prompt: str | None = None,
-                     messages: list[dict] | None = None,
-                     tokens: list[int] | None = None) -> RequestHandle:
+                     messages: list[dict] | None = None, tokens: list[int] | None = None,
+                     n: int = 1) -> list[RequestHandle]:
+        """Submit ``n`` completions of one prompt; one handle each, in choice order."""
         if not self.alive:
             raise WorkerDied(self.error or "the engine worker is not running")
         request_id = f"r{next(self._ids)}"
-        pending = _Pending(self._loop.create_future(), asyncio.Queue())
-        self._pending[request_id] = pending
-        handle = RequestHandle(self, request_id, pending)
+        ids = [request_id] + [f"{request_id}/{i}" for i in range(1, n)]
+        accepted = self._loop.create_future()
+        handles = []
+        for rid in ids:
+            pending = _Pending(accepted, asyncio.Queue())
+            self._pending[rid] = pending
+            handles.append(RequestHandle(self, rid, pending))
+        self._groups[request_id] = ids
         try:
-            self._conn.send(Submit(request_id, params, prompt, messages, tokens))
+            self._conn.send(Submit(request_id, params, prompt, messages, tokens, n))
         except OSError:
-            self._pending.pop(request_id, None)
+            self._drop_group(request_id)
             raise WorkerDied(self.error or "the engine worker is not running") from None
         try:
-            handle.prompt_tokens = await pending.accepted
+            prompt_tokens = await accepted
         except asyncio.CancelledError:
-            self.cancel(request_id)
+            for rid in ids:
+                self.cancel(rid)
             raise
-        return handle
+        finally:
+            self._groups.pop(request_id, None)
+        for h in handles:
+            h.prompt_tokens = prompt_tokens
+        return handles
+
+    def _drop_group(self, request_id: str) -> None:
+        for rid in self._groups.pop(request_id, [request_id]):
+            self._pending.pop(rid, None)
 
     def cancel(self, request_id: str) -> None:
         if self._pending.pop(request_id, None) is not None and self.alive:

@@ -6,7 +6,7 @@ processes or HTTP: the worker wraps it with a pipe, tests drive it directly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from runtime.backends.errors import NoKVSlotError
 from runtime.engine.kv_cache_manager import KVCacheManager, KVStats
@@ -72,7 +72,7 @@ class Engine:
 
     # -- requests ---------------------------------------------------------------------
     def add_request(self, request_id: str, prompt: list[int], params: SamplingParams,
-                    extra_stop: list[str] | None = None) -> Request:
+                    extra_stop: list[str] | None = None, follows: Request | None = None) -> Request:
         limit = self.max_request_tokens
         if not prompt:
             raise RequestRejected("the prompt is empty")
@@ -95,9 +95,25 @@ class Engine:
             for token in prompt[-params.penalty_last_n:]:
                 request.sampler.accept(token)
         request.detok = TextStream(params.stop + (extra_stop or []))
+        request.follows = follows
         self.requests[request_id] = request
         self.scheduler.add(request)
         return request
+
+    def add_group(self, request_id: str, prompt: list[int], params: SamplingParams, n: int,
+                  extra_stop: list[str] | None = None) -> list[Request]:
+        """``n`` completions of one prompt: ids ``request_id``, ``request_id/1``, ...
+
+        The prompt is computed once; the others wait for it and take its full blocks from
+        the prefix cache (only the last partial block is computed again). With a seed,
+        completion ``i`` uses ``seed + i``.
+        """
+        first = self.add_request(request_id, prompt, params, extra_stop)
+        group = [first]
+        for i in range(1, n):
+            p = replace(params, seed=None if params.seed is None else params.seed + i)
+            group.append(self.add_request(f"{request_id}/{i}", prompt, p, extra_stop, follows=first))
+        return group
 
     def cancel(self, request_id: str) -> bool:
         request = self.requests.get(request_id)

@@ -37,6 +37,7 @@ class Submit:
     prompt: str | None = None
     messages: list[dict] | None = None
     tokens: list[int] | None = None
+    n: int = 1
 
 
 @dataclass(slots=True)

@@ -44,6 +44,9 @@ class Request:
     detok: Any = None
     finish_reason: FinishReason | None = None
     extra_stop: list[str] = field(default_factory=list)
+    #: for the 2nd..nth completion of one prompt: admitted only once this request's prompt
+    #: is computed, so its full blocks come from the prefix cache instead of being recomputed
+    follows: "Request | None" = None
 
     @property
     def num_output(self) -> int:

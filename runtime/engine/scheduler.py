@@ -105,6 +105,9 @@ class Scheduler:
         return chunks
 
     def _admit(self, request: Request, budget: int) -> ScheduledChunk | None:
+        parent = request.follows
+        if parent is not None and parent.status is RequestStatus.RUNNING and parent.num_computed < parent.prompt_len:
+            return None  # its prompt's blocks are being computed: wait and share them
         hits = self.kv.get_computed_blocks(request)
         pending = len(request.tokens) - len(hits) * self.kv.block_size
         # Admit only when the whole remaining prompt fits beside one more block for each

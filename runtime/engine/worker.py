@@ -50,7 +50,7 @@ class _Worker:
             bad = [t for t in tokens if not 0 <= t < self.backend.n_vocab]
             if bad:
                 raise RequestRejected(f"token id {bad[0]} is outside the vocabulary (0..{self.backend.n_vocab - 1})")
-            self.engine.add_request(msg.request_id, tokens, msg.params, extra_stop)
+            self.engine.add_group(msg.request_id, tokens, msg.params, msg.n, extra_stop)
         except (RequestRejected, ChatTemplateError) as e:
             self.conn.send(Rejected(msg.request_id, str(e)))
             return

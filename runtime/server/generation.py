@@ -27,7 +27,7 @@ def engine_error(e: Exception) -> ApiError:
     raise e
 
 
-async def start_generation(request: web.Request, req: GenerationRequest) -> tuple[EngineClient, RequestHandle]:
+async def start_generation(request: web.Request, req: GenerationRequest) -> tuple[EngineClient, list[RequestHandle]]:
     """Pick (load, swap or restart) the engine and submit; raise ``ApiError`` on failure."""
     manager = request.app[MANAGER]
     try:
@@ -39,11 +39,12 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> tupl
     except ModelLoadFailed as e:
         raise engine_error(e) from None
     try:
-        handle = await engine.submit(req.params, prompt=req.prompt, messages=req.messages, tokens=req.tokens)
+        handles = await engine.submit(req.params, prompt=req.prompt, messages=req.messages, tokens=req.tokens,
+                                      n=req.n)
     except (RequestRefused, WorkerDied) as e:
         raise engine_error(e) from None
     manager.requests_served += 1
-    return engine, handle
+    return engine, handles
 
 
 def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict:

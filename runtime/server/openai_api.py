@@ -30,14 +30,14 @@ class _Chat:
     text_path = ("choices", 0, "delta", "content")
 
     @staticmethod
-    def full(text: str, finish: str | None) -> dict:
-        return {"index": 0, "message": {"role": "assistant", "content": text},
+    def full(index: int, text: str, finish: str | None) -> dict:
+        return {"index": index, "message": {"role": "assistant", "content": text},
                 "logprobs": None, "finish_reason": finish}
 
     @staticmethod
-    def delta(text: str | None, finish: str | None, first: bool = False) -> dict:
+    def delta(index: int, text: str | None, finish: str | None, first: bool = False) -> dict:
         d: dict = {"role": "assistant", "content": ""} if first else ({"content": text} if text else {})
-        return {"index": 0, "delta": d, "logprobs": None, "finish_reason": finish}
+        return {"index": index, "delta": d, "logprobs": None, "finish_reason": finish}
 
 
 class _Text:
@@ -45,12 +45,12 @@ class _Text:
     text_path = ("choices", 0, "text")
 
     @staticmethod
-    def full(text: str, finish: str | None) -> dict:
-        return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish}
+    def full(index: int, text: str, finish: str | None) -> dict:
+        return {"index": index, "text": text, "logprobs": None, "finish_reason": finish}
 
     @staticmethod
-    def delta(text: str | None, finish: str | None, first: bool = False) -> dict:
-        return {"index": 0, "text": text or "", "logprobs": None, "finish_reason": finish}
+    def delta(index: int, text: str | None, finish: str | None, first: bool = False) -> dict:
+        return {"index": index, "text": text or "", "logprobs": None, "finish_reason": finish}
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
@@ -65,60 +65,101 @@ async def completions(request: web.Request) -> web.StreamResponse:
 
 
 async def _generate(request: web.Request, req: GenerationRequest, fmt) -> web.StreamResponse:
-    engine, handle = await start_generation(request, req)
+    engine, handles = await start_generation(request, req)
     head = {"id": f"{fmt.prefix}-{uuid.uuid4().hex}", "object": fmt.obj, "created": int(time.time()),
             "model": engine.model_id}
     try:
         if req.stream:
-            return await _stream(request, req, handle, head, fmt)
-        return await _collect(req, handle, head, fmt)
+            return await _stream(request, req, handles, head, fmt)
+        return await _collect(req, handles, head, fmt)
     finally:
-        handle.cancel()  # no-op once finished; frees the request's cells if the client left
+        for handle in handles:
+            handle.cancel()  # no-op once finished; frees the request's blocks if the client left
 
 
-async def _collect(req: GenerationRequest, handle: RequestHandle, head: dict, fmt) -> web.Response:
-    parts: list[str] = [req.prompt] if req.echo and req.prompt else []
-    n, finish, cached = 0, None, 0
-    try:
+async def _collect(req: GenerationRequest, handles: list[RequestHandle], head: dict, fmt) -> web.Response:
+    async def one(handle: RequestHandle) -> tuple[str, str | None, int, int]:
+        parts: list[str] = [req.prompt] if req.echo and req.prompt else []
+        n, finish, cached = 0, None, 0
         async for out in handle:
             parts.append(out.text)
             n += out.n_tokens
             finish, cached = out.finish_reason, out.cached_tokens
+        return "".join(parts), finish, n, cached
+
+    try:
+        results = await asyncio.gather(*[one(h) for h in handles])
     except EngineError as e:
         raise engine_error(e) from None
-    body = {**head, "choices": [fmt.full("".join(parts), finish)],
-            "usage": usage(handle.prompt_tokens, n, cached)}
+    choices = [fmt.full(i, text, finish) for i, (text, finish, _, _) in enumerate(results)]
+    total = sum(r[2] for r in results)
+    body = {**head, "choices": choices, "usage": usage(handles[0].prompt_tokens, total, results[0][3])}
     return web.json_response(body)
 
 
-async def _stream(request: web.Request, req: GenerationRequest, handle: RequestHandle, head: dict, fmt):
+async def _merged(handles: list[RequestHandle]):
+    """(choice index, outputs) as they come; outputs that queued up arrive together."""
+    if len(handles) == 1:
+        async for out in handles[0]:
+            yield 0, [out, *handles[0].ready()]
+        return
+    queue: asyncio.Queue = asyncio.Queue()
+
+    async def pump(i: int, handle: RequestHandle) -> None:
+        try:
+            async for out in handle:
+                queue.put_nowait((i, [out, *handle.ready()]))
+        except EngineError as e:
+            queue.put_nowait((i, e))
+        queue.put_nowait((i, None))
+
+    tasks = [asyncio.create_task(pump(i, h)) for i, h in enumerate(handles)]
+    try:
+        open_ = len(handles)
+        while open_:
+            i, item = await queue.get()
+            if item is None:
+                open_ -= 1
+            elif isinstance(item, Exception):
+                raise item
+            else:
+                yield i, item
+    finally:
+        for t in tasks:
+            t.cancel()
+
+
+async def _stream(request: web.Request, req: GenerationRequest, handles: list[RequestHandle], head: dict, fmt):
     chunk_head = {**head, "object": fmt.chunk_obj}
-    text_frame = sse.TextFrames({**chunk_head, "choices": [fmt.delta("x", None)]}, fmt.text_path)
+    frames = [sse.TextFrames({**chunk_head, "choices": [fmt.delta(i, "x", None)]}, fmt.text_path)
+              for i in range(len(handles))]
     response = await sse.open_stream(request)
     write = response.write
     n, cached = 0, 0
     try:
-        if fmt is _Chat:
-            await write(sse.frame({**chunk_head, "choices": [fmt.delta(None, None, first=True)]}))
-        elif req.echo and req.prompt:
-            await write(sse.frame({**chunk_head, "choices": [fmt.delta(req.prompt, None)]}))
-        async for out in handle:
-            # Outputs that queued up while this task waited go out as one frame.
-            text, finish, k, cached = out.text, out.finish_reason, out.n_tokens, out.cached_tokens
-            for more in handle.ready():
-                text, finish, k = text + more.text, more.finish_reason, k + more.n_tokens
-                cached = more.cached_tokens
-            n += k
+        for i in range(len(handles)):
+            if fmt is _Chat:
+                await write(sse.frame({**chunk_head, "choices": [fmt.delta(i, None, None, first=True)]}))
+            elif req.echo and req.prompt:
+                await write(sse.frame({**chunk_head, "choices": [fmt.delta(i, req.prompt, None)]}))
+        async for i, outs in _merged(handles):
+            text = "".join(o.text for o in outs)
+            finish = outs[-1].finish_reason
+            n += sum(o.n_tokens for o in outs)
+            if i == 0:
+                cached = outs[-1].cached_tokens
             if finish is not None:
-                await write(sse.frame({**chunk_head, "choices": [fmt.delta(text, finish)]}))
+                await write(sse.frame({**chunk_head, "choices": [fmt.delta(i, text, finish)]}))
             elif text:
-                await write(text_frame(text))
+                await write(frames[i](text))
         if req.include_usage:
-            await write(sse.frame({**chunk_head, "choices": [], "usage": usage(handle.prompt_tokens, n, cached)}))
+            await write(sse.frame({**chunk_head, "choices": [],
+                                   "usage": usage(handles[0].prompt_tokens, n, cached)}))
     except EngineError as e:
         await write(sse.frame(engine_error(e).body()))
     except (ConnectionResetError, asyncio.CancelledError):
-        handle.cancel()
+        for handle in handles:
+            handle.cancel()
         raise
     await write(sse.DONE)
     await response.write_eof()

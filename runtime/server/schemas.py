@@ -13,6 +13,7 @@ from runtime.engine.sampling_params import DEFAULT_TOP_K, SamplingParams
 from runtime.server.errors import bad_request
 
 DEFAULT_TEMPERATURE = 0.8
+MAX_N = 16
 _ROLES = {"system", "developer", "user", "assistant", "tool"}
 _UNSUPPORTED = {"tools": "tool calling", "functions": "function calling", "logprobs": "logprobs",
                 "top_logprobs": "logprobs", "suffix": "suffix", "best_of": "best_of"}
@@ -28,6 +29,7 @@ class GenerationRequest:
     prompt: str | None = None
     tokens: list[int] | None = None
     echo: bool = False
+    n: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -82,9 +84,7 @@ def _common(body: Any) -> GenerationRequest:
     model = body.get("model")
     if model is not None and not isinstance(model, str):
         raise bad_request("'model' must be a string", "model")
-    n = _integer(body, "n", 1)
-    if n not in (None, 1):
-        raise bad_request("'n' > 1 is not supported yet: send n requests", "n")
+    n = _integer(body, "n", 1, MAX_N) or 1
     max_tokens = _integer(body, "max_completion_tokens", 1)
     if max_tokens is None:
         max_tokens = _integer(body, "max_tokens", 1)
@@ -107,7 +107,7 @@ def _common(body: Any) -> GenerationRequest:
     if options is not None and not isinstance(options, dict):
         raise bad_request("'stream_options' must be an object", "stream_options")
     include_usage = bool(options and _boolean(options, "include_usage"))
-    return GenerationRequest(model, params, stream, include_usage)
+    return GenerationRequest(model, params, stream, include_usage, n=n)
 
 
 def parse_chat(body: Any) -> GenerationRequest:

@@ -129,3 +129,26 @@ def test_sliding_window_model_matches_recomputation(gemma_path):
         b.close()
     assert cached[0] == 0 and cached[2] > cached[1] > 0
     assert_turns_match_recomputation(gemma_path, replies, prompts, 8, ctx=1024)
+
+
+def test_n_completions_compute_the_prompt_once_and_share_its_blocks(smollm2_path):
+    e = make(smollm2_path, parallel=4, extra_seqs=2)
+    try:
+        b = e.backend
+        prompt = b.tokenize("Write a short poem about the sea. " * 10)
+        full = (len(prompt) - 1) // 16
+        group = e.add_group("g", prompt, SamplingParams(temperature=0.9, seed=3, max_tokens=6), 4)
+        peak = 0
+        texts: dict[str, str] = {}
+        while e.has_work():
+            for o in e.step():
+                texts[o.request_id] = texts.get(o.request_id, "") + o.text
+            peak = max(peak, e.kv.pool.num_used)
+        assert [r.cached_tokens for r in group] == [0] + [full * 16] * 3
+        # the prompt's full blocks are stored once; each completion adds its tail and output
+        per_request_tail = -(-(len(prompt) + 6) // 16) - full
+        assert peak <= full + 4 * per_request_tail
+        assert peak < 4 * full
+        assert len(set(texts.values())) > 1  # different seeds, different completions
+    finally:
+        e.backend.close()

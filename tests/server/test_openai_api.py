@@ -99,7 +99,7 @@ def test_eight_concurrent_streaming_clients_all_complete(server, oai, smollm2_pa
     ('{"messages": [{"role": "user", "content": "hi"}], "temperature": "hot"}', 400, "temperature"),
     ('{"messages": "hi"}', 400, "messages"),
     ('{"messages": [{"role": "wizard", "content": "hi"}]}', 400, "messages[0].role"),
-    ('{"messages": [{"role": "user", "content": "hi"}], "n": 3}', 400, "n"),
+    ('{"messages": [{"role": "user", "content": "hi"}], "n": 99}', 400, "n"),
     ('{"messages": [{"role": "user", "content": "hi"}], "stop": [1, 2]}', 400, "stop"),
     ('{"messages": [{"role": "user", "content": "hi"}', 400, None),
     ('[1, 2]', 400, None),
@@ -186,3 +186,16 @@ def test_prefix_cache_hits_across_clients_and_reports_cached_tokens(server, oai)
                 "prompt_tokens", "evictions", "preemptions"):
         assert key in kv
     assert kv["block_size"] == 16 and kv["prefix_hit_tokens"] >= 64 and kv["blocks_cached"] > 0
+
+
+def test_n_choices_streaming_and_not(oai):
+    kw = dict(model="smollm2-135m", messages=[{"role": "user", "content": "Name an animal."}],
+              max_tokens=8, temperature=1.0, seed=5, n=3)
+    r = oai.chat.completions.create(**kw)
+    assert [c.index for c in r.choices] == [0, 1, 2]
+    assert all(c.message.content for c in r.choices)
+    assert 3 <= r.usage.completion_tokens <= 24
+    chunks = list(oai.chat.completions.create(stream=True, **kw))
+    streamed = {i: "".join(c.choices[0].delta.content or "" for c in chunks if c.choices and c.choices[0].index == i)
+                for i in range(3)}
+    assert streamed == {c.index: c.message.content for c in r.choices}
