@@ -8,17 +8,18 @@ the one llama.cpp will use when it loads a model.
 Device type ids follow ``enum ggml_backend_dev_type`` in ggml-backend.h (CPU, GPU, IGPU,
 ACCEL, META = 0..4). Older ggml had CPU, GPU, ACCEL = 0..2; this build is new enough to
 have the META device (libggml-base exports ``ggml_backend_meta_*``).
+
+``llama_cpp`` is imported on first use, not with this module: the dataclasses travel between
+processes (a probe run in a child process) without loading llama.cpp where they arrive.
 """
 
 from __future__ import annotations
 
 import ctypes
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-
-import llama_cpp as lc
 
 #: ggml-backend.h: enum ggml_backend_dev_type
 DEVICE_TYPES = {0: "cpu", 1: "gpu", 2: "igpu", 3: "accel", 4: "meta"}
@@ -71,7 +72,7 @@ class BuildInfo:
     gpu_offload: bool  #: llama_supports_gpu_offload()
     system_info: str  #: llama_print_system_info(), e.g. "CPU : SSE3 = 1 | AVX2 = 1 | ..."
     library_dir: str
-    version: str = field(default_factory=lambda: getattr(lc, "__version__", "unknown"))
+    version: str = "unknown"  #: llama-cpp-python's version
 
     def to_dict(self) -> dict:
         return {
@@ -83,6 +84,8 @@ class BuildInfo:
 
 def library_dir() -> Path:
     """The folder holding llama-cpp-python's shared libraries (``llama_cpp/lib``)."""
+    import llama_cpp as lc
+
     return Path(lc.__file__).resolve().parent / "lib"
 
 
@@ -105,6 +108,8 @@ def _library_file(folder: Path) -> Path:
 @lru_cache(maxsize=1)
 def _ggml() -> ctypes.CDLL:
     """libggml with the device functions typed, backends registered."""
+    import llama_cpp as lc
+
     # Importing llama_cpp already loaded libllama and, with it, this libggml: dlopen hands
     # back the same library, so the registry seen here is the one llama.cpp uses.
     lib = ctypes.CDLL(str(_library_file(library_dir())))
@@ -157,12 +162,15 @@ def registered_backends() -> list[str]:
 
 def build_info() -> BuildInfo:
     """Which backends this llama-cpp-python build has, and what llama.cpp says of the CPU."""
+    import llama_cpp as lc
+
     backends = registered_backends()
     return BuildInfo(
         backends=backends,
         gpu_offload=bool(lc.llama_supports_gpu_offload()),
         system_info=_text(lc.llama_print_system_info()).strip(),
         library_dir=str(library_dir()),
+        version=getattr(lc, "__version__", "unknown"),
     )
 
 

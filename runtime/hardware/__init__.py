@@ -1,7 +1,9 @@
 """The hardware probe and the memory-fit planner.
 
 - ``probe.probe() -> HardwareInfo``: CPU, RAM, GPUs, the llama.cpp build's backends, RAM
-  bandwidth (measured once per machine, cached in the data directory).
+  bandwidth (measured once per machine, cached in the data directory);
+  ``probe.probe_in_subprocess()`` does it in a child process (no llama.cpp, no CUDA context
+  in the caller).
 - ``shape.shape_from_gguf(path)`` / ``shape.shape_from_catalog(entry)`` /
   ``shape.shape_from_numbers(...) -> ModelShape``: what sizes a model, from its GGUF header or
   from catalog numbers.

@@ -14,9 +14,11 @@ The target context is the requested one, never exceeded, or the trained context.
 device keeps a margin: estimates are taken 10% larger, a GPU keeps 512 MiB for its runtime
 (CUDA context, cuBLAS), RAM keeps 512 MiB for the service and the OS.
 
-Decode speed is predicted as bandwidth / bytes read per token on each device (weights
-there, plus the KV cache of 512 filled cells), times an efficiency: on the CPU the one
-measured on this machine (``runtime.hardware.calibrate``), on a GPU 0.6 (uncalibrated).
+Decode speed: one step takes, on each device, the bytes it reads (its weights plus the KV
+cache of 512 filled cells) over its bandwidth times an efficiency, plus on the CPU a fixed
+cost per step. The CPU's efficiency and fixed cost are measured on this machine
+(``runtime.hardware.calibrate``); a GPU's efficiency is taken as 0.6 of its published
+bandwidth (uncalibrated).
 """
 
 from __future__ import annotations
@@ -44,8 +46,10 @@ GPU_FIRST_MIN_CTX = 4096
 PARTIAL_DEFAULT_CTX_CAP = 8192
 PREDICT_AT_CELLS = 512
 DEFAULT_GPU_EFFICIENCY = 0.6
-#: used before this machine is calibrated; about what the calibration finds on x86 VMs
-DEFAULT_CPU_EFFICIENCY = 0.35
+#: used before this machine is calibrated: about what runtime.hardware.calibrate finds on a
+#: 2-core x86 VM (0.28 of the copy bandwidth, 7 ms a step)
+DEFAULT_CPU_EFFICIENCY = 0.3
+DEFAULT_CPU_FIXED_S = 0.005
 DEFAULT_HOST_BANDWIDTH = 20e9
 
 
@@ -220,6 +224,8 @@ def _predict(p: _Planner, t: _Trial) -> tuple[float, bool]:
     host_bw = p.hw.memory_bandwidth or DEFAULT_HOST_BANDWIDTH
     eff = p.hw.decode_efficiency or DEFAULT_CPU_EFFICIENCY
     seconds = cpu_b / (host_bw * eff)
+    if t.cpu.layers:  # the fixed step cost was measured with every layer on the CPU
+        seconds += p.hw.decode_fixed_s if p.hw.decode_efficiency else DEFAULT_CPU_FIXED_S
     for g, b in zip(p.gpus, gpu_b):
         seconds += b / (g.bandwidth * DEFAULT_GPU_EFFICIENCY)
     return 1 / seconds, p.hw.decode_efficiency is not None and not any(gpu_b)

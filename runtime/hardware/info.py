@@ -38,8 +38,10 @@ class HardwareInfo:
     build: BuildInfo | None = None
     #: host RAM copy bandwidth, bytes/s (None: not measured yet)
     memory_bandwidth: float | None = None
-    #: measured decode tok/s over the bandwidth bound on this machine (None: not calibrated)
+    #: fraction of the bandwidth CPU decoding reads at, measured here (None: not calibrated)
     decode_efficiency: float | None = None
+    #: fixed seconds of a CPU decode step, measured with the efficiency (0 with one point)
+    decode_fixed_s: float = 0.0
     fingerprint: dict = field(default_factory=dict)
 
     @property
@@ -57,4 +59,5 @@ class HardwareInfo:
             "build": self.build.to_dict() if self.build else None,
             "memory_bandwidth_bytes_per_s": self.memory_bandwidth,
             "decode_efficiency": self.decode_efficiency,
+            "decode_fixed_s": self.decode_fixed_s,
         }

@@ -44,5 +44,44 @@ def probe(measure_bandwidth: bool = True) -> HardwareInfo:
     return HardwareInfo(
         os=os_name, os_release=platform.release(), cpu=cpu, ram=ram, gpus=gpus,
         backend=status, devices=devices, build=build, memory_bandwidth=bandwidth,
-        decode_efficiency=decode.get("efficiency"), fingerprint=fingerprint,
+        decode_efficiency=decode.get("efficiency"), decode_fixed_s=float(decode.get("fixed_s") or 0.0),
+        fingerprint=fingerprint,
     )
+
+
+def _probe_child(conn, measure_bandwidth: bool) -> None:
+    try:
+        conn.send(("ok", probe(measure_bandwidth)))
+    except BaseException as e:  # sent back to the parent, which raises it
+        conn.send(("error", f"{type(e).__name__}: {e}"))
+    finally:
+        conn.close()
+
+
+def probe_in_subprocess(measure_bandwidth: bool = True, timeout: float = 60.0) -> HardwareInfo:
+    """``probe()`` in a fresh ``spawn`` process, for a process that must not load llama.cpp.
+
+    Listing a CUDA device's free memory creates a CUDA context (hundreds of MB of VRAM) that
+    lives as long as the process; the long-lived service should not hold one.
+    """
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    parent, child = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_probe_child, args=(child, measure_bandwidth), daemon=True)
+    proc.start()
+    child.close()
+    try:
+        if not parent.poll(timeout):
+            raise RuntimeError(f"the hardware probe took more than {timeout:.0f} s: stopped")
+        status, payload = parent.recv()
+    except EOFError:
+        raise RuntimeError("the hardware probe process died: run `hearth probe` to see why") from None
+    finally:
+        if proc.is_alive():
+            proc.kill()
+        proc.join(5)
+        parent.close()
+    if status != "ok":
+        raise RuntimeError(f"the hardware probe failed: {payload}")
+    return payload

@@ -51,7 +51,8 @@ def format_probe_report(info: HardwareInfo) -> str:
     build = info.build
     llama = (f"llama-cpp-python {build.version}, backends: {', '.join(build.backends)}; "
              f"layers run on: {info.backend.active}" if build else "llama.cpp not available")
-    decode = (f"calibrated: decoding reaches {info.decode_efficiency:.2f} of the bandwidth bound"
+    decode = (f"calibrated: weights read at {info.decode_efficiency:.2f} of the copy bandwidth, "
+              f"{info.decode_fixed_s * 1000:.1f} ms fixed a token"
               if info.decode_efficiency else "not calibrated (speeds are estimates)")
     rows = [
         ("OS", f"{info.os} {info.os_release}"),

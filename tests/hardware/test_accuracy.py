@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from runtime.hardware.calibrate import calibrate_decode, raw_tokens_per_s
+from runtime.hardware.calibrate import calibrate_decode, cpu_bytes_per_token, fit_line
 from runtime.hardware.fit import plan_fit
 from runtime.hardware.measure import MeasureError, measure_model
 from runtime.hardware.memory import Settings, estimate
@@ -77,14 +77,26 @@ def test_a_missing_model_fails_the_measure_cleanly(tmp_path):
         measure_model(str(tmp_path / "none.gguf"), 512, timeout=60)
 
 
-def test_calibration_is_stored_and_used(data_dir, smollm2_path):
+def test_line_fit():
+    assert fit_line([(100, 0.016), (300, 0.032)]) == pytest.approx((0.008, 0.00008))
+    # a negative fixed cost is noise: the line goes through the origin instead
+    fixed, slope = fit_line([(100, 0.005), (300, 0.03)])
+    assert fixed == 0 and slope == pytest.approx((100 * 0.005 + 300 * 0.03) / (100**2 + 300**2))
+    assert fit_line([(100, 0.01)]) == pytest.approx((0.0, 0.0001))
+
+
+def test_calibration_is_stored_and_used(data_dir, smollm2_path, gemma_path):
     hw = probe()
-    cal = calibrate_decode(smollm2_path, hw, decode_tokens=8, n_threads=1)
-    assert cal.tokens_per_s > 0 and 0 < cal.efficiency < 5
-    raw, per_token = raw_tokens_per_s(smollm2_path, hw.memory_bandwidth, 64 + 8)
-    assert cal.efficiency == pytest.approx(cal.tokens_per_s / raw, rel=0.02)
+    cal = calibrate_decode([smollm2_path, gemma_path], hw, decode_tokens=8, n_threads=1)
+    assert [p["model"] for p in cal.points] == [smollm2_path.name, gemma_path.name]
+    assert all(p["tokens_per_s"] > 0 for p in cal.points) and cal.fixed_s >= 0
+    assert cal.points[0]["bytes_per_token"] == cpu_bytes_per_token(smollm2_path, 64 + 8)
+    seconds = [cal.fixed_s + p["bytes_per_token"] / (cal.efficiency * hw.memory_bandwidth) for p in cal.points]
+    if cal.fixed_s > 0:  # a line through two points passes through both
+        assert seconds == pytest.approx([1 / p["tokens_per_s"] for p in cal.points], rel=1e-6)
     again = probe()
-    assert again.decode_efficiency == cal.efficiency
-    plan = plan_fit(shape_from_gguf(smollm2_path), again, ctx=1024)
+    assert (again.decode_efficiency, again.decode_fixed_s) == (cal.efficiency, cal.fixed_s)
+    plan = plan_fit(shape_from_gguf(smollm2_path), again, ctx=512)
     assert plan.speed_calibrated
-    assert plan.predicted_tokens_per_s == pytest.approx(cal.tokens_per_s, rel=0.1)
+    by_hand = cal.fixed_s + cpu_bytes_per_token(smollm2_path, 512) / (cal.efficiency * hw.memory_bandwidth)
+    assert plan.predicted_tokens_per_s == pytest.approx(1 / by_hand)

@@ -160,13 +160,14 @@ def test_draft_model_is_counted(gemma_path, smollm2_path):
 def test_speed_prediction_uses_bandwidth_and_bytes(smollm2_path):
     shape = shape_from_gguf(smollm2_path)
     hw = rec.machine([], 32 * GIB, 28 * GIB, bandwidth=40e9)
-    hw.decode_efficiency = 0.5
+    hw.decode_efficiency, hw.decode_fixed_s = 0.5, 0.002
     plan = plan_fit(shape, hw, ctx=2048)
     per_token = sum(shape.layer_bytes) + shape.output_matrix_bytes + 30 * 3 * 128 * 2 * 512
-    assert plan.predicted_tokens_per_s == pytest.approx(40e9 * 0.5 / per_token)
+    assert plan.predicted_tokens_per_s == pytest.approx(1 / (0.002 + per_token / (40e9 * 0.5)))
     assert plan.speed_calibrated
+    # all layers on the GPU: its bandwidth, no CPU step cost
     fast = rec.machine([rec.RTX_4090], 32 * GIB, 28 * GIB, bandwidth=40e9)
-    fast.decode_efficiency = 0.5
+    fast.decode_efficiency, fast.decode_fixed_s = 0.5, 0.002
     gpu_plan = plan_fit(shape, fast, ctx=2048)
     assert gpu_plan.predicted_tokens_per_s == pytest.approx(1008e9 * 0.6 / per_token)
     assert not gpu_plan.speed_calibrated

@@ -150,3 +150,17 @@ def test_drm_scan(tmp_path):
     (gpu,) = scan_drm(tmp_path)
     assert (gpu.vendor, gpu.memory_total, gpu.memory_free) == ("amd", 24 * GIB, 23 * GIB)
     assert not gpu.unified and not gpu.usable
+
+
+def test_probe_in_a_subprocess_leaves_this_process_alone(data_dir):
+    import subprocess
+
+    code = ("import sys; from runtime.hardware.probe import probe_in_subprocess\n"
+            "info = probe_in_subprocess()\n"
+            "assert 'llama_cpp' not in sys.modules, 'llama.cpp was loaded here'\n"
+            "print(info.ram.total, len(info.devices), info.memory_bandwidth > 0)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         cwd=Path(__file__).resolve().parents[2])
+    assert out.returncode == 0, out.stderr
+    total, devices, measured = out.stdout.split()
+    assert int(total) == psutil.virtual_memory().total and int(devices) >= 1 and measured == "True"
