@@ -27,6 +27,8 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-prefix-cache", action="store_true", help="recompute every prompt from scratch")
     p.add_argument("--cache-fraction", type=float, default=0.25,
                    help="share of the KV capacity that idle prefix cache may keep (default %(default)s)")
+    p.add_argument("--cache-ram", type=int, default=512,
+                   help="MiB of host memory for prefix cache evicted from the KV pool; 0 disables it")
 
 
 def _config(args: argparse.Namespace, **over) -> ServeConfig:
@@ -34,7 +36,7 @@ def _config(args: argparse.Namespace, **over) -> ServeConfig:
     values = dict(host=args.host, port=args.port, model=args.model, parallel=args.parallel,
                   ctx=args.ctx, n_batch=args.batch, threads=args.threads, kv_type=args.kv_type,
                   flash_attn=flash, block_size=args.block_size, prefix_cache=not args.no_prefix_cache,
-                  cache_fraction=args.cache_fraction, preload=False)
+                  cache_fraction=args.cache_fraction, cache_ram=args.cache_ram, preload=False)
     values.update(over)
     return ServeConfig(**values)
 

@@ -38,5 +38,6 @@ class ServeConfig:
     block_size: int = 16
     prefix_cache: bool = True
     cache_fraction: float = 0.25
+    cache_ram: int = 512
     preload: bool = True
     data_dir: Path = field(default_factory=data_dir)

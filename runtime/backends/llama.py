@@ -328,6 +328,18 @@ class LlamaBackend:
         pos = lc.llama_memory_seq_pos_max(self.memory, seq_id)
         return None if pos < 0 else pos
 
+    def state_seq_save(self, seq_id: int) -> bytes:
+        """The sequence's cells as bytes (llama_state_seq_get_data)."""
+        size = lc.llama_state_seq_get_size(self.ctx, seq_id)
+        buf = (ctypes.c_uint8 * size)()
+        written = lc.llama_state_seq_get_data(self.ctx, buf, size, seq_id)
+        return ctypes.string_at(buf, written)
+
+    def state_seq_load(self, seq_id: int, data: bytes) -> bool:
+        """Restore saved cells into ``seq_id`` (new cells); False if llama.cpp refused."""
+        buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        return lc.llama_state_seq_set_data(self.ctx, buf, len(data), seq_id) > 0
+
     def clear(self) -> None:
         lc.llama_memory_clear(self.memory, True)
 

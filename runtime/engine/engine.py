@@ -51,6 +51,8 @@ class CacheConfig:
     #: share of the KV blocks that unreferenced cached blocks may keep: cells held in the
     #: unified pool slow every decode a little (docs/architecture.md)
     cache_fraction: float = 0.25
+    #: host-memory tier for cache evicted from the device (MiB); 0 turns it off
+    host_mib: int = 512
 
 
 class Engine:
@@ -63,7 +65,7 @@ class Engine:
         self.kv = KVCacheManager(
             backend, backend.n_ctx // cache.block_size, cache.block_size, backend.n_seq_max,
             prefix_cache=cache.prefix_cache, cache_fraction=cache.cache_fraction,
-            n_swa=backend.info.n_swa,
+            n_swa=backend.info.n_swa, host_bytes=cache.host_mib << 20,
         )
         self.scheduler = Scheduler(SchedulerConfig(parallel, backend.n_batch), self.kv)
         self.requests: dict[str, Request] = {}

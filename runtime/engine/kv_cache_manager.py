@@ -20,8 +20,21 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from runtime.engine.block_pool import Block, BlockPool
+from runtime.engine.host_cache import HostCache, HostEntry
 from runtime.engine.request import Request
 from runtime.kernels.block_hash import ROOT, hash_block
+
+
+@dataclass(slots=True)
+class PrefixHit:
+    """A prompt's reusable prefix: cached device blocks, or a saved state in host memory."""
+
+    blocks: list[Block]
+    host: HostEntry | None = None
+    host_blocks: int = 0
+
+    def num_blocks(self) -> int:
+        return self.host_blocks if self.host is not None else len(self.blocks)
 
 
 @dataclass(slots=True)
@@ -34,11 +47,15 @@ class KVStats:
     prompt_tokens: int
     evictions: int
     holders: int
+    host_bytes: int = 0
+    host_entries: int = 0
+    host_hit_tokens: int = 0
 
 
 class KVCacheManager:
     def __init__(self, memory, num_blocks: int, block_size: int, n_seq: int,
-                 prefix_cache: bool = True, cache_fraction: float = 1.0, n_swa: int = 0) -> None:
+                 prefix_cache: bool = True, cache_fraction: float = 1.0, n_swa: int = 0,
+                 host_bytes: int = 0) -> None:
         self.memory = memory  # the backend: seq_rm / seq_cp / seq_pos_min
         self.block_size = block_size
         self.pool = BlockPool(num_blocks, block_size, on_evict=self._on_evict)
@@ -51,6 +68,8 @@ class KVCacheManager:
         self._holders: OrderedDict[int, None] = OrderedDict()  # LRU order of idle holders
         self.prefix_hit_tokens = 0
         self.prompt_tokens = 0
+        self.host = HostCache(host_bytes) if prefix_cache and host_bytes > 0 else None
+        self._saved: set[int] = set()  # holders whose state is already in host memory
 
     # -- sequence ids -----------------------------------------------------------------
     def acquire_seq(self) -> int | None:
@@ -60,6 +79,7 @@ class KVCacheManager:
         return self._free_seqs.pop() if self._free_seqs else None
 
     def _drop_holder(self, seq: int) -> None:
+        self._save_to_host(seq)
         for block in self.pool.blocks:
             if seq in block.seqs:
                 self._leave(block, seq)
@@ -67,6 +87,7 @@ class KVCacheManager:
         self._release_seq(seq)
 
     def _release_seq(self, seq: int) -> None:
+        self._saved.discard(seq)
         self._held.pop(seq, None)
         self._holders.pop(seq, None)
         self._free_seqs.append(seq)
@@ -79,8 +100,22 @@ class KVCacheManager:
                 self.pool.num_cached_free -= 1
             self.pool.uncache(block)
 
+    def _save_to_host(self, seq: int) -> None:
+        """Save a holder's cells to host memory if it holds a whole prefix (blocks 0..k-1)."""
+        if self.host is None or seq in self._saved:
+            return
+        self._saved.add(seq)
+        held = sorted((b for b in self.pool.blocks if seq in b.seqs and b.hash is not None),
+                      key=lambda b: b.index)
+        if not held or [b.index for b in held] != list(range(len(held))):
+            return
+        self.host.put([b.hash for b in held], self.memory.state_seq_save(seq))
+
     def _on_evict(self, block: Block) -> None:
         b = self.block_size
+        for seq in block.seqs:
+            if seq in self._held:
+                self._save_to_host(seq)
         for seq in list(block.seqs):
             self.memory.seq_rm(seq, block.index * b, (block.index + 1) * b)
             block.seqs.remove(seq)
@@ -90,35 +125,46 @@ class KVCacheManager:
                     self._release_seq(seq)
 
     # -- admission --------------------------------------------------------------------
-    def get_computed_blocks(self, request: Request) -> list[Block]:
-        """The longest cached prefix of the request's tokens (at least one token stays to compute)."""
+    def get_computed_blocks(self, request: Request) -> PrefixHit:
+        """The longest reusable prefix of the request's tokens, on the device or in host
+        memory (at least one token always stays to be computed, for its logits)."""
         if not self.prefix_cache:
-            return []
+            return PrefixHit([])
         b = self.block_size
         hits: list[Block] = []
+        hashes: list[int] = []
         parent = ROOT
-        limit = (len(request.tokens) - 1) // b
-        for i in range(limit):
+        for i in range((len(request.tokens) - 1) // b):
             chunk = request.tokens[i * b:(i + 1) * b]
             parent = hash_block(parent, chunk)
-            block = self.pool.lookup(parent, chunk)
-            if block is None or not block.seqs:
-                break
-            hits.append(block)
-        return hits
+            hashes.append(parent)
+            if len(hits) == i:
+                block = self.pool.lookup(parent, chunk)
+                if block is not None and block.seqs:
+                    hits.append(block)
+                elif self.host is None:
+                    break
+        if self.host is not None and len(hashes) > len(hits):
+            entry, n = self.host.longest(hashes)
+            if entry is not None and n > len(hits):
+                return PrefixHit([], entry, n)
+        return PrefixHit(hits)
 
-    def blocks_needed(self, request: Request, hits: list[Block], n_new: int) -> int:
-        b = self.block_size
-        total = len(hits) * b + n_new
-        return -(-total // b) - len(hits)
+    def blocks_needed(self, request: Request, hit: PrefixHit) -> int:
+        """Blocks to allocate for the rest of the prompt (host-restored blocks included)."""
+        return -(-len(request.tokens) // self.block_size) - len(hit.blocks)
 
     @property
     def num_free_blocks(self) -> int:
         return self.pool.num_free
 
-    def admit(self, request: Request, seq: int, hits: list[Block]) -> None:
-        """Give ``request`` its sequence and the cached prefix ``hits`` (copied zero-copy)."""
+    def admit(self, request: Request, seq: int, hit: PrefixHit) -> None:
+        """Give ``request`` its sequence and its cached prefix (copied zero-copy, or restored)."""
         request.seq_id = seq
+        if hit.host is not None:
+            self._restore(request, seq, hit)
+            return
+        hits = hit.blocks
         self.pool.touch(hits)
         self._copy_prefix(hits, seq)
         n = len(hits) * self.block_size
@@ -129,12 +175,35 @@ class KVCacheManager:
                 block.seqs.remove(seq)
             self.pool.free(hits)
             hits, n = [], 0
-        self.tables[request.request_id] = list(hits)
+        self._admitted(request, list(hits), n)
+
+    def _admitted(self, request: Request, table: list[Block], n: int) -> None:
+        self.tables[request.request_id] = table
         request.num_computed = n
         if request.num_preemptions == 0:
             request.cached_tokens = n
             self.prefix_hit_tokens += n
             self.prompt_tokens += request.prompt_len
+
+    def _restore(self, request: Request, seq: int, hit: PrefixHit) -> None:
+        """Load a saved state into ``seq`` as new cells, trimmed to the hit; on any doubt,
+        fall back to computing the prompt."""
+        n = hit.host_blocks * self.block_size
+        blocks = self.pool.allocate(hit.host_blocks)
+        ok = blocks is not None and self.memory.state_seq_load(seq, hit.host.data)
+        if ok:
+            self.memory.seq_rm(seq, n, None)
+            ok = self.memory.seq_pos_max(seq) == n - 1 and (not self.n_swa or self._swa_intact(seq, n))
+        if not ok:
+            self.memory.seq_rm(seq, 0, None)
+            if blocks is not None:
+                self.pool.free(blocks)
+            self._admitted(request, [], 0)
+            return
+        for i, block in enumerate(blocks):
+            block.seqs.append(seq)
+        self.host.hit_tokens += n
+        self._admitted(request, blocks, n)
 
     def _copy_prefix(self, hits: list[Block], seq: int) -> None:
         b = self.block_size
@@ -225,5 +294,7 @@ class KVCacheManager:
 
     def stats(self) -> KVStats:
         p = self.pool
+        h = self.host
         return KVStats(self.block_size, p.num_blocks, p.num_used, p.num_cached,
-                       self.prefix_hit_tokens, self.prompt_tokens, p.evictions, len(self._holders))
+                       self.prefix_hit_tokens, self.prompt_tokens, p.evictions, len(self._holders),
+                       h.bytes if h else 0, len(h) if h else 0, h.hit_tokens if h else 0)

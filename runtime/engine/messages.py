@@ -25,6 +25,7 @@ class WorkerSpec:
     block_size: int = 16
     prefix_cache: bool = True
     cache_fraction: float = 0.25
+    cache_ram_mib: int = 512
     #: sequence ids kept for prefix-cache holders, beside the ``parallel`` running ones
     cache_seqs: int = 32
 

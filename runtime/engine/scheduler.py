@@ -108,18 +108,17 @@ class Scheduler:
         parent = request.follows
         if parent is not None and parent.status is RequestStatus.RUNNING and parent.num_computed < parent.prompt_len:
             return None  # its prompt's blocks are being computed: wait and share them
-        hits = self.kv.get_computed_blocks(request)
-        pending = len(request.tokens) - len(hits) * self.kv.block_size
+        hit = self.kv.get_computed_blocks(request)
         # Admit only when the whole remaining prompt fits beside one more block for each
         # running request; an empty engine always tries (the request fits the context).
-        need = self.kv.blocks_needed(request, hits, pending) + len(self.running)
+        need = self.kv.blocks_needed(request, hit) + len(self.running)
         if self.running and self.kv.num_free_blocks < need:
             return None
         seq = self.kv.acquire_seq()
         if seq is None:
             return None
         self.waiting.popleft()
-        self.kv.admit(request, seq, hits)
+        self.kv.admit(request, seq, hit)
         n = min(request.num_pending, budget)
         if not self.kv.allocate_slots(request, n):
             self.kv.free(request, keep_cache=False)

@@ -24,7 +24,7 @@ class _Worker:
     def __init__(self, conn: Connection, backend: LlamaBackend, spec: WorkerSpec) -> None:
         self.conn = conn
         self.backend = backend
-        cache = CacheConfig(spec.block_size, spec.prefix_cache, spec.cache_fraction)
+        cache = CacheConfig(spec.block_size, spec.prefix_cache, spec.cache_fraction, spec.cache_ram_mib)
         self.engine = Engine(backend, spec.parallel, cache)
 
     def handle(self, msg: object) -> bool:

@@ -59,7 +59,7 @@ class ModelManager:
         engine = EngineClient(WorkerSpec(
             model.id, str(model.path), n_ctx=c.ctx, parallel=c.parallel, n_batch=c.n_batch,
             n_threads=c.threads, kv_type=c.kv_type, flash_attn=c.flash_attn, block_size=c.block_size,
-            prefix_cache=c.prefix_cache, cache_fraction=c.cache_fraction))
+            prefix_cache=c.prefix_cache, cache_fraction=c.cache_fraction, cache_ram_mib=c.cache_ram))
         try:
             await engine.start()
         except Exception as e:

@@ -152,3 +152,23 @@ def test_n_completions_compute_the_prompt_once_and_share_its_blocks(smollm2_path
         assert len(set(texts.values())) > 1  # different seeds, different completions
     finally:
         e.backend.close()
+
+
+@pytest.mark.parametrize("model", ["smollm2", "gemma"])
+def test_host_tier_restores_evicted_prefixes_and_matches_recomputation(model, smollm2_path, gemma_path):
+    path = smollm2_path if model == "smollm2" else gemma_path
+    # Nothing idle may stay on the device: every finished turn goes to host memory.
+    b = LlamaBackend(path, ContextConfig(n_ctx=1024, n_seq_max=4, n_batch=128))
+    e = Engine(b, 2, CacheConfig(16, True, cache_fraction=0.0, host_mib=64))
+    try:
+        replies, cached, prompts = conversation(e, QUESTIONS[:3], n=8)
+        st = e.stats().kv
+    finally:
+        b.close()
+    assert st.blocks_cached == 0 and st.host_entries >= 1 and st.host_bytes > 0
+    if model == "smollm2":
+        assert cached[0] == 0 and cached[2] > cached[1] > 0
+        assert st.host_hit_tokens == cached[1] + cached[2]
+    # Gemma's saved sliding-window layers cover only the last window: a restore that lacks
+    # cells falls back to recomputation, never to different output.
+    assert_turns_match_recomputation(path, replies, prompts, 8, ctx=1024)
