@@ -93,8 +93,8 @@ async def round_robin(url: str, conversations: int, turns: int) -> dict:
     return {"conversations": conversations, "turns": turns,
             "mean_ttft_turn1_s": round(sum(ttfts[0]) / len(ttfts[0]), 4),
             "mean_ttft_turns_2_on_s": round(sum(later) / len(later), 4),
-            "device_hit_tokens_turns_2_on": hits, "prompt_tokens_turns_2_on": prompt,
-            "device_hit_rate": round(hits / max(prompt, 1), 3), "host_hit_tokens": 0}
+            "hit_tokens_turns_2_on": hits, "prompt_tokens_turns_2_on": prompt,
+            "hit_rate": round(hits / max(prompt, 1), 3)}
 
 
 def main() -> None:
@@ -111,8 +111,12 @@ def main() -> None:
     try:
         rows = asyncio.run(one_conversation(on.url, off.url, args.turns))
         off.stop()
+        before = on.stats()["models"][0]["kv"]
         rr = asyncio.run(round_robin(on.url, args.conversations, args.rr_turns))
         kv = on.stats()["models"][0]["kv"]
+        host = kv["host_hit_tokens"] - before["host_hit_tokens"]
+        rr["host_hit_tokens"] = host
+        rr["device_hit_tokens"] = kv["prefix_hit_tokens"] - before["prefix_hit_tokens"] - host
     finally:
         on.stop()
         off.stop()
