@@ -83,20 +83,23 @@ def measure_bandwidth(array_bytes: int = DEFAULT_ARRAY_BYTES, threads: int = 1, 
     return 2 * src.nbytes / best
 
 
-def cached_bandwidth(fingerprint: dict, threads: int, ram_available: int, measure: bool = True) -> float | None:
+def cached_bandwidth(fingerprint: dict, threads: int, ram_available: int, measure: bool = True,
+                     force: bool = False) -> float | None:
     """This machine's bandwidth from the cache, measuring and storing it the first time.
 
-    Returns None when it is not cached and ``measure`` is False.
+    Returns None when it is not cached and ``measure`` is False. ``force`` measures again
+    (a first measure on a busy machine reads low) and drops the decode calibration, which
+    was made against the old value.
     """
     entry = load_cache(fingerprint).get("bandwidth")
-    if isinstance(entry, dict) and entry.get("bytes_per_s", 0) > 0:
+    if not force and isinstance(entry, dict) and entry.get("bytes_per_s", 0) > 0:
         return float(entry["bytes_per_s"])
     if not measure:
         return None
     # Two arrays are allocated: keep them well inside the free RAM of a small machine.
     size = int(min(DEFAULT_ARRAY_BYTES, max(ram_available // 16, 16 << 20)))
     value = measure_bandwidth(size, threads)
-    update_cache(fingerprint, bandwidth={
+    update_cache(fingerprint, decode=None, bandwidth={
         "bytes_per_s": value, "array_bytes": size, "threads": threads,
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
     })

@@ -46,9 +46,9 @@ GPU_FIRST_MIN_CTX = 4096
 PARTIAL_DEFAULT_CTX_CAP = 8192
 PREDICT_AT_CELLS = 512
 DEFAULT_GPU_EFFICIENCY = 0.6
-#: used before this machine is calibrated: about what runtime.hardware.calibrate finds on a
-#: 2-core x86 VM (0.28 of the copy bandwidth, 7 ms a step)
-DEFAULT_CPU_EFFICIENCY = 0.3
+#: used before this machine is calibrated: about what runtime.hardware.calibrate found on a
+#: 2-core x86 VM (0.38 of a 36 GB/s copy bandwidth, 5 ms a step)
+DEFAULT_CPU_EFFICIENCY = 0.35
 DEFAULT_CPU_FIXED_S = 0.005
 DEFAULT_HOST_BANDWIDTH = 20e9
 

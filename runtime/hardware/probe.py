@@ -25,8 +25,11 @@ def _ggml() -> tuple[list[GgmlDevice], BuildInfo | None]:
         return [], None
 
 
-def probe(measure_bandwidth: bool = True) -> HardwareInfo:
-    """Describe this machine; measure its RAM bandwidth once (cached) unless told not to."""
+def probe(measure_bandwidth: bool = True, remeasure: bool = False) -> HardwareInfo:
+    """Describe this machine; measure its RAM bandwidth once (cached) unless told not to.
+
+    ``remeasure`` measures the bandwidth again and forgets the decode calibration.
+    """
     import psutil
 
     devices, build = _ggml()
@@ -39,8 +42,11 @@ def probe(measure_bandwidth: bool = True) -> HardwareInfo:
     status = backend_status(build.backends if build else [], bool(build and build.gpu_offload),
                             gpus, os_name, arch)
     fingerprint = bw.machine_fingerprint(cpu.model, cpu.logical_cores, ram.total)
-    bandwidth = bw.cached_bandwidth(fingerprint, cpu.physical_cores, ram.available, measure_bandwidth)
+    bandwidth = bw.cached_bandwidth(fingerprint, cpu.physical_cores, ram.available, measure_bandwidth,
+                                    force=remeasure)
     decode = bw.load_cache(fingerprint).get("decode") or {}
+    if decode.get("bandwidth") != bandwidth:  # calibrated against another bandwidth figure
+        decode = {}
     return HardwareInfo(
         os=os_name, os_release=platform.release(), cpu=cpu, ram=ram, gpus=gpus,
         backend=status, devices=devices, build=build, memory_bandwidth=bandwidth,
@@ -49,16 +55,17 @@ def probe(measure_bandwidth: bool = True) -> HardwareInfo:
     )
 
 
-def _probe_child(conn, measure_bandwidth: bool) -> None:
+def _probe_child(conn, measure_bandwidth: bool, remeasure: bool) -> None:
     try:
-        conn.send(("ok", probe(measure_bandwidth)))
+        conn.send(("ok", probe(measure_bandwidth, remeasure)))
     except BaseException as e:  # sent back to the parent, which raises it
         conn.send(("error", f"{type(e).__name__}: {e}"))
     finally:
         conn.close()
 
 
-def probe_in_subprocess(measure_bandwidth: bool = True, timeout: float = 60.0) -> HardwareInfo:
+def probe_in_subprocess(measure_bandwidth: bool = True, remeasure: bool = False,
+                        timeout: float = 60.0) -> HardwareInfo:
     """``probe()`` in a fresh ``spawn`` process, for a process that must not load llama.cpp.
 
     Listing a CUDA device's free memory creates a CUDA context (hundreds of MB of VRAM) that
@@ -68,7 +75,7 @@ def probe_in_subprocess(measure_bandwidth: bool = True, timeout: float = 60.0) -
 
     ctx = mp.get_context("spawn")
     parent, child = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_probe_child, args=(child, measure_bandwidth), daemon=True)
+    proc = ctx.Process(target=_probe_child, args=(child, measure_bandwidth, remeasure), daemon=True)
     proc.start()
     child.close()
     try:

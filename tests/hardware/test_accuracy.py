@@ -100,3 +100,7 @@ def test_calibration_is_stored_and_used(data_dir, smollm2_path, gemma_path):
     assert plan.speed_calibrated
     by_hand = cal.fixed_s + cpu_bytes_per_token(smollm2_path, 512) / (cal.efficiency * hw.memory_bandwidth)
     assert plan.predicted_tokens_per_s == pytest.approx(1 / by_hand)
+    # A new bandwidth measure voids a calibration made against the old one.
+    fresh = probe(remeasure=True)
+    assert fresh.decode_efficiency is None and fresh.decode_fixed_s == 0
+    assert not plan_fit(shape_from_gguf(smollm2_path), fresh, ctx=512).speed_calibrated
