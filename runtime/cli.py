@@ -47,6 +47,15 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="serve the OpenAI-compatible API")
     _serve_args(serve)
+    probe = sub.add_parser("probe", help="what this machine has: CPU, RAM, GPUs, llama.cpp backends")
+    probe.add_argument("--json", action="store_true")
+    fit = sub.add_parser("fit", help="will a model fit, where, at which context, how fast")
+    fit.add_argument("model", help="catalog id or .gguf path")
+    fit.add_argument("--ctx", type=int, help="context to plan for (default: the model's trained context)")
+    fit.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16")
+    fit.add_argument("--draft", help="a draft model for speculative decoding (id or path)")
+    fit.add_argument("--parallel", type=int, default=4, help="sequences planned for (default %(default)s)")
+    fit.add_argument("--json", action="store_true")
     run = sub.add_parser("run", help="chat with a model in the terminal")
     run.add_argument("model", nargs="?", default=DEFAULT_MODEL)
     run.add_argument("prompt", nargs="?", help="one prompt; without it, an interactive chat")
@@ -107,8 +116,45 @@ def run_service_loop(coro):
     return uvloop.run(coro)
 
 
+def _probe(args: argparse.Namespace) -> int:
+    import json
+
+    from runtime.hardware.probe import probe
+    from runtime.hardware.report import format_probe_report
+
+    info = probe()
+    print(json.dumps(info.to_dict(), indent=2) if args.json else format_probe_report(info))
+    return 0
+
+
+def _fit(args: argparse.Namespace) -> int:
+    import json
+
+    from runtime.config import data_dir
+    from runtime.hardware.fit import plan_fit
+    from runtime.hardware.probe import probe
+    from runtime.hardware.report import format_fit_report
+    from runtime.hardware.shape import shape_from_gguf
+    from runtime.store.gguf_file import InvalidModelFile
+    from runtime.store.resolve import UnknownModel, resolve_model
+
+    try:
+        shape = shape_from_gguf(resolve_model(args.model, data_dir()).path)
+        draft = shape_from_gguf(resolve_model(args.draft, data_dir()).path) if args.draft else None
+        plan = plan_fit(shape, probe(), ctx=args.ctx, kv_type=args.kv_type, draft=draft, n_seq=args.parallel)
+    except (UnknownModel, InvalidModelFile, ValueError) as e:
+        print(f"hearth: {e}", file=sys.stderr)
+        return 1
+    print(json.dumps(plan.to_dict(), indent=2) if args.json else format_fit_report(plan))
+    return 0 if plan.fits else 2
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "probe":
+        return _probe(args)
+    if args.command == "fit":
+        return _fit(args)
     if args.command == "serve":
         run_service_loop(serve(_config(args)))
     elif args.command == "run":

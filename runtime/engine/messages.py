@@ -22,6 +22,7 @@ class WorkerSpec:
     n_threads: int = 0
     kv_type: str = "f16"
     flash_attn: bool | None = None
+    n_gpu_layers: int = 0
     block_size: int = 16
     prefix_cache: bool = True
     cache_fraction: float = 0.25

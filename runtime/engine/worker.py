@@ -79,7 +79,7 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
             spec.model_path,
             ContextConfig(n_ctx=spec.n_ctx, n_seq_max=min(256, spec.parallel + spec.cache_seqs),
                           n_batch=spec.n_batch, n_threads=spec.n_threads, kv_type=spec.kv_type,
-                          flash_attn=spec.flash_attn),
+                          flash_attn=spec.flash_attn, n_gpu_layers=spec.n_gpu_layers),
         )
     except ModelLoadError as e:
         conn.send(LoadFailed(str(e)))

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from runtime.config import ServeConfig
-from runtime.server import openai_api, service_api
+from runtime.server import hardware_api, openai_api, service_api
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError
 from runtime.server.model_manager import ModelManager
@@ -20,6 +20,8 @@ MAX_BODY_BYTES = 8 * 1024 * 1024
 ROUTES = [
     ("GET", "/health", service_api.health),
     ("GET", "/hearth/stats", service_api.stats),
+    ("GET", "/hearth/hardware", hardware_api.hardware),
+    ("GET", "/hearth/fit", hardware_api.fit),
     ("GET", "/v1/models", openai_api.list_models),
     ("POST", "/v1/chat/completions", openai_api.chat_completions),
     ("POST", "/v1/completions", openai_api.completions),

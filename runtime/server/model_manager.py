@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 from runtime.config import ServeConfig
-from runtime.engine.client import EngineClient
+from runtime.engine.client import EngineClient, ModelLoadFailed
 from runtime.engine.messages import WorkerSpec
 from runtime.store.resolve import ResolvedModel, resolve_model
+
+
+log = logging.getLogger("hearth.models")
+
+
+class ModelDoesNotFit(ModelLoadFailed):
+    """The fit planner says the model cannot be loaded on this machine."""
 
 
 class ModelManager:
@@ -20,6 +28,38 @@ class ModelManager:
         self.requests_served = 0
         self._lock = asyncio.Lock()
         self._resolved: dict[str, ResolvedModel] = {}
+        self._hardware = None
+        self._hardware_lock = asyncio.Lock()
+        self._plan = None  # the fit plan of the loaded model
+
+    async def hardware(self):
+        """This machine (probed once, in a child process); available RAM is read fresh."""
+        import psutil
+
+        from runtime.hardware.probe import probe_in_subprocess
+
+        async with self._hardware_lock:
+            if self._hardware is None:
+                self._hardware = await asyncio.get_running_loop().run_in_executor(None, probe_in_subprocess)
+        self._hardware.ram.available = int(psutil.virtual_memory().available)
+        return self._hardware
+
+    async def plan(self, model: ResolvedModel, freed_bytes: int = 0):
+        """The fit plan for loading ``model`` with this service's settings (None if the
+        probe fails: loading then goes ahead with the settings as given). ``freed_bytes``:
+        RAM that unloading the current model will give back."""
+        from runtime.hardware.fit import plan_fit
+        from runtime.hardware.shape import shape_from_gguf
+
+        c = self.config
+        try:
+            hw = await self.hardware()
+            hw.ram.available += freed_bytes
+            return plan_fit(shape_from_gguf(model.path), hw, ctx=c.ctx, kv_type=c.kv_type,
+                            n_seq=c.parallel, n_batch=c.n_batch)
+        except (RuntimeError, OSError, ValueError) as e:
+            log.warning("no fit plan for %s: %s", model.id, e)
+            return None
 
     def resolve(self, ref: str | None) -> ResolvedModel:
         """Raises ``UnknownModel`` or ``InvalidModelFile`` with a message for the user."""
@@ -41,12 +81,17 @@ class ModelManager:
             engine = self.engine
             if engine is not None and engine.alive and engine.model_id == model.id:
                 return engine
+            # Plan first: a model that cannot fit must not unload the one that runs.
+            running = self._plan.ram_bytes if engine is not None and engine.alive and self._plan else 0
+            plan = await self.plan(model, freed_bytes=running)
+            if plan is not None and not plan.fits:
+                raise ModelDoesNotFit(plan.message)
             if engine is not None:
                 if engine.alive:
                     await self._drain(engine)
                 await engine.stop()
                 self.engine = None
-            return await self._load(model)
+            return await self._load(model, plan)
 
     async def _drain(self, engine: EngineClient, timeout: float = 300.0) -> None:
         """Let the old model's requests finish before it is swapped out."""
@@ -54,10 +99,13 @@ class ModelManager:
         while engine.alive and engine.active and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
 
-    async def _load(self, model: ResolvedModel) -> EngineClient:
+    async def _load(self, model: ResolvedModel, plan) -> EngineClient:
         c = self.config
+        n_ctx = min(c.ctx, plan.ctx) if plan is not None else c.ctx
+        gpu_layers = plan.gpu_layers if plan is not None else 0
         engine = EngineClient(WorkerSpec(
-            model.id, str(model.path), n_ctx=c.ctx, parallel=c.parallel, n_batch=c.n_batch,
+            model.id, str(model.path), n_ctx=n_ctx, parallel=c.parallel, n_batch=c.n_batch,
+            n_gpu_layers=gpu_layers,
             n_threads=c.threads, kv_type=c.kv_type, flash_attn=c.flash_attn, block_size=c.block_size,
             prefix_cache=c.prefix_cache, cache_fraction=c.cache_fraction, cache_ram_mib=c.cache_ram))
         try:
@@ -65,7 +113,7 @@ class ModelManager:
         except Exception as e:
             self.last_error = str(e)
             raise
-        self.engine, self.last_error, self.loaded_at = engine, None, time.time()
+        self.engine, self.last_error, self.loaded_at, self._plan = engine, None, time.time(), plan
         return engine
 
     def status(self) -> dict:

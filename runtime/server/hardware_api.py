@@ -1,0 +1,40 @@
+"""/hearth/hardware and /hearth/fit: the probe and the memory-fit planner over HTTP."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from runtime.hardware.shape import shape_from_gguf
+from runtime.server.app_keys import CONFIG, MANAGER
+from runtime.server.errors import ApiError, bad_request
+from runtime.store.gguf_file import InvalidModelFile
+from runtime.store.resolve import UnknownModel
+
+
+async def hardware(request: web.Request) -> web.Response:
+    info = await request.app[MANAGER].hardware()
+    return web.json_response(info.to_dict())
+
+
+async def fit(request: web.Request) -> web.Response:
+    from runtime.hardware.fit import plan_fit
+
+    q = request.query
+    config, manager = request.app[CONFIG], request.app[MANAGER]
+    ctx = None
+    if "ctx" in q:
+        if not q["ctx"].isdigit() or int(q["ctx"]) < 1:
+            raise bad_request("'ctx' must be a positive integer", "ctx")
+        ctx = int(q["ctx"])
+    try:
+        model = manager.resolve(q.get("model") or None)
+        shape = shape_from_gguf(model.path)
+        plan = plan_fit(shape, await manager.hardware(), ctx=ctx, kv_type=q.get("kv_type", config.kv_type),
+                        n_seq=config.parallel, n_batch=config.n_batch)
+    except UnknownModel as e:
+        raise ApiError(404, str(e), param="model", code="model_not_found") from None
+    except InvalidModelFile as e:
+        raise ApiError(400, str(e), param="model", code="invalid_model") from None
+    except ValueError as e:
+        raise bad_request(str(e)) from None
+    return web.json_response(plan.to_dict())
