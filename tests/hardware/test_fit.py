@@ -178,3 +178,12 @@ def test_report_text(smollm2_path):
     text = format_fit_report(plan)
     assert "partial" in text and "19 of 33 on the GPU" in text and "CUDA0" in text
     assert "tokens/s" in text
+
+
+def test_dicts_are_json_for_the_api(smollm2_path):
+    import json
+
+    hw = rec.machine([rec.RTX_4090], 32 * GIB, 28 * GIB)
+    plan = plan_fit(shape_from_gguf(smollm2_path), hw, draft=shape_from_gguf(smollm2_path))
+    assert json.loads(json.dumps(plan.to_dict()))["devices"][1]["device"] == "CUDA0"
+    assert json.loads(json.dumps(hw.to_dict()))["gpus"][0]["name"] == "NVIDIA GeForce RTX 4090"
