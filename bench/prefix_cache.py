@@ -43,6 +43,8 @@ async def ask(session, url: str, messages: list[dict], max_tokens: int) -> tuple
             if not line.startswith(b"data: {"):
                 continue
             chunk = json.loads(line[6:])
+            if "error" in chunk:
+                raise RuntimeError(f"the service answered: {chunk['error']['message']}")
             if chunk.get("usage"):
                 usage = chunk["usage"]
             elif chunk["choices"] and chunk["choices"][0]["delta"].get("content"):

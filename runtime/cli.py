@@ -22,10 +22,10 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16",
                    help="K and V cache type (quantized types turn flash attention on)")
     p.add_argument("--flash-attn", choices=["auto", "on", "off"], default="auto",
-                   help="auto: off on the CPU, llama.cpp's choice with GPU layers")
+                   help="flash attention (auto: llama.cpp decides; quantized V needs it)")
     p.add_argument("--block-size", type=int, default=16, help="KV block size in tokens (default %(default)s)")
     p.add_argument("--no-prefix-cache", action="store_true", help="recompute every prompt from scratch")
-    p.add_argument("--cache-fraction", type=float, default=0.25,
+    p.add_argument("--cache-fraction", type=float, default=0.0,
                    help="share of the KV capacity that idle prefix cache may keep (default %(default)s)")
     p.add_argument("--cache-ram", type=int, default=512,
                    help="MiB of host memory for prefix cache evicted from the KV pool; 0 disables it")

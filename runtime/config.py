@@ -37,7 +37,7 @@ class ServeConfig:
     flash_attn: bool | None = None
     block_size: int = 16
     prefix_cache: bool = True
-    cache_fraction: float = 0.25
+    cache_fraction: float = 0.0
     cache_ram: int = 512
     preload: bool = True
     data_dir: Path = field(default_factory=data_dir)

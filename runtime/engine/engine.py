@@ -50,7 +50,7 @@ class CacheConfig:
     prefix_cache: bool = True
     #: share of the KV blocks that unreferenced cached blocks may keep: cells held in the
     #: unified pool slow every decode a little (docs/architecture.md)
-    cache_fraction: float = 0.25
+    cache_fraction: float = 0.0
     #: host-memory tier for cache evicted from the device (MiB); 0 turns it off
     host_mib: int = 512
 

@@ -54,6 +54,11 @@ class HostCache:
             if self._index.get(h, (None,))[0] is entry:
                 del self._index[h]
 
+    def has(self, hashes: list[int]) -> bool:
+        """Whether a saved entry already covers all of ``hashes``."""
+        found = self._index.get(hashes[-1])
+        return found is not None and found[1] == len(hashes)
+
     def longest(self, hashes: list[int]) -> tuple[HostEntry | None, int]:
         """The saved entry covering the most leading blocks of ``hashes``, and how many."""
         for n in range(len(hashes), 0, -1):

@@ -69,7 +69,6 @@ class KVCacheManager:
         self.prefix_hit_tokens = 0
         self.prompt_tokens = 0
         self.host = HostCache(host_bytes) if prefix_cache and host_bytes > 0 else None
-        self._saved: set[int] = set()  # holders whose state is already in host memory
 
     # -- sequence ids -----------------------------------------------------------------
     def acquire_seq(self) -> int | None:
@@ -79,7 +78,6 @@ class KVCacheManager:
         return self._free_seqs.pop() if self._free_seqs else None
 
     def _drop_holder(self, seq: int) -> None:
-        self._save_to_host(seq)
         for block in self.pool.blocks:
             if seq in block.seqs:
                 self._leave(block, seq)
@@ -87,7 +85,6 @@ class KVCacheManager:
         self._release_seq(seq)
 
     def _release_seq(self, seq: int) -> None:
-        self._saved.discard(seq)
         self._held.pop(seq, None)
         self._holders.pop(seq, None)
         self._free_seqs.append(seq)
@@ -100,22 +97,14 @@ class KVCacheManager:
                 self.pool.num_cached_free -= 1
             self.pool.uncache(block)
 
-    def _save_to_host(self, seq: int) -> None:
-        """Save a holder's cells to host memory if it holds a whole prefix (blocks 0..k-1)."""
-        if self.host is None or seq in self._saved:
-            return
-        self._saved.add(seq)
-        held = sorted((b for b in self.pool.blocks if seq in b.seqs and b.hash is not None),
-                      key=lambda b: b.index)
-        if not held or [b.index for b in held] != list(range(len(held))):
-            return
-        self.host.put([b.hash for b in held], self.memory.state_seq_save(seq))
+    def _save_to_host(self, seq: int, hashes: list[int]) -> None:
+        """Save a finishing request's cells to host memory, while its sequence still owns its
+        whole prefix (shared blocks included); the device may evict them later."""
+        if hashes and not self.host.has(hashes):
+            self.host.put(hashes, self.memory.state_seq_save(seq))
 
     def _on_evict(self, block: Block) -> None:
         b = self.block_size
-        for seq in block.seqs:
-            if seq in self._held:
-                self._save_to_host(seq)
         for seq in list(block.seqs):
             self.memory.seq_rm(seq, block.index * b, (block.index + 1) * b)
             block.seqs.remove(seq)
@@ -235,33 +224,34 @@ class KVCacheManager:
         return True
 
     def commit(self, request: Request) -> None:
-        """Register the request's newly full blocks in the prefix cache."""
+        """Hash the request's newly full blocks and register them in the prefix cache.
+
+        A block whose hash another block already has (two requests computed the same
+        prefix at once) stays private to this request, and the chain goes on past it: a
+        later hit copies each block from the sequence that holds it.
+        """
         if not self.prefix_cache:
             return
         b = self.block_size
         table = self.tables[request.request_id]
-        full = request.num_computed // b
-        parent = table[request.num_hashed - 1].hash if request.num_hashed else ROOT
-        for i in range(request.num_hashed, full):
-            if parent is None:  # an earlier block was a duplicate: the chain stops here
-                break
+        hashes = request.block_hashes
+        for i in range(len(hashes), request.num_computed // b):
             tokens = request.tokens[i * b:(i + 1) * b]
-            h = hash_block(parent, tokens)
-            block = table[i]
-            if not self.pool.cache(block, h, tokens, i):
-                parent = None
-                continue
-            parent = h
-        request.num_hashed = full
+            h = hash_block(hashes[-1] if hashes else ROOT, tokens)
+            hashes.append(h)
+            self.pool.cache(table[i], h, tokens, i)
 
     # -- release ----------------------------------------------------------------------
     def free(self, request: Request, keep_cache: bool) -> None:
         """Release a request's blocks. With ``keep_cache`` its sequence holds its cached blocks."""
         table = self.tables.pop(request.request_id, [])
         seq = request.seq_id
-        request.seq_id, request.num_hashed = None, 0
+        hashes, request.block_hashes = request.block_hashes, []
+        request.seq_id = None
         if seq is None:
             return
+        if keep_cache and self.host is not None:
+            self._save_to_host(seq, hashes)
         held = 0
         for block in table:
             keep = keep_cache and block.hash is not None and block.seqs == [seq]

@@ -25,7 +25,7 @@ class WorkerSpec:
     n_gpu_layers: int = 0
     block_size: int = 16
     prefix_cache: bool = True
-    cache_fraction: float = 0.25
+    cache_fraction: float = 0.0
     cache_ram_mib: int = 512
     #: sequence ids kept for prefix-cache holders, beside the ``parallel`` running ones
     cache_seqs: int = 32

@@ -38,8 +38,8 @@ class Request:
     num_preemptions: int = 0
     #: prompt tokens that came from the prefix cache at admission
     cached_tokens: int = 0
-    #: full blocks already registered in the prefix cache
-    num_hashed: int = 0
+    #: chained hashes of the full blocks computed so far (registered in the cache or not)
+    block_hashes: list[int] = field(default_factory=list)
     sampler: Any = None
     detok: Any = None
     finish_reason: FinishReason | None = None

@@ -183,9 +183,11 @@ def test_prefix_cache_hits_across_clients_and_reports_cached_tokens(server, oai)
     assert second.usage.prompt_tokens_details.cached_tokens % 16 == 0
     kv = server.stats()["models"][0]["kv"]
     for key in ("block_size", "blocks_total", "blocks_used", "blocks_cached", "prefix_hit_tokens",
-                "prompt_tokens", "evictions", "preemptions"):
+                "prompt_tokens", "evictions", "preemptions", "host_bytes", "host_hit_tokens"):
         assert key in kv
-    assert kv["block_size"] == 16 and kv["prefix_hit_tokens"] >= 64 and kv["blocks_cached"] > 0
+    # by default idle cache leaves the KV pool at once (--cache-fraction 0) for host memory
+    assert kv["block_size"] == 16 and kv["prefix_hit_tokens"] >= 64
+    assert kv["blocks_cached"] == 0 and kv["host_bytes"] > 0 and kv["host_hit_tokens"] >= 64
 
 
 def test_n_choices_streaming_and_not(oai):
