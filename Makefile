@@ -9,6 +9,14 @@ PORT   ?= 4327
 
 .PHONY: run serve test bench clean
 
+# llama.cpp's backend is chosen when pip compiles it: CUDA where nvcc is installed *and* a GPU
+# answers nvidia-smi (nvcc alone, as on some build machines, would make a build that cannot
+# load without a driver), Metal on Apple silicon. An explicit CMAKE_ARGS wins.
+CMAKE_ARGS ?= $(shell \
+  if command -v nvcc >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then echo -DGGML_CUDA=on; \
+  elif [ "$$(uname -s)-$$(uname -m)" = "Darwin-arm64" ]; then echo -DGGML_METAL=on; fi)
+export CMAKE_ARGS
+
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --upgrade pip
@@ -35,6 +43,9 @@ test: $(VENV)/.test
 bench: $(VENV)/.test
 	$(PY) bench/overhead.py
 	$(PY) bench/concurrency.py --repeats 5
+	$(PY) bench/prefix_cache.py
+	$(PY) bench/kv_memory.py
+	$(PY) bench/fit_accuracy.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info
