@@ -49,6 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     _serve_args(serve)
     probe = sub.add_parser("probe", help="what this machine has: CPU, RAM, GPUs, llama.cpp backends")
     probe.add_argument("--json", action="store_true")
+    probe.add_argument("--calibrate", action="store_true",
+                       help="also decode the embedded models (a few seconds) to calibrate speed predictions")
     fit = sub.add_parser("fit", help="will a model fit, where, at which context, how fast")
     fit.add_argument("model", help="catalog id or .gguf path")
     fit.add_argument("--ctx", type=int, help="context to plan for (default: the model's trained context)")
@@ -123,6 +125,11 @@ def _probe(args: argparse.Namespace) -> int:
     from runtime.hardware.report import format_probe_report
 
     info = probe()
+    if args.calibrate:
+        from runtime.hardware.calibrate import calibrate_decode
+
+        calibrate_decode(hardware=info, repeats=2)
+        info = probe()
     print(json.dumps(info.to_dict(), indent=2) if args.json else format_probe_report(info))
     return 0
 

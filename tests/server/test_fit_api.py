@@ -91,3 +91,11 @@ def test_cli_probe_and_fit(smollm2_path, tmp_path):
     assert r.returncode == 2 and json.loads(r.stdout)["verdict"] == "too_big"
     r = cli("fit", "no-such-model")
     assert r.returncode == 1 and "unknown model" in r.stderr
+
+
+def test_cli_probe_calibrate_makes_speed_predictions_calibrated(smollm2_path, gemma_path):
+    r = cli("probe", "--calibrate", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["decode_efficiency"] > 0
+    plan = json.loads(cli("fit", "smollm2-135m", "--json").stdout)
+    assert plan["speed_calibrated"] is True and plan["predicted_tokens_per_s"] > 0
