@@ -121,6 +121,15 @@ class BlockPool:
             del self._cached[block.hash]
         block.hash, block.tokens = None, None
 
+    def forget(self, block: Block) -> None:
+        """A cached block whose cells are gone: it loses its hash (an unreferenced one stays
+        in the free queue as a plain free block)."""
+        if block.hash is None:
+            return
+        if block.ref_count == 0:
+            self.num_cached_free -= 1
+        self.uncache(block)
+
     def trim_cache(self, keep: int) -> int:
         """Evict least-recently-used unreferenced cached blocks until at most ``keep`` remain."""
         evicted = 0

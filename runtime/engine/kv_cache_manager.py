@@ -92,10 +92,8 @@ class KVCacheManager:
     def _leave(self, block: Block, seq: int) -> None:
         """``seq`` stops holding ``block``; a cached block nobody holds loses its hash."""
         block.seqs.remove(seq)
-        if not block.seqs and block.hash is not None:
-            if block.ref_count == 0:
-                self.pool.num_cached_free -= 1
-            self.pool.uncache(block)
+        if not block.seqs:
+            self.pool.forget(block)
 
     def _save_to_host(self, seq: int, hashes: list[int]) -> None:
         """Save a finishing request's cells to host memory, while its sequence still owns its
