@@ -49,6 +49,7 @@ class HearthApp(QObject):
                  tray_available: bool | None = None) -> None:
         super().__init__()
         self.qapp = qapp
+        qapp.setQuitOnLastWindowClosed(False)  # the tray keeps running; quitting is explicit
         self.settings_store = SettingsStore(data_dir / "app-settings.json")
         self.settings = self.settings_store.load()
         if port is not None:

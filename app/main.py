@@ -22,7 +22,6 @@ def run(port: int | None = None) -> int:
     qapp = QApplication.instance() or QApplication(sys.argv[:1])
     qapp.setApplicationName("Hearth")
     qapp.setOrganizationName("Hearth")
-    qapp.setQuitOnLastWindowClosed(False)  # the tray keeps running; quitting is explicit
     loop = qasync.QEventLoop(qapp)
     asyncio.set_event_loop(loop)
     with loop:
