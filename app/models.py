@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from urllib.parse import quote
 
 from PySide6.QtCore import QObject, Signal
 
@@ -70,10 +71,21 @@ class ModelStoreService(QObject):
             rows = [{"id": m["id"], "name": m.get("name") or m["id"],
                      "source": "embedded" if m.get("owned_by") == "hearth" else "local"}
                     for m in _rows(await self.client.get("/v1/models"), "data")]
+        for r in rows:
+            if "fit" not in r and r.get("id") in self._fits:
+                r["fit"] = self._fits[r["id"]]
         self.local.reset(rows)
         ids = [r["id"] for r in rows if r.get("id")]
         self.local_changed.emit(ids)
         return ids
+
+    async def attach_fits(self) -> None:
+        """Ask the planner about each local model that has no fit yet, and show its badge."""
+        for row in self.local.items():
+            if row.get("id") and not row.get("fit"):
+                fit = await self.fit(row["id"])
+                if fit is not None:
+                    self.local.upsert({**row, "fit": fit})
 
     async def refresh_catalog(self) -> None:
         if self.store_available is False:
@@ -94,7 +106,7 @@ class ModelStoreService(QObject):
         """The planner's verdict for a local model (cached per model)."""
         if model_id not in self._fits:
             try:
-                self._fits[model_id] = await self.client.get(f"/hearth/fit?model={model_id}", timeout=60)
+                self._fits[model_id] = await self.client.get(f"/hearth/fit?model={quote(model_id, safe='')}", timeout=60)
             except ApiProblem:
                 return None
         return self._fits[model_id]
@@ -125,6 +137,7 @@ class ModelStoreService(QObject):
         await self.refresh_local()
         await asyncio.gather(self.refresh_catalog(), self.refresh_downloads(), self.refresh_running())
         self.follow_downloads()
+        await self.attach_fits()
 
     # actions
     async def pull(self, ref: str) -> str | None:
@@ -144,7 +157,7 @@ class ModelStoreService(QObject):
     async def act(self, download_id: str, action: str) -> None:
         """``pause``, ``resume`` or ``cancel`` a download."""
         try:
-            body = await self.client.post(f"/hearth/downloads/{download_id}/{action}")
+            body = await self.client.post(f"/hearth/downloads/{quote(download_id, safe='')}/{action}")
             if isinstance(body, dict) and body.get("id"):
                 self.downloads.upsert(body)
         except ApiProblem as e:
@@ -152,7 +165,7 @@ class ModelStoreService(QObject):
 
     async def delete(self, model_id: str) -> bool:
         try:
-            await self.client.delete(f"/hearth/models/{model_id}")
+            await self.client.delete(f"/hearth/models/{quote(model_id, safe='')}")
         except ApiProblem as e:
             self.error.emit(explain(e))
             return False
