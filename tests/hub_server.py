@@ -355,6 +355,15 @@ class LoopbackHub:
         hold = f.hold_after.pop(0) if f.hold_after else None
         resp = web.StreamResponse(status=status, headers=headers)
         await resp.prepare(request)
+        try:
+            await self._send(request, resp, repo, f, start, end, cut, hold)
+        except ConnectionResetError:  # the client went away (a cancelled or paused download)
+            pass
+        return resp
+
+    async def _send(self, request, resp, repo: HubRepo, f: HubFile, start: int, end: int,
+                    cut: int | None, hold: int | None) -> None:
+        name = f.name
         pos, sent = start, 0
         while pos < end:
             n = min(CHUNK, end - pos)
@@ -367,12 +376,11 @@ class LoopbackHub:
                 self._sent[(repo.repo_id, name)] = self._sent.get((repo.repo_id, name), 0) + n
             if cut is not None and sent >= cut:
                 request.transport.close()  # the connection drops mid-body
-                return resp
+                return
             if hold is not None and sent >= hold:
                 hold = None
                 await self._release.wait()
         await resp.write_eof()
-        return resp
 
     def _record(self, request: web.Request, repo_id: str, name: str, rng: str | None, status: int) -> None:
         with self._lock:
