@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from runtime.config import DEFAULT_MODEL
+
 _REPO = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]*/[A-Za-z0-9][A-Za-z0-9_.\-]*$")
 _QUANT = re.compile(r"^(?:UD-)?[A-Za-z0-9_]+$")
 _HOSTS = ("https://huggingface.co/", "http://huggingface.co/", "huggingface.co/", "hf.co/")
@@ -75,5 +77,5 @@ def parse_ref(text: str, catalog_ids: set[str] | frozenset[str] = frozenset()) -
     if _REPO.match(name):
         return ModelRef("hub", text, repo_id=name, quant=quant)
     raise BadReference(
-        f"unknown model {text!r}: use a catalog id (e.g. {sorted(catalog_ids)[0] if catalog_ids else 'smollm2-135m'}), "
+        f"unknown model {text!r}: use a catalog id (e.g. {DEFAULT_MODEL}; hearth list shows what is local), "
         "id:QUANT, a Hugging Face repo owner/repo[:QUANT], owner/repo/file.gguf, or a path to a .gguf file")
