@@ -127,6 +127,16 @@ class ModelManager:
         return {"state": state, "model": e.model_id if e else None, "pid": e.pid if e else None,
                 "error": (e.error if e and not e.alive else None) or self.last_error}
 
+    async def unload(self) -> str | None:
+        """Stop the loaded model's worker (its memory goes back); the next request loads a model
+        again. Returns the id of the model that was unloaded."""
+        async with self._lock:
+            engine, self.engine, self._plan = self.engine, None, None
+            if engine is None:
+                return None
+            await engine.stop()
+            return engine.model_id
+
     async def close(self) -> None:
         if self.engine is not None:
             await self.engine.stop()
