@@ -17,7 +17,7 @@ def run(port: int | None = None) -> int:
         return 1
     from runtime.config import data_dir
 
-    from app.composition import HearthApp, autostart_setter
+    from app.composition import HearthApp, autostart_setter, autostart_state
 
     qapp = QApplication.instance() or QApplication(sys.argv[:1])
     qapp.setApplicationName("Hearth")
@@ -25,7 +25,8 @@ def run(port: int | None = None) -> int:
     loop = qasync.QEventLoop(qapp)
     asyncio.set_event_loop(loop)
     with loop:
-        hearth = HearthApp(qapp, data_dir(), port=port, start_on_login=autostart_setter())
+        hearth = HearthApp(qapp, data_dir(), port=port, start_on_login=autostart_setter(),
+                           start_on_login_state=autostart_state())
         hearth.spawn(hearth.start())
         loop.run_until_complete(hearth.closed)
     return 0

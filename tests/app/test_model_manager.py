@@ -60,23 +60,24 @@ def test_pull_progress_pause_resume_cancel_delete_import(loopback_hub, tmp_path,
     row.cancel.click()
     driver.until(lambda: _download(h, REPO)["state"] == "cancelled", 30, "the cancel")
     assert not row.pause.isVisible() and not row.cancel.isVisible()
-
-    # pull again without the hold: it completes and the model is listed locally
     loopback_hub.release()
-    loopback_hub.hold_after(REPO, FILE, len(data) * 2)  # no hold
-    page.pull_ref.setText(f"{REPO}:Q4_K_M")
+
+    # another model, no hold: it completes and is listed locally (and offered in the chat's picker)
+    other = "hearth-test/Other-GGUF"
+    data2 = publish(loopback_hub, tmp_path, repo=other, name="Other-Q4_K_M.gguf")
+    page.pull_ref.setText(f"{other}:Q4_K_M")
     page.pull_button.click()
-    driver.until(lambda: _download(h, REPO)["state"] == "completed", 120,
+    driver.until(lambda: (_download(h, other) or {}).get("state") == "completed", 120,
                  lambda: f"the download to complete: {h.models.downloads.items()}")
-    driver.until(lambda: any(m.get("repo") == REPO for m in h.models.local.items()), 30, "the local list")
-    local = next(m for m in h.models.local.items() if m.get("repo") == REPO)
-    assert local["size"] == len(data)
-    assert local["id"] in [page_id for page_id in (h.chat_page.model_picker.itemData(i)
-                                                   for i in range(h.chat_page.model_picker.count()))]
+    driver.until(lambda: any(m.get("repo") == other for m in h.models.local.items()), 30, "the local list")
+    local = next(m for m in h.models.local.items() if m.get("repo") == other)
+    assert local["size"] == len(data2)
+    picker = h.chat_page.model_picker
+    assert local["id"] in [picker.itemData(i) for i in range(picker.count())]
     lrow = _row_widget(page.local_list, local["id"], "model")
     assert "MB on disk" in lrow.detail.text() and lrow.button.isEnabled()
     lrow.button.click()
-    driver.until(lambda: all(m.get("repo") != REPO for m in h.models.local.items()), 30, "the delete")
+    driver.until(lambda: all(m.get("repo") != other for m in h.models.local.items()), 30, "the delete")
 
     # import a .gguf file chosen in the file dialog
     mine = tiny_model(tmp_path / "Mine-Q8_0.gguf")
