@@ -145,7 +145,7 @@ class HearthApp(QObject):
             self.show_error(explain(e, port=self.settings.port))
 
     def _local_models(self, ids: list[str]) -> None:
-        self.chat_page.set_models(ids)
+        self.chat_page.set_models(ids, self.settings.default_model if self.service.owned else "")
         self.settings_page.set_models(ids)
 
     def open_window(self) -> None:

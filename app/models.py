@@ -40,7 +40,7 @@ def fit_badge(fit: dict | None) -> tuple[str, str]:
     text = words.get(verdict, verdict)
     speed = fit.get("predicted_tokens_per_s")
     if speed and verdict != "too_big":
-        text += f" · ~{speed:.0f} tok/s"
+        text += f" · ~{speed:.0f} tok/s" if speed >= 1 else " · <1 tok/s"
     return text, colour.get(verdict, "#616161")
 
 

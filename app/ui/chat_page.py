@@ -172,9 +172,9 @@ class ChatPage(QWidget):
         if self.chat.send(self.input.toPlainText()):
             self.input.clear()
 
-    def set_models(self, ids: list[str]) -> None:
+    def set_models(self, ids: list[str], default: str = "") -> None:
         self.model_picker.clear()
-        self.model_picker.addItem(SERVER_DEFAULT, "")
+        self.model_picker.addItem(f"Default ({default})" if default else SERVER_DEFAULT, "")
         for mid in ids:
             self.model_picker.addItem(mid, mid)
         self._current(self.chat.current)

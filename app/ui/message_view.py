@@ -98,7 +98,8 @@ class MessageWidget(QFrame):
         m = self.message
         streaming = m.meta.get("finish") == "streaming"
         text = m.content if m.content or not streaming else "…"
-        self.body.setText(markdown_html(text) if m.role == "assistant" else _plain_html(text))
+        self.body.ensurePolished()
+        self.body.setText(markdown_html(text, self.body.font()) if m.role == "assistant" else _plain_html(text))
         self.stats.setText(stats_line(m.meta) if m.role == "assistant" and not streaming else "")
         self.stats.setVisible(bool(self.stats.text()))
         self.error.setText(m.meta.get("error", ""))

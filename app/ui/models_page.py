@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QFileDialog, QFrame, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QTabWidget,
     QVBoxLayout, QWidget,
@@ -19,6 +20,8 @@ Run = Callable[[object], object]  # schedules a coroutine
 def _badge() -> QLabel:
     b = QLabel()
     b.setObjectName("fitBadge")
+    b.setFixedWidth(180)
+    b.setAlignment(Qt.AlignmentFlag.AlignCenter)
     b.hide()
     return b
 

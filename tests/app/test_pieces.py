@@ -78,6 +78,7 @@ def test_fit_badges():
     assert fit_badge({"verdict": "gpu", "predicted_tokens_per_s": 81.2}) == ("Fits on GPU · ~81 tok/s", "#2e7d32")
     assert fit_badge({"verdict": "too_big", "predicted_tokens_per_s": 3.0})[0] == "Too big"
     assert fit_badge({"verdict": "cpu"})[0] == "Runs on CPU"
+    assert fit_badge({"verdict": "cpu", "predicted_tokens_per_s": 0.4})[0] == "Runs on CPU · <1 tok/s"
     assert fit_badge(None) == ("", "")
 
 
