@@ -73,3 +73,33 @@ def test_import_and_search(loopback_hub, tmp_path, monkeypatch):
     assert r.returncode == 0 and REPO in r.stdout and "Unrelated" not in r.stdout
     r = hearth("search", "--files", REPO)
     assert r.returncode == 0 and "Q4_K_M" in r.stdout and FILE in r.stdout
+
+
+def test_pull_on_a_terminal_draws_a_live_progress_bar(loopback_hub, tmp_path):
+    import pty
+
+    data = publish(loopback_hub, tmp_path)
+    loopback_hub.cut_after(REPO, FILE, len(data) // 2)  # a retry in the middle: the bar goes on
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "runtime.cli", "pull", REPO], stdout=slave,
+                            stderr=subprocess.PIPE, env=dict(os.environ))
+    os.close(slave)
+    out = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        proc.wait(60)
+        os.close(master)
+    assert proc.returncode == 0, proc.stderr.read()
+    frames = [f for f in out.decode().split("\r") if "%" in f]
+    percents = [float(f.split("%")[0].split()[-1]) for f in frames]
+    assert len(frames) >= 3 and percents[-1] == 100.0
+    assert percents == sorted(percents) and any(0 < p < 100 for p in percents)
+    assert "[" + "#" * 28 + "]" in frames[-1]
