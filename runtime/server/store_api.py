@@ -101,11 +101,10 @@ async def import_model(request: web.Request) -> web.Response:
 
 # --- catalog ------------------------------------------------------------------------------
 def _shape(entry: CatalogEntry, data_dir: Path):
-    from runtime.hardware.shape import shape_from_gguf
-    from runtime.store.model_shape import catalog_shape
+    from runtime.store.model_shape import catalog_shape, shape_of_file
 
     try:
-        return shape_from_gguf(resolve_model(entry.id, data_dir).path), True
+        return shape_of_file(resolve_model(entry.id, data_dir).path), True
     except (UnknownModel, InvalidModelFile, LookupError):
         return catalog_shape(entry), False
 

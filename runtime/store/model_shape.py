@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runtime.hardware.shape import ModelShape, shape_from_catalog, shape_from_gguf
+from runtime.hardware.shape import ModelShape, shape_from_catalog, shape_from_header
 from runtime.store.catalog import CatalogEntry, load_catalog
+from runtime.store.gguf_file import read_header
+from runtime.store.gguf_names import split_part
 from runtime.store.refs import BadReference, parse_ref
 from runtime.store.resolve import UnknownModel, resolve_model
 
@@ -25,10 +27,24 @@ def catalog_shape(entry: CatalogEntry, quant: str | None = None) -> ModelShape |
     return shape_from_catalog(sized)
 
 
+def shape_of_file(path: str | Path) -> ModelShape:
+    """The shape of a local GGUF; for a split model, the tensors of all its parts (beside it)."""
+    path = Path(path)
+    header = read_header(path)
+    part = split_part(path.name)
+    if part is not None and part.count > 1:
+        for name in part.names():
+            if name != path.name:
+                other = read_header(path.parent / name)  # a missing part raises InvalidModelFile
+                header.tensors.extend(other.tensors)
+                header.file_size += other.file_size
+    return shape_from_header(header)
+
+
 def model_shape(ref: str, data_dir: Path) -> ModelShape:
     """The shape of ``ref``; raises ``UnknownModel`` or ``InvalidModelFile`` with the reason."""
     try:
-        return shape_from_gguf(resolve_model(ref, data_dir).path)
+        return shape_of_file(resolve_model(ref, data_dir).path)
     except UnknownModel as missing:
         catalog = load_catalog()
         try:
