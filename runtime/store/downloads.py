@@ -325,7 +325,7 @@ class DownloadManager:
             if d.state not in ("paused", "cancelled"):  # the manager closes: resume on the next start
                 self._save()
             raise
-        except (FetchError, OSError, hub.HubError) as e:
+        except (FetchError, OSError, hub.HubError, aiohttp.ClientError, ValueError) as e:
             d.state, d.error = "failed", str(e)
             log.warning("download %s (%s) failed: %s", d.id, d.model_id, e)
         self._tasks.pop(d.id, None)
@@ -341,8 +341,8 @@ class DownloadManager:
             task = asyncio.get_running_loop().create_task(self._fetch_one(d, j, cached))
             shared = self._fetches[cached.blob] = _Fetch(task, set())
         else:  # another download fetches this blob: follow its progress
-            j.progress = next(x.progress for o in self.downloads.values() for x in o.files
-                              if x.etag == j.etag and o.id in shared.waiters)
+            j.progress = next((x.progress for o in self.downloads.values() for x in o.files
+                               if x.etag == j.etag and o.id in shared.waiters), j.progress)
         shared.waiters.add(d.id)
         try:
             await asyncio.shield(shared.task)
