@@ -121,3 +121,12 @@ def test_chat_settings_dialog_and_request_body(qapp, tmp_path):
                                  {"role": "user", "content": "Hello"}],
                     "temperature": 0.2, "top_p": 0.9, "max_tokens": 77, "seed": 5, "model": "gemma-3-270m"}
     store.close()
+
+
+def test_hearth_app_command_is_registered():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "runtime.cli", "app", "--help"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and "--port" in r.stdout
