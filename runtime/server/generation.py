@@ -50,10 +50,16 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> tupl
     return engine, handles
 
 
-def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict:
-    return {
+def usage(prompt_tokens: int, completion_tokens: int, last=None) -> dict:
+    """The usage object; ``last``: the request's final ``RequestOutput`` (cached prompt tokens,
+    speculative decoding counts), or None."""
+    body = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": cached_tokens},
+        "prompt_tokens_details": {"cached_tokens": last.cached_tokens if last is not None else 0},
     }
+    if last is not None and last.drafted:
+        body["speculative"] = {"drafted": last.drafted, "accepted": last.accepted,
+                               "acceptance_rate": round(last.accepted / last.drafted, 4)}
+    return body
