@@ -9,7 +9,7 @@ from runtime.engine.client import (
 )
 from runtime.server.app_keys import MANAGER
 from runtime.server.errors import ApiError
-from runtime.server.model_manager import ModelDoesNotFit
+from runtime.server.model_manager import DraftRefused, ModelDoesNotFit
 from runtime.server.schemas import GenerationRequest
 from runtime.store.embedded import EmbeddedModelMissing
 from runtime.store.gguf_file import InvalidModelFile
@@ -23,6 +23,8 @@ def engine_error(e: Exception) -> ApiError:
         return ApiError(400, str(e), code=code)
     if isinstance(e, WorkerDied):
         return ApiError(503, f"{e}; the next request restarts it", type="server_error", code="engine_stopped")
+    if isinstance(e, DraftRefused):
+        return ApiError(400, str(e), param="draft", code="draft_refused")
     if isinstance(e, ModelDoesNotFit):
         return ApiError(400, str(e), param="model", code="model_does_not_fit")
     if isinstance(e, ModelLoadFailed):

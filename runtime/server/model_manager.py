@@ -19,6 +19,10 @@ class ModelDoesNotFit(ModelLoadFailed):
     """The fit planner says the model cannot be loaded on this machine."""
 
 
+class DraftRefused(ModelLoadFailed):
+    """The draft model cannot serve this model (another vocabulary, a missing file)."""
+
+
 class ModelManager:
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
@@ -119,7 +123,7 @@ class ModelManager:
             draft = self.resolve(ref)
         except (UnknownModel, InvalidModelFile) as e:
             if explicit:
-                raise ModelLoadFailed(f"draft model: {e}") from None
+                raise DraftRefused(f"draft model: {e}") from None
             log.warning("no draft model for %s: %s", model.id, e)
             return None, None
         return str(draft.path), draft.id
@@ -139,6 +143,8 @@ class ModelManager:
             await engine.start()
         except Exception as e:
             self.last_error = str(e)
+            if isinstance(e, ModelLoadFailed) and str(e).startswith("draft model"):
+                raise DraftRefused(str(e)) from None
             raise
         self.engine, self.last_error, self.loaded_at, self._plan = engine, None, time.time(), plan
         return engine
