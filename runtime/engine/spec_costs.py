@@ -24,6 +24,8 @@ class SpecCosts:
     def __init__(self) -> None:
         self._w = self._sn = self._st = self._snn = self._snt = 0.0
         self.draft_pass: float | None = None
+        #: seconds of verification work (target distributions, acceptance) per logits row
+        self.verify_row = 0.0
 
     def observe_target(self, n_tokens: int, seconds: float) -> None:
         if n_tokens > _DECODE_TOKENS:
@@ -40,6 +42,10 @@ class SpecCosts:
             return
         per = seconds / passes
         self.draft_pass = per if self.draft_pass is None else 0.8 * self.draft_pass + 0.2 * per
+
+    def observe_verify(self, rows: int, seconds: float) -> None:
+        if rows > 0:
+            self.verify_row = 0.8 * self.verify_row + 0.2 * seconds / rows
 
     @property
     def known(self) -> bool:
@@ -62,5 +68,5 @@ class SpecCosts:
         """``(K, expected speedup)`` for a request at acceptance ``alpha`` while
         ``n_decoding`` requests decode in each step."""
         n = max(1, n_decoding)
-        verify = [self.target(n * (k + 1)) for k in range(K_MAX + 1)]
+        verify = [self.target(n * (k + 1)) + n * (k + 1) * self.verify_row for k in range(K_MAX + 1)]
         return choose_k(alpha, self.draft_pass or 0.0, verify, self.target(n), K_MAX)

@@ -260,6 +260,7 @@ class Speculator:
     def verify(self, request: Request, draft: Draft, first_index: int) -> tuple[list[int], int]:
         """Tokens to emit after the target computed ``[last, *draft.tokens]`` with logits from
         batch index ``first_index`` on; and how many drafts were accepted."""
+        t0 = time.perf_counter()
         p = request.params
         xs = draft.tokens
         k = len(xs)
@@ -275,6 +276,9 @@ class Speculator:
             else:
                 m, y = verify_candidates(xs, rows, draft.q, request.spec.rng)
         self._learn(request, k, m)
+        seconds = time.perf_counter() - t0
+        self.costs.observe_verify(k + 1, seconds)
+        self.stats.verify_seconds += seconds
         return xs[:m] + [y], m
 
     def _learn(self, request: Request, k: int, m: int) -> None:
