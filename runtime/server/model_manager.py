@@ -59,8 +59,13 @@ class ModelManager:
         try:
             hw = await self.hardware()
             hw.ram.available += freed_bytes
+            try:
+                draft_path, _ = self.draft_for(model)
+            except DraftRefused:
+                draft_path = None  # the load reports it
+            draft = shape_from_gguf(draft_path) if draft_path and draft_path != "ngram" else None
             return plan_fit(shape_from_gguf(model.path), hw, ctx=c.ctx, kv_type=c.kv_type,
-                            n_seq=c.parallel, n_batch=c.n_batch)
+                            n_seq=c.parallel, n_batch=c.n_batch, draft=draft)
         except (RuntimeError, OSError, ValueError) as e:
             log.warning("no fit plan for %s: %s", model.id, e)
             return None
@@ -103,15 +108,17 @@ class ModelManager:
         while engine.alive and engine.active and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
 
-    def draft_for(self, model: ResolvedModel) -> tuple[str | None, str | None]:
+    def draft_for(self, model: ResolvedModel, catalog: dict | None = None) -> tuple[str | None, str | None]:
         """(draft file or "ngram", draft id) for ``model``: ``--draft``, else the catalog
         entry's optional ``draft`` (skipped when that model is not downloaded)."""
         ref = self.config.draft
         explicit = ref is not None
         if ref is None:
-            from runtime.store.catalog import load_catalog
+            if catalog is None:
+                from runtime.store.catalog import load_catalog
 
-            entry = load_catalog().get(model.id)
+                catalog = load_catalog()
+            entry = catalog.get(model.id)
             ref = entry.raw.get("draft") if entry is not None else None
             if isinstance(ref, dict):
                 ref = ref.get("id")
