@@ -2,6 +2,12 @@
 
 The engine is single-threaded (a llama.cpp context is not thread-safe) and knows nothing of
 processes or HTTP: the worker wraps it with a pipe, tests drive it directly.
+
+With a speculator (``speculator.py``), decoding requests that draft get ``1 + K`` slots:
+their drafts go into the same target batch as everything else, with logits at every
+drafted position, and are verified after the decode; both KV caches are then trimmed to
+the accepted length, and the accepted tokens pass the same EOS / stop-string /
+max_tokens checks one by one, as sampled tokens do.
 """
 
 from __future__ import annotations
