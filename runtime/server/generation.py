@@ -54,14 +54,15 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> tupl
 
 def usage(prompt_tokens: int, completion_tokens: int, last=None) -> dict:
     """The usage object; ``last``: the request's final ``RequestOutput`` (cached prompt tokens,
-    speculative decoding counts), or None."""
+    speculative decoding counts), a number of cached prompt tokens, or None."""
+    cached = last if isinstance(last, int) else (last.cached_tokens if last is not None else 0)
     body = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": last.cached_tokens if last is not None else 0},
+        "prompt_tokens_details": {"cached_tokens": cached},
     }
-    if last is not None and last.drafted:
+    if last is not None and not isinstance(last, int) and last.drafted:
         body["speculative"] = {"drafted": last.drafted, "accepted": last.accepted,
                                "acceptance_rate": round(last.accepted / last.drafted, 4)}
     return body
