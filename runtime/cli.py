@@ -30,6 +30,8 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
                    help="share of the KV capacity that idle prefix cache may keep (default %(default)s)")
     p.add_argument("--cache-ram", type=int, default=512,
                    help="MiB of host memory for prefix cache evicted from the KV pool; 0 disables it")
+    p.add_argument("--draft", help="speculative decoding: a draft model with the same tokenizer (catalog id "
+                   "or .gguf path), or 'ngram' for prompt lookup; 'off' disables a catalog default")
 
 
 def _config(args: argparse.Namespace, **over) -> ServeConfig:
@@ -37,7 +39,8 @@ def _config(args: argparse.Namespace, **over) -> ServeConfig:
     values = dict(host=args.host, port=args.port, model=args.model, parallel=args.parallel,
                   ctx=args.ctx, n_batch=args.batch, threads=args.threads, kv_type=args.kv_type,
                   flash_attn=flash, block_size=args.block_size, prefix_cache=not args.no_prefix_cache,
-                  cache_fraction=args.cache_fraction, cache_ram=args.cache_ram, preload=False)
+                  cache_fraction=args.cache_fraction, cache_ram=args.cache_ram, preload=False,
+                  draft=getattr(args, "draft", None))
     values.update(over)
     return ServeConfig(**values)
 
