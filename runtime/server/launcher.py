@@ -15,6 +15,8 @@ import time
 import urllib.error
 import urllib.request
 
+from runtime.self_command import hearth_argv
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
@@ -28,7 +30,7 @@ class ServiceProcess:
         self.port = port or free_port(host)
         self.url = f"http://{host}:{self.port}"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "runtime.cli", "serve", "--host", host, "--port", str(self.port), *args],
+            [*hearth_argv(), "serve", "--host", host, "--port", str(self.port), *args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env or dict(os.environ),
         )
 
