@@ -7,7 +7,7 @@ PIP    := $(PY) -m pip -q --disable-pip-version-check
 HOST   ?= 127.0.0.1
 PORT   ?= 4327
 
-.PHONY: run serve test bench clean
+.PHONY: run serve test bench clean installer
 
 # llama.cpp's backend is chosen when pip compiles it: CUDA where nvcc is installed *and* a GPU
 # answers nvidia-smi (nvcc alone, as on some build machines, would make a build that cannot
@@ -31,6 +31,15 @@ $(VENV)/.test: $(VENV)/.core pyproject.toml
 	$(PIP) install -e '.[embedded,app,test]'
 	@touch $@
 
+# PyInstaller (and Pillow for installers/make_icons.py) beside the app's own dependencies.
+$(VENV)/.installer: $(VENV)/.core pyproject.toml
+	$(PIP) install -e '.[app,installer]'
+	@touch $@
+
+# The bundle dist/hearth/ for this machine, and its package (installers/README.md).
+installer: $(VENV)/.installer
+	$(PY) installers/build.py
+
 # Until the desktop app lands, `make run` serves the API with the default model.
 run: $(VENV)/.core
 	$(VENV)/bin/hearth serve --host $(HOST) --port $(PORT)
@@ -48,4 +57,4 @@ bench: $(VENV)/.test
 	$(PY) bench/fit_accuracy.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info

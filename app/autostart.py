@@ -39,11 +39,12 @@ class AutostartError(OSError):
 def login_command() -> list[str]:
     """The command line started at login: Hearth's app in tray mode."""
     argv = hearth_argv()
-    if sys.platform == "win32" and Path(argv[0]).name.lower() == "python.exe":
-        # pythonw has no console window: a login item must not open a terminal.
-        pythonw = Path(argv[0]).with_name("pythonw.exe")
-        if pythonw.is_file():
-            argv[0] = str(pythonw)
+    windowed = {"python.exe": "pythonw.exe", "hearth.exe": "hearthw.exe"}
+    if sys.platform == "win32" and Path(argv[0]).name.lower() in windowed:
+        # The windowed twin (pythonw, or the bundle's hearthw) opens no console window.
+        quiet = Path(argv[0]).with_name(windowed[Path(argv[0]).name.lower()])
+        if quiet.is_file():
+            argv[0] = str(quiet)
     return [*argv, *TRAY_ARGS]
 
 

