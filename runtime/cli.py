@@ -9,6 +9,7 @@ import sys
 
 from runtime import __version__
 from runtime.config import DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT, ServeConfig
+from runtime.store import commands as store_commands
 
 
 def _serve_args(p: argparse.ArgumentParser) -> None:
@@ -64,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--port", type=int, default=DEFAULT_PORT, help="use the service on this port if one runs")
     run.add_argument("--max-tokens", type=int, default=512)
     run.add_argument("--temperature", type=float, default=0.8)
+    store_commands.add_parsers(sub)
+    desktop = sub.add_parser("app", help="open the desktop app (starts the service if none runs)")
+    desktop.add_argument("--port", type=int, help="the service's port (default: the app's setting)")
     return parser
 
 
@@ -162,6 +166,12 @@ def main(argv: list[str] | None = None) -> int:
         return _probe(args)
     if args.command == "fit":
         return _fit(args)
+    if args.command in store_commands.COMMANDS:
+        return store_commands.run(args)
+    if args.command == "app":
+        import importlib  # the command only launches the app: nothing in runtime depends on it
+
+        return importlib.import_module("app.main").run(args.port)
     if args.command == "serve":
         run_service_loop(serve(_config(args)))
     elif args.command == "run":

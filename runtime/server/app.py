@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from runtime.config import ServeConfig
-from runtime.server import hardware_api, openai_api, service_api
+from runtime.server import hardware_api, openai_api, service_api, store_api
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError
 from runtime.server.model_manager import ModelManager
@@ -25,6 +25,7 @@ ROUTES = [
     ("GET", "/v1/models", openai_api.list_models),
     ("POST", "/v1/chat/completions", openai_api.chat_completions),
     ("POST", "/v1/completions", openai_api.completions),
+    *store_api.ROUTES,
 ]
 
 
@@ -69,5 +70,6 @@ def create_app(config: ServeConfig) -> web.Application:
     app[MANAGER] = ModelManager(config)
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
+    app.cleanup_ctx.append(store_api.store_ctx)
     app.cleanup_ctx.append(_engine_ctx)
     return app
