@@ -185,15 +185,25 @@ def test_bundled_service_first_run_then_streams_with_the_default_model(built, tm
 
 
 @pytest.mark.timeout(600)
-def test_bundled_app_opens_its_main_window(built, tmp_path):
+def test_bundled_app_opens_its_main_window_and_starts_the_bundled_service(built, tmp_path, capsys):
+    """The app as a double-click starts it: no service runs, so it starts the bundle's own."""
     exe = _exe(built)
-    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "HEARTH_DATA_DIR": str(tmp_path / "data")}
-    env.pop("PYTHONPATH", None)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env.update(QT_QPA_PLATFORM="offscreen", HEARTH_DATA_DIR=str(tmp_path / "data"))
     helped = subprocess.run([str(exe), "app", "--help"], capture_output=True, text=True, env=env, timeout=120)
-    if helped.returncode != 0 or "--smoke-test" not in helped.stdout:
-        pytest.skip("this build's CLI has no `hearth app --smoke-test` (open the main window offscreen, exit 0)")
-    r = subprocess.run([str(exe), "app", "--smoke-test"], capture_output=True, text=True, env=env, timeout=300)
+    assert helped.returncode == 0 and "--smoke-test" in helped.stdout and "--tray" in helped.stdout, helped.stdout
+    port = free_port()
+    start = time.monotonic()
+    r = subprocess.run([str(exe), "app", "--smoke-test", "--port", str(port)], capture_output=True, text=True,
+                       env=env, timeout=400)
+    MEASURED["app_smoke_s"] = round(time.monotonic() - start, 2)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "main window shown" in r.stdout and "service running" in r.stdout, r.stdout
+    # The app stopped the service it started.
+    with pytest.raises(urllib.error.URLError):
+        _get(f"http://127.0.0.1:{port}/health")
+    with capsys.disabled():
+        print("\nbundle:", json.dumps(MEASURED))
 
 
 def _read(log) -> str:
