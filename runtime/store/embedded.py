@@ -21,11 +21,17 @@ class EmbeddedModelMissing(LookupError):
     pass
 
 
+# What the installed app's first run suggests downloading: the smallest chat model of the
+# catalog that comes from the hub (the embedded ones come from Python packages).
+FIRST_DOWNLOAD = "smollm2-360m"
+
+
 def _missing(entry: CatalogEntry, spec: dict) -> EmbeddedModelMissing:
-    if is_frozen():  # the installed app: no pip, and the model is not bundled
+    if is_frozen():  # the installed app: no pip, and the model packages are not bundled
         return EmbeddedModelMissing(
-            f"model {entry.id} is not bundled with Hearth: download it once with "
-            f"`hearth pull {entry.id}`, or start with --model PATH.gguf to use a model file you have"
+            f"model {entry.id} is not bundled with Hearth: download a model once "
+            f"(`hearth pull {FIRST_DOWNLOAD}`, or any model on the app's Models page) and choose it, "
+            f"or use a GGUF file you have (--model PATH.gguf)"
         )
     return EmbeddedModelMissing(
         f"model {entry.id} comes from the Python package '{spec['package']}', which is not "

@@ -137,7 +137,7 @@ def test_bundled_service_first_run_then_streams_with_the_default_model(built, tm
         assert health and health["status"] == "ok" and health["version"] == __version__
 
         # First run, empty data directory, no model package in the bundle: a clear message.
-        hint = "hearth pull smollm2-135m"
+        hint = "hearth pull smollm2-360m"
         deadline = time.monotonic() + 120
         while hint not in _read(log) and time.monotonic() < deadline:
             time.sleep(0.1)

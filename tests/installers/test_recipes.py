@@ -120,3 +120,24 @@ def test_icons_exist_in_every_size_the_app_and_installers_use():
     for path, size in zip(icon_files(), PNG_SIZES):
         with Image.open(path) as im:
             assert im.size == (size, size) and im.mode == "RGBA", path
+
+
+def test_installed_app_first_run_message_names_a_model_that_downloads(monkeypatch, tmp_path):
+    import sys
+
+    from runtime.store.catalog import CatalogEntry, load_catalog
+    from runtime.store.embedded import FIRST_DOWNLOAD, EmbeddedModelMissing, ensure_embedded
+
+    entry = CatalogEntry("smollm2-135m", "SmolLM2", "smollm2", "Apache-2.0", 8192, raw={
+        "embedded": {"package": "hearth-no-such-package", "module": "hearth_no_such_module", "file": "m.gguf"}})
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    with pytest.raises(EmbeddedModelMissing) as err:
+        ensure_embedded(entry, tmp_path)
+    assert "not bundled with Hearth" in str(err.value) and f"hearth pull {FIRST_DOWNLOAD}" in str(err.value)
+    suggested = load_catalog()[FIRST_DOWNLOAD]
+    assert suggested.embedded is None and suggested.raw.get("repo")  # it comes from the hub
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()]  # nothing half-written
+
+    monkeypatch.setattr(sys, "frozen", False)
+    with pytest.raises(EmbeddedModelMissing, match="pip install"):
+        ensure_embedded(entry, tmp_path)
