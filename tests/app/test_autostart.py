@@ -182,3 +182,10 @@ def test_run_key_is_written_under_hkcu_run_and_removed():
     run.disable()
     assert values == {} and not run.enabled()
     run.disable()
+
+
+def test_the_registered_command_is_one_the_cli_accepts():
+    from runtime.cli import build_parser
+
+    args = build_parser().parse_args(login_command()[-2:])
+    assert args.command == "app" and args.tray and not args.smoke_test
