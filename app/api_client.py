@@ -80,7 +80,7 @@ class ApiClient:
                     if data == b"[DONE]":
                         return
                     payload = _json(data)
-                    if isinstance(payload, dict) and "error" in payload and "choices" not in payload:
+                    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
                         raise _problem(500, payload, data)
                     if payload is not None:
                         yield payload

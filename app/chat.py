@@ -15,7 +15,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.api_client import ApiClient
 from app.conversations import Conversation, ConversationStore, Message, Sampling
-from app.errors import ApiProblem, UserError, explain
+from app.errors import ApiProblem, explain
 from app.qt_models import ConversationListModel, MessageListModel
 
 TITLE_CHARS = 48

@@ -8,7 +8,8 @@ import logging
 from collections.abc import Callable
 from pathlib import Path
 
-from PySide6.QtCore import QObject, Qt, QTimer
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from app.api_client import ApiClient
@@ -36,6 +37,15 @@ def autostart_setter() -> Callable[[bool], None] | None:
     return getattr(autostart, "set_enabled", None)
 
 
+def autostart_state() -> Callable[[], bool] | None:
+    """Whether starting at login is on, as the platform says (None where there is no switch)."""
+    try:
+        from app import autostart  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return getattr(autostart, "is_enabled", None)
+
+
 def connect_host(bind: str) -> str:
     """Where the app reaches a service bound to ``bind``."""
     return "127.0.0.1" if bind in ("0.0.0.0", "", "::") else bind
@@ -45,7 +55,8 @@ class HearthApp(QObject):
     """One running desktop app: its objects, their wiring, start and shutdown."""
 
     def __init__(self, qapp: QApplication, data_dir: Path, *, port: int | None = None,
-                 start_on_login: Callable[[bool], None] | None = None, poll_s: float = 1.0,
+                 start_on_login: Callable[[bool], None] | None = None,
+                 start_on_login_state: Callable[[], bool] | None = None, poll_s: float = 1.0,
                  tray_available: bool | None = None) -> None:
         super().__init__()
         self.qapp = qapp
@@ -54,6 +65,11 @@ class HearthApp(QObject):
         self.settings = self.settings_store.load()
         if port is not None:
             self.settings.port = port
+        if start_on_login_state is not None:
+            try:
+                self.settings.start_on_login = bool(start_on_login_state())
+            except OSError as e:
+                log.warning("cannot read the start-at-login state: %s", e)
         self.client = ApiClient(f"http://{connect_host(self.settings.host)}:{self.settings.port}")
         self.service = ServiceController(self.client, self.settings, poll_s=poll_s)
         self.store = ConversationStore(data_dir / "conversations.sqlite3")
@@ -130,7 +146,8 @@ class HearthApp(QObject):
             self.show_error(explain(e, port=self.settings.port))
 
     def _local_models(self, ids: list[str]) -> None:
-        self.chat_page.set_models(ids)
+        self.chat_page.set_models(ids, self.settings.default_model if self.service.owned else "")
+        self.settings_page.set_models(ids)
 
     def open_window(self) -> None:
         self.window.show()
@@ -175,8 +192,10 @@ class HearthApp(QObject):
         hints = self.qapp.styleHints()
         if self.settings.theme_follows_os:
             hints.unsetColorScheme()
+            self.qapp.setPalette(QPalette())  # back to the platform's palette
         else:
             hints.setColorScheme(Qt.ColorScheme.Light)
+            self.qapp.setPalette(self.qapp.style().standardPalette())
 
     def _settings_saved(self, new: AppSettings) -> None:
         for name in AppSettings.__slots__:

@@ -21,7 +21,7 @@ def run(port: int | None = None, *, tray: bool = False, smoke_test: bool = False
         return 1
     from runtime.config import data_dir
 
-    from app.composition import HearthApp, autostart_setter
+    from app.composition import HearthApp, autostart_setter, autostart_state
 
     qapp = QApplication.instance() or QApplication(sys.argv[:1])
     qapp.setApplicationName("Hearth")
@@ -31,7 +31,8 @@ def run(port: int | None = None, *, tray: bool = False, smoke_test: bool = False
     loop = qasync.QEventLoop(qapp)
     asyncio.set_event_loop(loop)
     with loop:
-        hearth = HearthApp(qapp, data_dir(), port=port, start_on_login=autostart_setter())
+        hearth = HearthApp(qapp, data_dir(), port=port, start_on_login=autostart_setter(),
+                           start_on_login_state=autostart_state())
         if smoke_test:
             return loop.run_until_complete(_smoke_test(hearth))
         hearth.spawn(hearth.start(show_window=not tray))

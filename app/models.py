@@ -18,6 +18,7 @@ from app.qt_models import CatalogListModel, DownloadListModel, LocalModelListMod
 
 log = logging.getLogger("hearth.app")
 FINAL_STATES = ("completed", "failed", "cancelled")
+ACTIVE_STATES = ("queued", "downloading", "waiting", "verifying")
 
 
 def _rows(body, *keys: str) -> list[dict]:
@@ -39,7 +40,7 @@ def fit_badge(fit: dict | None) -> tuple[str, str]:
     text = words.get(verdict, verdict)
     speed = fit.get("predicted_tokens_per_s")
     if speed and verdict != "too_big":
-        text += f" · ~{speed:.0f} tok/s"
+        text += f" · ~{speed:.0f} tok/s" if speed >= 1 else " · <1 tok/s"
     return text, colour.get(verdict, "#616161")
 
 
@@ -57,6 +58,7 @@ class ModelStoreService(QObject):
         self.running: dict = {}
         self.store_available: bool | None = None  # None until asked
         self._events: asyncio.Task | None = None
+        self._poll: asyncio.Task | None = None
         self._fits: dict[str, dict] = {}
 
     async def refresh_local(self) -> list[str]:
@@ -146,12 +148,19 @@ class ModelStoreService(QObject):
             return None
         try:
             body = await self.client.post("/hearth/models/pull", {"model": ref})
-        except ApiProblem as e:
+        except ServiceUnreachable as e:
             self.error.emit(explain(e))
             return None
+        except ApiProblem as e:
+            self.error.emit(UserError("The download could not start.", e.message,
+                                      "Check the name (a catalog id, owner/repo or owner/repo:QUANT), the "
+                                      "network connection and the free disk space."))
+            return None
+        if isinstance(body.get("download"), dict):
+            self.downloads.upsert(body["download"])
+        elif body.get("id"):
+            self.downloads.upsert({"id": body["id"], "model": ref, "state": "queued"})
         self.follow_downloads()
-        if isinstance(body, dict) and body.get("id"):
-            self.downloads.upsert({"model": ref, "state": "queued", **body})
         return body.get("id")
 
     async def act(self, download_id: str, action: str) -> None:
@@ -159,7 +168,8 @@ class ModelStoreService(QObject):
         try:
             body = await self.client.post(f"/hearth/downloads/{quote(download_id, safe='')}/{action}")
             if isinstance(body, dict) and body.get("id"):
-                self.downloads.upsert(body)
+                await self._update(body)
+            self.follow_downloads()
         except ApiProblem as e:
             self.error.emit(explain(e))
 
@@ -184,7 +194,7 @@ class ModelStoreService(QObject):
 
     async def unload(self) -> bool:
         try:
-            await self.client.post("/hearth/models/unload")
+            await self.client.post("/hearth/unload")
         except ApiProblem as e:
             self.error.emit(explain(e))
             return False
@@ -195,17 +205,35 @@ class ModelStoreService(QObject):
     def follow_downloads(self) -> None:
         if self.store_available and (self._events is None or self._events.done()):
             self._events = asyncio.ensure_future(self._follow())
+        if self.store_available and (self._poll is None or self._poll.done()):
+            self._poll = asyncio.ensure_future(self._poll_active())
+
+    async def _poll_active(self, every_s: float = 1.0) -> None:
+        """While a download runs, read the list once a second too: the event stream is rate-limited
+        and may hold back the last progress of a transfer that stalls."""
+        while any(d.get("state") in ACTIVE_STATES for d in self.downloads.items()):
+            await asyncio.sleep(every_s)
+            try:
+                rows = _rows(await self.client.get("/hearth/downloads"), "downloads", "data")
+            except ApiProblem:
+                return
+            for d in rows:
+                await self._update(d)
+
+    async def _update(self, d: dict) -> None:
+        before = self.downloads.row_of(d["id"])
+        old = self.downloads.item(before) if before is not None else None
+        if old == d:
+            return
+        self.downloads.upsert(d)
+        if d.get("state") != (old or {}).get("state") and d.get("state") in FINAL_STATES:
+            await self._finished(d)
 
     async def _follow(self) -> None:
         try:
             async for d in self.client.events("GET", "/hearth/downloads/events"):
-                if not d.get("id"):
-                    continue
-                before = self.downloads.row_of(d["id"])
-                old = self.downloads.item(before).get("state") if before is not None else None
-                self.downloads.upsert(d)
-                if d.get("state") != old and d.get("state") in FINAL_STATES:
-                    await self._finished(d)
+                if d.get("id"):
+                    await self._update(d)
         except ServiceUnreachable:
             return
         except ApiProblem as e:
@@ -219,8 +247,9 @@ class ModelStoreService(QObject):
                                       "Check the network connection and disk space, then press Resume."))
 
     def close(self) -> None:
-        if self._events is not None:
-            self._events.cancel()
+        for task in (self._events, self._poll):
+            if task is not None:
+                task.cancel()
 
 
 def _rss(pid: int) -> int | None:

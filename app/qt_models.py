@@ -131,10 +131,12 @@ def format_size(n: int | None) -> str:
 
 def _catalog_text(e: dict) -> str:
     parts = [e.get("name") or e.get("id", "?")]
-    if e.get("quantization"):
-        parts.append(e["quantization"])
-    if e.get("size"):
-        parts.append(format_size(e["size"]))
+    quant = e.get("quantization") or e.get("default_quant")
+    if quant:
+        parts.append(quant)
+    size = e.get("size") or (e.get("sizes") or {}).get(quant)
+    if size:
+        parts.append(format_size(size))
     return " · ".join(parts)
 
 
@@ -157,8 +159,9 @@ class CatalogListModel(ObjectListModel[dict]):
     def _apply(self) -> None:
         q = self._query
         keep = [e for e in self._all if not q or any(q in str(e.get(k, "")).lower()
-                                                     for k in ("id", "name", "family", "hf_repo",
-                                                               "quantization", "license", "parameters"))]
+                                                     for k in ("id", "name", "family", "hf_repo", "repo",
+                                                               "quantization", "default_quant", "license",
+                                                               "parameters"))]
         self.reset(keep)
 
 

@@ -104,7 +104,7 @@ def main() -> int:
     p.add_argument("--prompt", action="append",
                    help="a message to send (repeatable); default: a two-turn chat")
     args = p.parse_args()
-    prompts = args.prompt or ["What is a GGUF file? Answer in two sentences.",
+    prompts = args.prompt or ["Give three short tips for staying focused while studying, as a bulleted list.",
                               "Show a Python one-liner that reverses a string, in a code block."]
     args.out.mkdir(parents=True, exist_ok=True)
     display = start_display()

@@ -366,6 +366,9 @@ class LoopbackHub:
         name = f.name
         pos, sent = start, 0
         while pos < end:
+            if cut is not None and sent >= cut:
+                request.transport.close()  # the connection drops mid-body
+                return
             n = min(CHUNK, end - pos)
             for limit in (cut, hold):
                 if limit is not None and sent < limit:
@@ -374,9 +377,6 @@ class LoopbackHub:
             pos, sent = pos + n, sent + n
             with self._lock:
                 self._sent[(repo.repo_id, name)] = self._sent.get((repo.repo_id, name), 0) + n
-            if cut is not None and sent >= cut:
-                request.transport.close()  # the connection drops mid-body
-                return
             if hold is not None and sent >= hold:
                 hold = None
                 await self._release.wait()

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, Qt, Signal
-from PySide6.QtGui import QAction, QKeySequence, QShortcut
+from PySide6.QtCore import QModelIndex, Qt
+from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QInputDialog, QLabel,
     QLineEdit, QListView, QMenu, QPlainTextEdit, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget,
@@ -104,7 +104,6 @@ class ConversationSettingsDialog(QDialog):
 
 
 class ChatPage(QWidget):
-    models_refresh_requested = Signal()
 
     def __init__(self, chat: ChatService) -> None:
         super().__init__()
@@ -172,9 +171,9 @@ class ChatPage(QWidget):
         if self.chat.send(self.input.toPlainText()):
             self.input.clear()
 
-    def set_models(self, ids: list[str]) -> None:
+    def set_models(self, ids: list[str], default: str = "") -> None:
         self.model_picker.clear()
-        self.model_picker.addItem(SERVER_DEFAULT, "")
+        self.model_picker.addItem(f"Default ({default})" if default else SERVER_DEFAULT, "")
         for mid in ids:
             self.model_picker.addItem(mid, mid)
         self._current(self.chat.current)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QFrame, QHBoxLayout, QLabel, QListWidget, QMainWindow, QPushButton, QStackedWidget, QVBoxLayout, QWidget,
@@ -54,7 +54,6 @@ class Banner(QFrame):
 
 
 class MainWindow(QMainWindow):
-    close_requested = Signal()
 
     PAGES = ("Chat", "Models", "Server", "Settings")
 

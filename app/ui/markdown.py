@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from PySide6.QtGui import QColor, QFont, QFontDatabase, QPalette, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument, QTextFormat
+from PySide6.QtGui import (
+    QColor, QFont, QFontDatabase, QPalette, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument, QTextFormat,
+)
 from PySide6.QtWidgets import QApplication
 
 
@@ -11,9 +13,12 @@ def code_background() -> QColor:
     return base.darker(108) if base.lightness() > 128 else base.lighter(140)
 
 
-def markdown_html(text: str) -> str:
-    """Render Markdown (CommonMark with GitHub tables and fences) to HTML; code gets a shaded box."""
+def markdown_html(text: str, font: QFont | None = None) -> str:
+    """Render Markdown (CommonMark with GitHub tables and fences) to HTML; code gets a shaded box.
+    ``font``: the body font (the HTML carries it, so a style sheet cannot change it afterwards)."""
     doc = QTextDocument()
+    if font is not None:
+        doc.setDefaultFont(font)
     doc.setMarkdown(hard_breaks(text), QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
     mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
     shade = code_background()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, Qt, Signal
+from PySide6.QtCore import QModelIndex, QSize, Qt, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout, QWidget,
@@ -11,6 +11,27 @@ from PySide6.QtWidgets import (
 from app.conversations import Message
 from app.qt_models import MessageListModel
 from app.ui.markdown import markdown_html
+
+
+class WrapLabel(QLabel):
+    """A word-wrapped label whose size hints use its real width: QLabel guesses a narrow width,
+    which makes a column of long messages ask for more height than it needs."""
+
+    def _height(self) -> int | None:
+        return self.heightForWidth(self.width()) if self.width() > 40 else None
+
+    def sizeHint(self) -> QSize:
+        h = self._height()
+        return super().sizeHint() if h is None else QSize(super().sizeHint().width(), h)
+
+    def minimumSizeHint(self) -> QSize:
+        h = self._height()
+        return super().minimumSizeHint() if h is None else QSize(40, h)
+
+    def resizeEvent(self, event) -> None:
+        super().resizeEvent(event)
+        if event.oldSize().width() != event.size().width():
+            self.updateGeometry()
 
 
 def stats_line(meta: dict) -> str:
@@ -51,7 +72,7 @@ class MessageWidget(QFrame):
         lay.setSpacing(4)
         self.role = QLabel("You" if message.role == "user" else "Assistant")
         self.role.setObjectName("roleLabel")
-        self.body = QLabel()
+        self.body = WrapLabel()
         self.body.setObjectName("messageBody")
         self.body.setWordWrap(True)
         self.body.setTextFormat(Qt.TextFormat.RichText)
@@ -61,10 +82,10 @@ class MessageWidget(QFrame):
         self.editor = QPlainTextEdit()
         self.editor.setVisible(False)
         self.editor.setMaximumHeight(140)
-        self.stats = QLabel()
+        self.stats = WrapLabel()
         self.stats.setObjectName("statsLabel")
         self.stats.setWordWrap(True)
-        self.error = QLabel()
+        self.error = WrapLabel()
         self.error.setObjectName("errorLabel")
         self.error.setWordWrap(True)
         buttons = QHBoxLayout()
@@ -98,7 +119,8 @@ class MessageWidget(QFrame):
         m = self.message
         streaming = m.meta.get("finish") == "streaming"
         text = m.content if m.content or not streaming else "…"
-        self.body.setText(markdown_html(text) if m.role == "assistant" else _plain_html(text))
+        self.body.ensurePolished()
+        self.body.setText(markdown_html(text, self.body.font()) if m.role == "assistant" else _plain_html(text))
         self.stats.setText(stats_line(m.meta) if m.role == "assistant" and not streaming else "")
         self.stats.setVisible(bool(self.stats.text()))
         self.error.setText(m.meta.get("error", ""))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QFileDialog, QFrame, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QTabWidget,
     QVBoxLayout, QWidget,
@@ -19,6 +20,8 @@ Run = Callable[[object], object]  # schedules a coroutine
 def _badge() -> QLabel:
     b = QLabel()
     b.setObjectName("fitBadge")
+    b.setFixedWidth(180)
+    b.setAlignment(Qt.AlignmentFlag.AlignCenter)
     b.hide()
     return b
 
@@ -61,9 +64,10 @@ class CatalogRow(_Row):
     def update_item(self, e: dict) -> None:
         self.entry = e
         self.name.setText(e.get("name") or e.get("id", "?"))
-        size = e.get("size") or e.get("size_bytes")
-        bits = [e.get("hf_repo") or e.get("repo"), e.get("parameters") and f"{e['parameters']} parameters",
-                e.get("quantization"), format_size(size) if size else None, e.get("license"),
+        quant = e.get("quantization") or e.get("default_quant")
+        size = e.get("size") or (e.get("sizes") or {}).get(quant)
+        bits = [e.get("repo") or e.get("hf_repo"), e.get("parameters") and f"{e['parameters']} parameters",
+                quant, format_size(size) if size else None, e.get("license"),
                 e.get("context_length") and f"{e['context_length']:,} context"]
         self.detail.setText(" · ".join(str(b) for b in bits if b))
         _set_badge(self.badge, e.get("fit"))
@@ -84,7 +88,7 @@ class LocalRow(_Row):
         self.model = m
         self.name.setText(m.get("name") or m.get("id", "?"))
         size = m.get("size") or m.get("size_bytes") or m.get("disk_bytes")
-        bits = [m.get("id") if m.get("name") else None, m.get("quantization"),
+        bits = [m.get("id") if m.get("name") else None, m.get("quant") or m.get("quantization"),
                 f"{format_size(size)} on disk" if size else None, m.get("source"), m.get("path")]
         self.detail.setText(" · ".join(str(b) for b in bits if b))
         _set_badge(self.badge, m.get("fit"))

@@ -29,10 +29,12 @@ class SettingsPage(QWidget):
         self.port = QSpinBox(minimum=1, maximum=65535)
         self.host = QLineEdit()
         self.host.setToolTip("127.0.0.1 keeps the API on this computer; 0.0.0.0 opens it to your network.")
-        self.model = QLineEdit()
-        self.model.setPlaceholderText("catalog id or path to a .gguf file")
-        self.draft = QLineEdit()
-        self.draft.setPlaceholderText("none (no speculative decoding)")
+        self.model = QComboBox()
+        self.model.setEditable(True)
+        self.model.lineEdit().setPlaceholderText("catalog id or path to a .gguf file")
+        self.draft = QComboBox()
+        self.draft.setEditable(True)
+        self.draft.lineEdit().setPlaceholderText("none (no speculative decoding)")
         self.ctx = QSpinBox(minimum=256, maximum=1 << 20, singleStep=1024)
         self.parallel = QSpinBox(minimum=1, maximum=64)
         self.kv_type = QComboBox()
@@ -75,8 +77,8 @@ class SettingsPage(QWidget):
     def load(self, s: AppSettings) -> None:
         self.port.setValue(s.port)
         self.host.setText(s.host)
-        self.model.setText(s.default_model)
-        self.draft.setText(s.draft_model)
+        self.model.setCurrentText(s.default_model)
+        self.draft.setCurrentText(s.draft_model)
         self.ctx.setValue(s.ctx)
         self.parallel.setValue(s.parallel)
         self.kv_type.setCurrentText(s.kv_type)
@@ -85,9 +87,18 @@ class SettingsPage(QWidget):
         self.theme.setChecked(s.theme_follows_os)
         self.message.clear()
 
+    def set_models(self, ids: list[str]) -> None:
+        """Offer the local models in the model and draft pickers (typing any id or path still works)."""
+        for combo, extra in ((self.model, []), (self.draft, [""])):
+            current = combo.currentText()
+            combo.clear()
+            combo.addItems(extra + ids)
+            combo.setCurrentText(current)
+
     def values(self) -> AppSettings:
         return replace(self.settings, port=self.port.value(), host=self.host.text().strip(),
-                       default_model=self.model.text().strip(), draft_model=self.draft.text().strip(),
+                       default_model=self.model.currentText().strip(),
+                       draft_model=self.draft.currentText().strip(),
                        ctx=self.ctx.value(), parallel=self.parallel.value(), kv_type=self.kv_type.currentText(),
                        start_on_login=self.login.isChecked(), keep_in_tray=self.tray.isChecked(),
                        theme_follows_os=self.theme.isChecked())

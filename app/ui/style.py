@@ -27,7 +27,7 @@ STYLE = """
 #primaryButton:disabled { background: palette(mid); }
 #banner { background: #fff4e5; border-bottom: 1px solid #f0b45b; }
 #bannerText { color: #5f3b00; }
-#fitBadge { border-radius: 8px; padding: 2px 8px; font-size: 11px; font-weight: 600; color: white; }
+#fitBadge { border-radius: 9px; padding: 3px 10px; font-size: 11px; font-weight: 600; color: white; }
 #settingsMessage { color: palette(placeholder-text); }
 #modelRow { border-bottom: 1px solid palette(midlight); }
 #modelName { font-weight: 600; font-size: 13px; }

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from runtime.hardware.shape import shape_from_gguf
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, bad_request
 from runtime.store.gguf_file import InvalidModelFile
+from runtime.store.model_shape import model_shape
 from runtime.store.resolve import UnknownModel
 
 
@@ -27,8 +27,7 @@ async def fit(request: web.Request) -> web.Response:
             raise bad_request("'ctx' must be a positive integer", "ctx")
         ctx = int(q["ctx"])
     try:
-        model = manager.resolve(q.get("model") or None)
-        shape = shape_from_gguf(model.path)
+        shape = model_shape(q.get("model") or config.model, config.data_dir)
         plan = plan_fit(shape, await manager.hardware(), ctx=ctx, kv_type=q.get("kv_type", config.kv_type),
                         n_seq=config.parallel, n_batch=config.n_batch)
     except UnknownModel as e:

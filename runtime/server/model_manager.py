@@ -49,13 +49,13 @@ class ModelManager:
         probe fails: loading then goes ahead with the settings as given). ``freed_bytes``:
         RAM that unloading the current model will give back."""
         from runtime.hardware.fit import plan_fit
-        from runtime.hardware.shape import shape_from_gguf
+        from runtime.store.model_shape import shape_of_file
 
         c = self.config
         try:
             hw = await self.hardware()
             hw.ram.available += freed_bytes
-            return plan_fit(shape_from_gguf(model.path), hw, ctx=c.ctx, kv_type=c.kv_type,
+            return plan_fit(shape_of_file(model.path), hw, ctx=c.ctx, kv_type=c.kv_type,
                             n_seq=c.parallel, n_batch=c.n_batch)
         except (RuntimeError, OSError, ValueError) as e:
             log.warning("no fit plan for %s: %s", model.id, e)
@@ -126,6 +126,16 @@ class ModelManager:
             state = "crashed"
         return {"state": state, "model": e.model_id if e else None, "pid": e.pid if e else None,
                 "error": (e.error if e and not e.alive else None) or self.last_error}
+
+    async def unload(self) -> str | None:
+        """Stop the loaded model's worker (its memory goes back); the next request loads a model
+        again. Returns the id of the model that was unloaded."""
+        async with self._lock:
+            engine, self.engine, self._plan = self.engine, None, None
+            if engine is None:
+                return None
+            await engine.stop()
+            return engine.model_id
 
     async def close(self) -> None:
         if self.engine is not None:

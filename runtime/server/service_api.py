@@ -35,3 +35,8 @@ async def stats(request: web.Request) -> web.Response:
                          requests_finished=d["requests_finished"], preemptions=d["preemptions"], kv=kv)
         models.append(entry)
     return web.json_response({"requests_served": manager.requests_served, "models": models})
+
+
+async def unload(request: web.Request) -> web.Response:
+    """Unload the running model (requests in flight end with an error); 200 with its id, or null."""
+    return web.json_response({"unloaded": await request.app[MANAGER].unload()})

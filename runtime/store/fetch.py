@@ -40,7 +40,7 @@ class ChecksumMismatch(FetchError):
 
 @dataclass(slots=True)
 class RetryPolicy:
-    attempts: int = 6  #: tries in a row without a byte of progress before giving up
+    attempts: int = 6  #: tries in a row that bring no new byte before giving up
     backoff_s: float = 0.5  #: first wait; doubles each failed try
     max_backoff_s: float = 30.0
 
@@ -137,7 +137,7 @@ async def _fetch_locked(session, url, target: CachedFile, size, sha256, on_progr
                         await asyncio.to_thread(_append, part, bytes(buf), h)
                         have += len(buf)
                         buf.clear()
-                        on_progress(have)
+                    on_progress(have + len(buf))  # received; written at the next flush
                 if buf:
                     await asyncio.to_thread(_append, part, bytes(buf), h)
                     have += len(buf)
@@ -156,11 +156,11 @@ async def _fetch_locked(session, url, target: CachedFile, size, sha256, on_progr
                 have += len(buf)
                 buf.clear()
                 on_progress(have)
-            failures = 1 if have > before else failures + 1
-            if failures > retry.attempts:
+            failures = 0 if have > before else failures + 1
+            if failures >= retry.attempts:
                 raise FetchError(f"downloading {target.filename} failed {retry.attempts} times in a row "
                                  f"({e or type(e).__name__}); it resumes from byte {have:,} when pulled again") from None
-            delay = retry.delay(failures)
+            delay = retry.delay(max(failures, 1))
             log.info("%s: %s; retrying from byte %d in %.1fs", target.filename, e or type(e).__name__, have, delay)
             await asyncio.sleep(delay)
     if size is not None and have != size:

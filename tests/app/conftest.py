@@ -29,7 +29,8 @@ class Driver:
             deadline = time.monotonic() + timeout
             while not predicate():
                 if time.monotonic() > deadline:
-                    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+                    said = what() if callable(what) else what
+                    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {said}")
                 await asyncio.sleep(0.02)
         self.run(wait(), timeout + 10)
 

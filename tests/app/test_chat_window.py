@@ -63,7 +63,7 @@ def test_answer_streams_into_the_view_and_survives_a_restart(service, driver, ma
     assert again.chat_page.view.widgets[1].stats.text()  # the numbers were saved too
 
 
-def test_stop_regenerate_edit(service, driver, make_app):
+def test_stop_mid_stream_keeps_the_partial_answer(service, driver, make_app):
     h = make_app(service.port)
     assert driver.run(h.start())
     h.chat.new_conversation()
@@ -79,8 +79,17 @@ def test_stop_regenerate_edit(service, driver, make_app):
     driver.until(lambda: all(m.get("running", 0) == 0 for m in service.stats()["models"]), 30,
                  "the service to drop the stopped request")
 
+
+def test_regenerate_then_edit_and_resend(service, driver, make_app):
+    h = make_app(service.port)
+    assert driver.run(h.start())
+    h.chat.new_conversation()
+    _short(h, 8)
+    _send(h, driver, "Name a fruit.")
+    _wait_answer(h, driver)
+    first_answer = h.chat.messages.item(1)
+
     # regenerate: the last answer is replaced by a new one
-    _short(h, 16)
     last = h.chat_page.view.widgets[-1]
     assert last.regen_button.isVisibleTo(last)
     last.regen_button.click()
@@ -88,7 +97,7 @@ def test_stop_regenerate_edit(service, driver, make_app):
     _wait_answer(h, driver)
     msgs = h.store.messages(h.chat.current.id)
     assert [m.role for m in msgs] == ["user", "assistant"]
-    assert msgs[1].id != stopped.id and msgs[1].content.strip()
+    assert msgs[1].id != first_answer.id and msgs[1].content.strip()
     assert msgs[1].meta["finish"] in ("stop", "length")
 
     # a second turn, then edit the first question: everything after it is replaced

@@ -78,6 +78,7 @@ def test_fit_badges():
     assert fit_badge({"verdict": "gpu", "predicted_tokens_per_s": 81.2}) == ("Fits on GPU · ~81 tok/s", "#2e7d32")
     assert fit_badge({"verdict": "too_big", "predicted_tokens_per_s": 3.0})[0] == "Too big"
     assert fit_badge({"verdict": "cpu"})[0] == "Runs on CPU"
+    assert fit_badge({"verdict": "cpu", "predicted_tokens_per_s": 0.4})[0] == "Runs on CPU · <1 tok/s"
     assert fit_badge(None) == ("", "")
 
 
@@ -91,3 +92,41 @@ def test_server_counters_from_stats():
     assert rows["KV blocks in use"] == "3 of 128 (16 tokens each)"
     assert rows["Prompt tokens from cache"] == "16 of 64 (25%)"
     assert rows["Prefix cache"] == "2 blocks kept, 1 evicted"
+
+
+def test_chat_settings_dialog_and_request_body(qapp, tmp_path):
+    from app.chat import ChatService
+    from app.conversations import ConversationStore, Sampling
+    from app.ui.chat_page import ConversationSettingsDialog
+
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    c = store.create(model="gemma-3-270m")
+    d = ConversationSettingsDialog(c)
+    d.system.setPlainText("Answer in French.")
+    d.temperature.setValue(0.2)
+    d.max_tokens.setValue(77)
+    d.seed.setValue(5)
+    assert d.sampling() == Sampling(0.2, 0.95, 77, 5)
+    d.seed.setValue(-1)
+    assert d.sampling().seed is None  # "random"
+
+    chat = ChatService(client=None, store=store)
+    chat.select(c.id)
+    chat.configure(system_prompt="Answer in French.", sampling=Sampling(0.2, 0.9, 77, 5))
+    reloaded = store.get(c.id)
+    assert (reloaded.system_prompt, reloaded.sampling) == ("Answer in French.", Sampling(0.2, 0.9, 77, 5))
+    m = store.add_message(c.id, "user", "Hello")
+    body = chat._request_body(reloaded, [m])
+    assert body == {"messages": [{"role": "system", "content": "Answer in French."},
+                                 {"role": "user", "content": "Hello"}],
+                    "temperature": 0.2, "top_p": 0.9, "max_tokens": 77, "seed": 5, "model": "gemma-3-270m"}
+    store.close()
+
+
+def test_hearth_app_command_is_registered():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "runtime.cli", "app", "--help"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and "--port" in r.stdout

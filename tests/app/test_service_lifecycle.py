@@ -3,7 +3,6 @@ refuse a port that another program holds, and closing without a tray."""
 
 from __future__ import annotations
 
-import asyncio
 import socket
 
 from aiohttp import web

@@ -73,3 +73,44 @@ def test_import_and_search(loopback_hub, tmp_path, monkeypatch):
     assert r.returncode == 0 and REPO in r.stdout and "Unrelated" not in r.stdout
     r = hearth("search", "--files", REPO)
     assert r.returncode == 0 and "Q4_K_M" in r.stdout and FILE in r.stdout
+
+
+def test_pull_on_a_terminal_draws_a_live_progress_bar(loopback_hub, tmp_path):
+    import pty
+
+    data = publish(loopback_hub, tmp_path)
+    loopback_hub.cut_after(REPO, FILE, len(data) // 2)  # a retry in the middle: the bar goes on
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "runtime.cli", "pull", REPO], stdout=slave,
+                            stderr=subprocess.PIPE, env=dict(os.environ))
+    os.close(slave)
+    out = b""
+    try:
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # the child closed the terminal
+                break
+            if not chunk:
+                break
+            out += chunk
+    finally:
+        proc.wait(60)
+        os.close(master)
+    assert proc.returncode == 0, proc.stderr.read()
+    frames = [f for f in out.decode().split("\r") if "%" in f]
+    percents = [float(f.split("%")[0].split()[-1]) for f in frames]
+    assert len(frames) >= 3 and percents[-1] == 100.0
+    assert percents == sorted(percents) and any(0 < p < 100 for p in percents)
+    assert "[" + "#" * 28 + "]" in frames[-1]
+
+
+def test_fit_sizes_a_catalog_model_before_download(loopback_hub, smollm2_path):
+    import json
+
+    r = hearth("fit", "llama-3.1-8b:Q8_0", "--ctx", "4096", "--draft", "llama-3.2-1b", "--json")
+    assert r.returncode in (0, 2), r.stderr
+    plan = json.loads(r.stdout)
+    assert plan["model"] == "Llama 3.1 8B Instruct" and plan["ctx"] <= 4096
+    assert plan["weights_bytes"] > 7.5e9 and plan["draft_bytes"] > 0  # Q8_0: about 8.5 bits a weight
+    assert loopback_hub.received == []  # nothing asked of the hub

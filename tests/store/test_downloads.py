@@ -175,3 +175,51 @@ async def test_concurrent_pulls_of_one_file_share_one_download(loopback_hub, tmp
     assert da.state == db.state == "completed"
     assert loopback_hub.gets(REPO, FILE) == 1
     assert loopback_hub.bytes_sent(REPO, FILE) == len(data)
+
+
+async def test_a_catalog_id_pulls_the_catalogs_file(loopback_hub, tmp_path, manager, data_dir):
+    from runtime.store.registry import Registry
+
+    data = publish(loopback_hub, tmp_path, repo="bartowski/Llama-3.2-1B-Instruct-GGUF",
+                   name="Llama-3.2-1B-Instruct-Q8_0.gguf")
+    loopback_hub.add_file("bartowski/Llama-3.2-1B-Instruct-GGUF", "Llama-3.2-1B-Instruct-Q4_K_M.gguf", data[:100])
+    d = await manager.wait((await manager.pull("llama-3.2-1b:Q8_0")).id)
+    assert (d.state, d.model_id) == ("completed", "llama-3.2-1b:Q8_0")
+    assert loopback_hub.gets("bartowski/Llama-3.2-1B-Instruct-GGUF", "Llama-3.2-1B-Instruct-Q4_K_M.gguf") == 0
+    assert resolve_model("llama-3.2-1b:Q8_0", data_dir).path.read_bytes() == data
+    assert "llama-3.2-1b:Q8_0" in {m.id for m in Registry(tmp_path / "data").models()}
+    with pytest.raises(UnknownModel, match="hearth pull llama-3.2-1b"):
+        resolve_model("llama-3.2-1b", data_dir)  # the default quantization was not pulled
+
+
+async def test_retries_back_off_then_fail_with_the_partial_kept(loopback_hub, tmp_path, manager):
+    data = publish(loopback_hub, tmp_path)
+    loopback_hub.cut_after(REPO, FILE, 1 << 20)  # progress: the failure count starts again
+    for _ in range(FAST.attempts):
+        loopback_hub.cut_after(REPO, FILE, 0)  # no progress at all
+    d = await manager.wait((await manager.pull(REPO)).id)
+    assert d.state == "failed" and f"failed {FAST.attempts} times in a row" in d.error
+    assert loopback_hub.gets(REPO, FILE) == FAST.attempts + 1
+    again = await manager.wait((await manager.pull(REPO)).id)
+    assert again.state == "completed" and open(again.path, "rb").read() == data
+    assert loopback_hub.ranges(REPO, FILE)[-1] not in (None, "bytes=0-")
+
+
+async def test_a_second_process_waits_for_the_blob_lock_then_finds_the_file(loopback_hub, tmp_path, manager):
+    """Two managers stand for two processes (a service and ``hearth pull``): one fetch, no double write."""
+    data = publish(loopback_hub, tmp_path)
+    loopback_hub.hold_after(REPO, FILE, len(data) // 2)
+    a = await manager.pull(REPO)
+    await _until(lambda: loopback_hub.bytes_sent(REPO, FILE) > 0)
+    other = DownloadManager(None, retry=FAST)
+    await other.start()
+    try:
+        b = await other.pull(REPO)
+        await _until(lambda: b.state == "waiting")
+        loopback_hub.release()
+        da, db = await asyncio.wait_for(asyncio.gather(manager.wait(a.id), other.wait(b.id)), 60)
+        assert da.state == db.state == "completed"
+        assert open(db.path, "rb").read() == data
+        assert loopback_hub.gets(REPO, FILE) == 1
+    finally:
+        await other.close()
