@@ -7,7 +7,7 @@ PIP    := $(PY) -m pip -q --disable-pip-version-check
 HOST   ?= 127.0.0.1
 PORT   ?= 4327
 
-.PHONY: run serve test bench screenshots clean
+.PHONY: run serve test bench screenshots clean installer
 
 # llama.cpp's backend is chosen when pip compiles it: CUDA where nvcc is installed *and* a GPU
 # answers nvidia-smi (nvcc alone, as on some build machines, would make a build that cannot
@@ -35,6 +35,15 @@ $(VENV)/.test: $(VENV)/.core pyproject.toml
 $(VENV)/.app: $(VENV)/.core pyproject.toml
 	$(PIP) install -e '.[embedded,app]'
 	@touch $@
+
+# PyInstaller (and Pillow for installers/make_icons.py) beside the app's own dependencies.
+$(VENV)/.installer: $(VENV)/.core pyproject.toml
+	$(PIP) install -e '.[app,installer]'
+	@touch $@
+
+# The bundle dist/hearth/ for this machine, and its package (installers/README.md).
+installer: $(VENV)/.installer
+	$(PY) installers/build.py
 
 # `make run` opens the desktop app where there is a display, and serves the API headless otherwise.
 HAS_DISPLAY := $(shell if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ] || [ "$$(uname -s)" = Darwin ] || [ "$(OS)" = Windows_NT ]; then echo yes; fi)
@@ -65,4 +74,4 @@ screenshots: $(VENV)/.test
 	$(PY) bench/screenshots.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info
+	rm -rf $(VENV) build dist *.egg-info

@@ -127,8 +127,9 @@ class HearthApp(QObject):
             log.error("background task failed: %r", e)
             self.show_error(explain(e, port=self.settings.port))
 
-    async def start(self) -> bool:
-        self.window.show()
+    async def start(self, show_window: bool = True) -> bool:
+        if show_window or not self.tray.available:  # hidden only where the tray can bring it back
+            self.window.show()
         ok = await self.service.ensure()
         if ok:
             await self.refresh_models()

@@ -6,8 +6,12 @@ import asyncio
 import sys
 
 
-def run(port: int | None = None) -> int:
-    """Open the desktop app; returns when the user quits."""
+def run(port: int | None = None, *, tray: bool = False, smoke_test: bool = False) -> int:
+    """Open the desktop app; returns when the user quits.
+
+    ``tray``: start with the window hidden (the login item), where there is a tray to show it
+    from. ``smoke_test``: open the window, wait for the service, then quit: exit 0 when both
+    came up (the installer test runs the bundled app this way, offscreen)."""
     try:
         import qasync
         from PySide6.QtWidgets import QApplication
@@ -22,11 +26,35 @@ def run(port: int | None = None) -> int:
     qapp = QApplication.instance() or QApplication(sys.argv[:1])
     qapp.setApplicationName("Hearth")
     qapp.setOrganizationName("Hearth")
+    qapp.setDesktopFileName("hearth")  # matches hearth.desktop: Wayland shells find the icon there
+    qapp.setWindowIcon(_app_icon())
     loop = qasync.QEventLoop(qapp)
     asyncio.set_event_loop(loop)
     with loop:
         hearth = HearthApp(qapp, data_dir(), port=port, start_on_login=autostart_setter(),
                            start_on_login_state=autostart_state())
-        hearth.spawn(hearth.start())
+        if smoke_test:
+            return loop.run_until_complete(_smoke_test(hearth))
+        hearth.spawn(hearth.start(show_window=not tray))
         loop.run_until_complete(hearth.closed)
     return 0
+
+
+async def _smoke_test(hearth) -> int:
+    service_ok = await hearth.start()
+    shown = hearth.window.isVisible()
+    print(f"hearth app: main window {'shown' if shown else 'not shown'} ({hearth.window.windowTitle()!r}), "
+          f"service {hearth.service.state}", flush=True)
+    await hearth.shutdown()
+    return 0 if service_ok and shown else 1
+
+
+def _app_icon():
+    from PySide6.QtGui import QIcon
+
+    from app.icons import icon_files
+
+    icon = QIcon()
+    for path in icon_files():
+        icon.addFile(str(path))
+    return icon

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import subprocess
-import sys
 import threading
 import time
 
@@ -19,6 +18,7 @@ from PySide6.QtCore import QObject, Signal
 from app.api_client import ApiClient
 from app.errors import ApiProblem, NotHearth, ServiceUnreachable, UserError, explain
 from app.settings import AppSettings
+from runtime.self_command import hearth_argv
 
 # Service states, as the window shows them.
 CHECKING, STARTING, RUNNING, STOPPED, DIED, UNREACHABLE, FOREIGN = (
@@ -97,9 +97,9 @@ class ServiceController(QObject):
         self._stopping = False
         self._set(STARTING)
         s = self.settings
-        cmd = [sys.executable, "-m", "runtime.cli", "serve", "--host", s.host, "--port", str(s.port),
-               *s.serve_args(supports_draft=_cli_supports("--draft"))]
-        self._append_log(f"$ hearth serve --host {s.host} --port {s.port} {' '.join(cmd[8:])}")
+        serve = ["serve", "--host", s.host, "--port", str(s.port), *s.serve_args(supports_draft=_cli_supports("--draft"))]
+        cmd = [*hearth_argv(), *serve]  # the bundled executable when frozen
+        self._append_log(f"$ hearth {' '.join(serve)}")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      bufsize=1, errors="replace")
         loop = asyncio.get_running_loop()

@@ -71,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     store_commands.add_parsers(sub)
     desktop = sub.add_parser("app", help="open the desktop app (starts the service if none runs)")
     desktop.add_argument("--port", type=int, help="the service's port (default: the app's setting)")
+    desktop.add_argument("--tray", action="store_true", help="start in the tray without opening the window (start on login)")
+    desktop.add_argument("--smoke-test", action="store_true",
+                         help="open the main window, wait for the service, print what happened, quit (exit 0 when both came up)")
     return parser
 
 
@@ -174,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "app":
         import importlib  # the command only launches the app: nothing in runtime depends on it
 
-        return importlib.import_module("app.main").run(args.port)
+        return importlib.import_module("app.main").run(args.port, tray=args.tray, smoke_test=args.smoke_test)
     if args.command == "serve":
         run_service_loop(serve(_config(args)))
     elif args.command == "run":

@@ -10,10 +10,11 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
+
+from runtime.self_command import hearth_argv
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -28,7 +29,7 @@ class ServiceProcess:
         self.port = port or free_port(host)
         self.url = f"http://{host}:{self.port}"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "runtime.cli", "serve", "--host", host, "--port", str(self.port), *args],
+            [*hearth_argv(), "serve", "--host", host, "--port", str(self.port), *args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env or dict(os.environ),
         )
 

