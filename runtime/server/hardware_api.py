@@ -6,7 +6,9 @@ from aiohttp import web
 
 from runtime.hardware.shape import shape_from_gguf
 from runtime.server.app_keys import CONFIG, MANAGER
-from runtime.server.errors import ApiError, bad_request
+from runtime.server.errors import bad_request
+from runtime.server.generation import model_error
+from runtime.server.model_refs import ModelPathRefused
 from runtime.store.gguf_file import InvalidModelFile
 from runtime.store.resolve import UnknownModel
 
@@ -31,10 +33,8 @@ async def fit(request: web.Request) -> web.Response:
         shape = shape_from_gguf(model.path)
         plan = plan_fit(shape, await manager.hardware(), ctx=ctx, kv_type=q.get("kv_type", config.kv_type),
                         n_seq=config.parallel, n_batch=config.n_batch)
-    except UnknownModel as e:
-        raise ApiError(404, str(e), param="model", code="model_not_found") from None
-    except InvalidModelFile as e:
-        raise ApiError(400, str(e), param="model", code="invalid_model") from None
+    except (UnknownModel, InvalidModelFile, ModelPathRefused) as e:
+        raise model_error(e) from None
     except ValueError as e:
         raise bad_request(str(e)) from None
     return web.json_response(plan.to_dict())

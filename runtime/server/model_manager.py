@@ -9,6 +9,7 @@ import time
 from runtime.config import ServeConfig
 from runtime.engine.client import EngineClient, ModelLoadFailed
 from runtime.engine.messages import WorkerSpec
+from runtime.server.model_refs import check_model_ref
 from runtime.store.resolve import ResolvedModel, resolve_model
 
 
@@ -62,8 +63,9 @@ class ModelManager:
             return None
 
     def resolve(self, ref: str | None) -> ResolvedModel:
-        """Raises ``UnknownModel`` or ``InvalidModelFile`` with a message for the user."""
+        """Raises ``UnknownModel``, ``InvalidModelFile`` or ``ModelPathRefused`` with a message for the user."""
         ref = ref or self.config.model
+        check_model_ref(ref, self.config)
         cached = self._resolved.get(ref)
         if cached is not None and cached.path.is_file():
             return cached
@@ -115,6 +117,17 @@ class ModelManager:
             raise
         self.engine, self.last_error, self.loaded_at, self._plan = engine, None, time.time(), plan
         return engine
+
+    async def unload(self, when=lambda engine: True) -> bool:
+        """Stop the running engine if ``when(engine)`` holds (checked under the load lock, so a
+        request cannot pick the engine up while it stops). True if one was stopped."""
+        async with self._lock:
+            engine = self.engine
+            if engine is None or not when(engine):
+                return False
+            self.engine, self._plan = None, None
+            await engine.stop()
+            return True
 
     def status(self) -> dict:
         e = self.engine

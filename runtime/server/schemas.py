@@ -31,6 +31,7 @@ class GenerationRequest:
     echo: bool = False
     n: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
+    keep_alive: float | None = None  # seconds; None: the service default
 
 
 def _number(body: dict, name: str, default: float, lo: float, hi: float) -> float:
