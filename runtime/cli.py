@@ -10,6 +10,7 @@ import sys
 from runtime import __version__
 from runtime.config import DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT, ServeConfig
 from runtime.server.serve_options import add_api_args, add_key_command, api_config, key_command
+from runtime.store import commands as store_commands
 
 
 def _serve_args(p: argparse.ArgumentParser) -> None:
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--port", type=int, default=DEFAULT_PORT, help="use the service on this port if one runs")
     run.add_argument("--max-tokens", type=int, default=512)
     run.add_argument("--temperature", type=float, default=0.8)
+    store_commands.add_parsers(sub)
     return parser
 
 
@@ -175,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         from runtime.config import data_dir
 
         return key_command(args, data_dir())
+    if args.command in store_commands.COMMANDS:
+        return store_commands.run(args)
     if args.command == "serve":
         run_service_loop(serve(_config(args)))
     elif args.command == "run":

@@ -37,3 +37,21 @@ def smollm2_path(data_dir) -> Path:
 @pytest.fixture(scope="session")
 def gemma_path(data_dir) -> Path:
     return _embedded("gemma-3-270m", data_dir)
+
+
+@pytest.fixture()
+def loopback_hub(tmp_path, monkeypatch):
+    """A Hugging Face-compatible hub on 127.0.0.1 (``tests/hub_server.py`` documents its API).
+
+    ``HF_ENDPOINT`` points at it and ``HF_HOME`` at a temporary directory for the test (and
+    for child processes the test starts), so nothing reaches the real hub or the real cache.
+    """
+    from tests.hub_server import LoopbackHub
+
+    hub = LoopbackHub().start()
+    monkeypatch.setenv("HF_ENDPOINT", hub.url)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_TELEMETRY", "1")
+    yield hub
+    hub.stop()

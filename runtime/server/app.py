@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from runtime.config import ServeConfig
-from runtime.server import hardware_api, ollama_api, openai_api, openapi, service_api
+from runtime.server import hardware_api, ollama_api, openai_api, openapi, service_api, store_api
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, http_error
 from runtime.server.keep_alive import KEEP_ALIVE, KeepAlive, keep_alive_ctx
@@ -29,6 +29,7 @@ ROUTES = [
     ("POST", "/v1/completions", openai_api.completions),
     *ollama_api.ROUTES,
     ("GET", "/openapi.json", openapi.document),
+    *store_api.ROUTES,
 ]
 
 
@@ -78,6 +79,7 @@ def create_app(config: ServeConfig) -> web.Application:
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
     app.on_response_prepare.append(grant_on_prepare)
+    app.cleanup_ctx.append(store_api.store_ctx)
     app.cleanup_ctx.append(_engine_ctx)
     app.cleanup_ctx.append(keep_alive_ctx)
     return app

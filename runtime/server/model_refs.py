@@ -1,10 +1,11 @@
 """Which model files a request may name: the API must not become a way to open any file.
 
-A ``model`` that is a catalog or registered id is fine. A path is accepted only inside the
-data directory or a models folder the user configured (``--models-dir``), after ``..`` and
-``~`` are resolved; anything else is refused before the file is even looked at, so the
-answer does not tell whether a file exists either. The default model given on the command
-line is trusted as it is.
+Catalog ids, imported models' ids and Hugging Face references (resolved inside the Hugging
+Face cache) are fine. A path is accepted only if it is a registered local model's file or lies
+inside the data directory or a models folder the user configured (``--models-dir``), after
+``..`` and ``~`` are resolved; anything else is refused before the file is even looked at,
+so the answer does not tell whether a file exists either. A ``..`` segment in any reference
+counts as a path. The default model given on the command line is trusted as it is.
 """
 
 from __future__ import annotations
@@ -19,25 +20,41 @@ class ModelPathRefused(PermissionError):
     pass
 
 
-def looks_like_path(ref: str) -> bool:
-    return (ref.endswith(".gguf") or "/" in ref or "\\" in ref or ref.startswith(("~", "."))
-            or ".." in ref or (len(ref) > 1 and ref[1] == ":"))
+def _is_path(ref: str) -> bool:
+    from runtime.store.catalog import load_catalog
+    from runtime.store.refs import BadReference, _looks_like_path, parse_ref
+
+    if _looks_like_path(ref) or ".." in ref.replace("\\", "/").split("/") or "\x00" in ref:
+        return True
+    try:
+        return parse_ref(ref, frozenset(load_catalog())).kind == "path"
+    except BadReference:
+        return False
 
 
 def allowed_roots(config: ServeConfig) -> list[Path]:
     return [Path(os.path.abspath(p)) for p in (config.data_dir, *config.models_dirs)]
 
 
-def check_model_ref(ref: str, config: ServeConfig, known_ids=()) -> None:
-    """Raise ``ModelPathRefused`` if ``ref`` is a path outside the allowed folders."""
-    if ref == config.model or ref in known_ids or not looks_like_path(ref):
+def _registered(path: Path, config: ServeConfig) -> bool:
+    from runtime.store.registry import Registry
+
+    try:
+        return any(Path(m.path) == path for m in Registry(config.data_dir).models())
+    except OSError:
+        return False
+
+
+def check_model_ref(ref: str, config: ServeConfig) -> None:
+    """Raise ``ModelPathRefused`` if ``ref`` is a path outside the allowed files and folders."""
+    if ref == config.model or not _is_path(ref):
         return
     if "\x00" in ref:
         raise ModelPathRefused("the model name contains a NUL character")
     path = Path(os.path.abspath(os.path.expanduser(ref)))
-    for root in allowed_roots(config):
-        if path.is_relative_to(root):
-            return
+    if any(path.is_relative_to(root) for root in allowed_roots(config)) or _registered(path, config):
+        return
     raise ModelPathRefused(
         f"model path {ref!r} is outside the folders this service may read models from "
-        "(the data directory and the --models-dir folders); use a model id, or add the folder with --models-dir")
+        "(the data directory and the --models-dir folders) and is not a registered model; "
+        "use a model id, import the file (hearth import), or add its folder with --models-dir")

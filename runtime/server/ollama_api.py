@@ -221,31 +221,110 @@ async def version(request: web.Request) -> web.Response:
     return web.json_response({"version": OLLAMA_COMPAT_VERSION, "hearth": __version__})
 
 
+def _progress(d: dict) -> list[dict]:
+    """One Ollama progress line per file of a download (the store's event dictionary)."""
+    out = []
+    for f in d["files"]:
+        digest = f"sha256:{f['sha256']}" if f.get("sha256") else f"etag:{f['etag']}"
+        line_ = {"status": f"pulling {digest.split(':', 1)[1][:12]}", "digest": digest, "completed": f["done"]}
+        if f.get("size") is not None:
+            line_["total"] = f["size"]
+        out.append(line_)
+    return out
+
+
+def _pull_error(d: dict) -> str:
+    return d.get("error") or f"the download was {d['state']}"
+
+
 async def pull(request: web.Request) -> web.StreamResponse:
+    """Download a model through the store; progress in Ollama's shape (status, digest, total, completed).
+
+    A model that ships with Hearth, or is already a local file, needs no download: ``success``.
+    Leaving the stream does not stop the download (the store keeps it, as /hearth/downloads shows).
+    """
+    from runtime.server.store_api import DOWNLOADS, store_error
+    from runtime.store.pull_target import NothingToPull
+
     body = await read_json(request)
     name = model_name(body)
-    stream = body.get("stream", True) is not False
-    m = _find(request, name)  # embedded and local models are present already
-    if not m.path.is_file():
-        raise ApiError(404, f"model {name!r} is not available to pull")
-    statuses = [{"status": "pulling manifest"}, {"status": "success"}]
+    stream = body.get("stream", True)
+    if stream is not None and not isinstance(stream, bool):
+        raise ApiError(400, "'stream' must be true or false", param="stream")
+    stream = stream is not False
+    ref = engine_model(name)
+    downloads = request.app[DOWNLOADS]
+    events = downloads.events()
+    try:
+        try:
+            d = await downloads.pull(ref)
+        except NothingToPull:
+            _find(request, name)  # a local file or embedded model: present (or a clear error)
+            return await _pull_done(request, stream, [{"status": "pulling manifest"}])
+        except Exception as e:
+            raise store_error(e) from None
+        if not stream:
+            final = (await downloads.wait(d.id)).to_dict()
+            if final["state"] != "completed":
+                raise ApiError(502, _pull_error(final), type="server_error")
+            return web.json_response({"status": "success"})
+        response = web.StreamResponse(headers={"Content-Type": NDJSON, "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        await response.write(line({"status": "pulling manifest"}))
+        async for ev in events:
+            if ev["id"] != d.id:
+                continue
+            for p in _progress(ev):
+                await response.write(line(p))
+            if ev["state"] == "completed":
+                for status in ("verifying sha256 digest", "writing manifest", "success"):
+                    await response.write(line({"status": status}))
+                break
+            if ev["state"] in ("failed", "cancelled"):
+                await response.write(line({"error": _pull_error(ev)}))
+                break
+        await response.write_eof()
+        return response
+    finally:
+        await events.aclose()
+
+
+async def _pull_done(request: web.Request, stream: bool, before: list[dict]) -> web.StreamResponse:
     if not stream:
-        return web.json_response(statuses[-1])
+        return web.json_response({"status": "success"})
     response = web.StreamResponse(headers={"Content-Type": NDJSON})
     await response.prepare(request)
-    for s in statuses:
+    for s in [*before, {"status": "success"}]:
         await response.write(line(s))
     await response.write_eof()
     return response
 
 
 async def delete(request: web.Request) -> web.Response:
+    """Delete a downloaded model (an imported one is only forgotten), as /hearth/models/{id} does."""
+    from runtime.server.store_api import store_error
+    from runtime.store.registry import ModelNotFound, Registry
+
     body = await read_json(request)
     name = model_name(body)
-    m = _find(request, name)
-    if m.entry is not None and m.entry.embedded is not None:
-        raise ApiError(400, f"{m.id} ships with Hearth and cannot be deleted", param="model")
-    raise ApiError(400, f"{name!r} is a file Hearth did not download; delete it yourself", param="model")
+    ref = engine_model(name)
+    reg = Registry(request.app[CONFIG].data_dir)
+    try:
+        model = await asyncio.to_thread(reg.find, ref)
+    except ModelNotFound:
+        raise ApiError(404, f"model {name!r} not found") from None
+    if model.source == "embedded":
+        raise ApiError(400, f"{model.id} ships with Hearth and cannot be deleted", param="model")
+    engine = request.app[MANAGER].engine
+    if engine is not None and engine.alive and engine.model_id == model.id:
+        if engine.active:
+            raise ApiError(409, f"{model.id} is answering requests; delete it when they finish", code="model_in_use")
+        await request.app[MANAGER].unload(lambda e: e.model_id == model.id and not e.active)
+    try:
+        await asyncio.to_thread(reg.delete, model.id)
+    except ModelNotFound as e:
+        raise store_error(e) from None
+    return web.json_response({})
 
 
 ROUTES = [

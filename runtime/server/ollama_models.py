@@ -23,6 +23,8 @@ class LocalModel:
     id: str
     path: Path
     entry: CatalogEntry | None = None
+    quant: str | None = None
+    source: str = "embedded"  #: embedded | hub | imported | file
 
 
 def iso(ts: float) -> str:
@@ -44,9 +46,16 @@ def header(path: Path) -> GGUFHeader:
 
 
 def local_models(data_dir: Path, loaded: LocalModel | None = None) -> list[LocalModel]:
-    """The embedded models (placed in the data directory on first use) and the loaded one."""
-    models = [LocalModel(e.id, embedded_path(e, data_dir), e) for e in load_catalog().values()
-              if e.embedded is not None]
+    """The embedded models (placed in the data directory on first use), the downloaded and
+    imported ones (the store's registry), and the loaded one if it is none of those."""
+    from runtime.store.registry import Registry
+
+    catalog = load_catalog()
+    models = [LocalModel(e.id, embedded_path(e, data_dir), e) for e in catalog.values() if e.embedded is not None]
+    for r in Registry(data_dir).models():
+        if r.source != "embedded":
+            models.append(LocalModel(r.id, Path(r.path), catalog.get(r.catalog_id) if r.catalog_id else None,
+                                     r.quant, r.source))
     if loaded is not None and all(m.id != loaded.id for m in models):
         models.append(loaded)
     return models
@@ -70,7 +79,8 @@ def _elements(shape: tuple[int, ...]) -> int:
 def details(m: LocalModel) -> dict:
     raw = m.entry.raw if m.entry else {}
     out = {"parent_model": "", "format": "gguf", "family": raw.get("family", ""), "families": None,
-           "parameter_size": raw.get("parameters", ""), "quantization_level": raw.get("quantization", "")}
+           "parameter_size": raw.get("parameters", ""),
+           "quantization_level": m.quant or raw.get("quantization", "")}
     if m.path.is_file():
         h = header(m.path)
         out["family"] = out["family"] or h.architecture or ""

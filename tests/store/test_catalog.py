@@ -23,3 +23,63 @@ def test_embedded_models_are_placed_once(data_dir, smollm2_path):
     from runtime.store.embedded import ensure_embedded
 
     assert ensure_embedded(load_catalog()["smollm2-135m"], data_dir).stat().st_mtime_ns == mtime
+
+
+def test_catalog_size_and_hub_entries_are_complete():
+    catalog = load_catalog()
+    assert 15 <= len(catalog) <= 25
+    families = {e.family for e in catalog.values()}
+    assert {"llama", "qwen2", "qwen3", "gemma3", "phi3"} <= families
+    for e in catalog.values():
+        if e.embedded is not None:
+            continue
+        assert e.repo and e.default_quant in e.quants, e.id
+        assert "Q4_K_M" in e.quants and "Q8_0" in e.quants, e.id
+        assert e.estimated_bytes("Q8_0") > e.estimated_bytes("Q4_K_M") > 0, e.id
+
+
+def test_drafts_share_the_tokenizer():
+    catalog = load_catalog()
+    vocab = {e.id: (e.raw.get("shape") or {}).get("vocab") for e in catalog.values()}
+    vocab.update({"smollm2-135m": 49152, "gemma-3-270m": 262144})  # read from the embedded files' headers
+    drafts = [(e, catalog[e.draft]) for e in catalog.values() if e.draft]
+    assert len(drafts) >= 8
+    for target, draft in drafts:
+        assert draft.raw.get("params", 0) < target.raw.get("params", 1 << 62), target.id
+        # llama.cpp accepts a draft whose vocabulary differs by up to 128 padding tokens
+        assert abs(vocab[target.id] - vocab[draft.id]) <= 128, (target.id, draft.id)
+
+
+def test_embedded_vocabularies_match_the_catalog(smollm2_path, gemma_path):
+    from runtime.hardware.shape import shape_from_gguf
+
+    assert shape_from_gguf(smollm2_path).n_vocab == 49152
+    assert shape_from_gguf(gemma_path).n_vocab == 262144
+
+
+def test_every_hub_entry_gives_the_fit_planner_a_shape():
+    from runtime.hardware.shape import shape_from_catalog
+    from runtime.store.catalog import CatalogEntry
+
+    for e in load_catalog().values():
+        if e.embedded is not None:
+            continue
+        raw = {**e.raw, "shape": {**e.raw["shape"], "file_bytes": e.estimated_bytes()}}
+        shape = shape_from_catalog(CatalogEntry(e.id, e.name, e.family, e.license, e.context_length, raw))
+        assert shape.n_layer == e.raw["shape"]["layers"] and shape.ctx_train == e.context_length
+        assert 4 < shape.bits_per_weight < 6, e.id  # Q4_K_M
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"files": {"Q4_K_M": {"file": "x-Q8_0.gguf"}}}, "its name says Q8_0"),
+    ({"default_quant": "Q2_K"}, "default_quant"),
+    ({"repo": "not a repo"}, "repo"),
+    ({"draft": "no-such-id"}, "draft"),
+    ({"files": {"Q4_K_M": {"file": "x-Q4_K_M.gguf", "size": -1}}}, "size"),
+])
+def test_hub_entry_validation(change, says):
+    entry = {"id": "x", "name": "X", "family": "llama", "license": "MIT", "context_length": 4096,
+             "repo": "o/x-GGUF", "default_quant": "Q4_K_M", "files": {"Q4_K_M": {"file": "x-Q4_K_M.gguf"}}}
+    parse_catalog({"schema_version": 1, "models": [entry]})
+    with pytest.raises(CatalogError, match=says):
+        parse_catalog({"schema_version": 1, "models": [{**entry, **change}]})

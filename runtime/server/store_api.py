@@ -1,0 +1,238 @@
+"""The model store over HTTP: local models, the catalog with fit verdicts, downloads, search.
+
+The download manager lives in the service process (``DOWNLOADS`` app key); it is started
+with the app and resumes the downloads a previous run left unfinished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+from aiohttp import web
+
+from runtime.server import sse
+from runtime.server.app_keys import CONFIG, MANAGER
+from runtime.server.errors import ApiError, bad_request
+from runtime.store import hub
+from runtime.store.catalog import CatalogEntry, load_catalog
+from runtime.store.downloads import DownloadManager, DownloadNotFound, NotEnoughSpace
+from runtime.store.gguf_file import InvalidModelFile
+from runtime.store.pull_target import NothingToPull
+from runtime.store.refs import BadReference
+from runtime.store.registry import ModelNotFound, Registry
+from runtime.store.resolve import UnknownModel, resolve_model
+
+DOWNLOADS = web.AppKey("downloads", DownloadManager)
+HEARTBEAT_S = 15.0
+
+
+async def store_ctx(app: web.Application) -> AsyncIterator[None]:
+    manager = DownloadManager(app[CONFIG].data_dir / "downloads.json")
+    app[DOWNLOADS] = manager
+    await manager.start()
+    yield
+    await manager.close()
+
+
+def _registry(request: web.Request) -> Registry:
+    return Registry(request.app[CONFIG].data_dir)
+
+
+def store_error(e: Exception) -> ApiError:
+    """The API error for a store exception (status and code by kind)."""
+    if isinstance(e, (BadReference, NothingToPull)):
+        return ApiError(400, str(e), param="model", code="invalid_model_reference")
+    if isinstance(e, (UnknownModel, hub.RepoNotFound, ModelNotFound)):
+        return ApiError(404, str(e), param="model", code="model_not_found")
+    if isinstance(e, hub.NoGGUF):
+        return ApiError(422, str(e), param="model", code="no_gguf_files")
+    if isinstance(e, NotEnoughSpace):
+        return ApiError(507, str(e), code="insufficient_storage")
+    if isinstance(e, InvalidModelFile):
+        return ApiError(400, str(e), param="path", code="invalid_model")
+    if isinstance(e, DownloadNotFound):
+        return ApiError(404, str(e), code="download_not_found")
+    if isinstance(e, hub.HubError):
+        return ApiError(502, str(e), type="server_error", code="hub_error")
+    raise e
+
+
+async def _body(request: web.Request, key: str) -> str:
+    from runtime.server.openai_api import read_json
+
+    body = await read_json(request)
+    value = body.get(key) if isinstance(body, dict) else None
+    if not isinstance(value, str) or not value.strip():
+        raise bad_request(f"'{key}' is required: a string", key)
+    return value.strip()
+
+
+# --- local models -------------------------------------------------------------------------
+async def list_local(request: web.Request) -> web.Response:
+    reg = _registry(request)
+    models, disk = await asyncio.to_thread(lambda: ([m.to_dict() for m in reg.models()], reg.disk_usage()))
+    return web.json_response({"models": models, "disk": disk})
+
+
+async def delete_model(request: web.Request) -> web.Response:
+    model_id = request.match_info["id"]
+    reg = _registry(request)
+    engine = request.app[MANAGER].engine
+    if engine is not None and engine.alive and engine.model_id == model_id:
+        raise ApiError(409, f"{model_id} is loaded: unload it (or load another model) before deleting it",
+                       code="model_in_use")
+    try:
+        return web.json_response(await asyncio.to_thread(reg.delete, model_id))
+    except ModelNotFound as e:
+        raise store_error(e) from None
+
+
+async def import_model(request: web.Request) -> web.Response:
+    path = await _body(request, "path")
+    try:
+        model = await asyncio.to_thread(_registry(request).import_file, path)
+    except InvalidModelFile as e:
+        raise store_error(e) from None
+    return web.json_response(model.to_dict(), status=201)
+
+
+# --- catalog ------------------------------------------------------------------------------
+def _shape(entry: CatalogEntry, data_dir: Path):
+    from runtime.hardware.shape import shape_from_catalog, shape_from_gguf
+
+    try:
+        return shape_from_gguf(resolve_model(entry.id, data_dir).path), True
+    except (UnknownModel, InvalidModelFile, LookupError):
+        pass
+    size = entry.estimated_bytes()
+    if size is None or "shape" not in entry.raw:
+        return None, False
+    sized = CatalogEntry(entry.id, entry.name, entry.family, entry.license, entry.context_length,
+                         {**entry.raw, "shape": {**entry.raw["shape"], "file_bytes": size}})
+    return shape_from_catalog(sized), False
+
+
+def _fit(entry: CatalogEntry, hw, config) -> tuple[dict | None, bool]:
+    from runtime.hardware.fit import plan_fit
+
+    try:
+        shape, local = _shape(entry, config.data_dir)
+        if shape is None or hw is None:
+            return None, local
+        plan = plan_fit(shape, hw, ctx=min(config.ctx, shape.ctx_train or config.ctx),
+                        kv_type=config.kv_type, n_seq=config.parallel, n_batch=config.n_batch)
+    except (ValueError, ArithmeticError) as e:
+        return {"verdict": None, "fits": None, "message": str(e)}, False
+    return {"verdict": plan.verdict, "fits": plan.fits, "ctx": plan.ctx, "gpu_layers": plan.gpu_layers,
+            "total_bytes": plan.total_bytes, "predicted_tokens_per_s": (
+                round(plan.predicted_tokens_per_s, 1) if plan.predicted_tokens_per_s else None),
+            "message": plan.message, "estimated": shape.source == "catalog"}, local
+
+
+async def catalog(request: web.Request) -> web.Response:
+    config = request.app[CONFIG]
+    try:
+        hw = await request.app[MANAGER].hardware()
+    except (RuntimeError, OSError):
+        hw = None
+
+    def build() -> list[dict]:
+        out = []
+        for e in load_catalog().values():
+            fit, local = _fit(e, hw, config)
+            out.append({**e.to_dict(), "local": local, "fit": fit})
+        return out
+
+    return web.json_response({"models": await asyncio.to_thread(build)})
+
+
+# --- downloads ----------------------------------------------------------------------------
+async def pull(request: web.Request) -> web.Response:
+    ref = await _body(request, "model")
+    try:
+        d = await request.app[DOWNLOADS].pull(ref)
+    except (BadReference, NothingToPull, hub.HubError, NotEnoughSpace) as e:
+        raise store_error(e) from None
+    return web.json_response({"id": d.id, "download": d.to_dict()}, status=202)
+
+
+async def list_downloads(request: web.Request) -> web.Response:
+    return web.json_response({"downloads": [d.to_dict() for d in request.app[DOWNLOADS].list()]})
+
+
+async def download_action(request: web.Request) -> web.Response:
+    manager = request.app[DOWNLOADS]
+    action = request.match_info["action"]
+    op = {"pause": manager.pause, "resume": manager.resume, "cancel": manager.cancel}.get(action)
+    if op is None:
+        raise ApiError(404, f"unknown action {action!r}: pause, resume or cancel", code="not_found")
+    try:
+        return web.json_response(op(request.match_info["id"]).to_dict())
+    except DownloadNotFound as e:
+        raise store_error(e) from None
+
+
+async def download_events(request: web.Request) -> web.StreamResponse:
+    """SSE: each download's state first, then every change; ``: ping`` comments keep it open."""
+    response = await sse.open_stream(request)
+    events = request.app[DOWNLOADS].events()
+    try:
+        while True:
+            try:
+                item = await asyncio.wait_for(anext(events), HEARTBEAT_S)
+            except asyncio.TimeoutError:
+                await response.write(b": ping\n\n")
+                continue
+            except StopAsyncIteration:
+                break
+            await response.write(sse.frame(item))
+    except ConnectionResetError:
+        pass
+    finally:
+        with contextlib.suppress(Exception):
+            await events.aclose()
+    with contextlib.suppress(ConnectionResetError):
+        await response.write_eof()
+    return response
+
+
+# --- search -------------------------------------------------------------------------------
+async def search(request: web.Request) -> web.Response:
+    q = request.query.get("q", "").strip()
+    limit = request.query.get("limit", "20")
+    if not limit.isdigit() or not 1 <= int(limit) <= 100:
+        raise bad_request("'limit' must be an integer from 1 to 100", "limit")
+    try:
+        hits = await asyncio.to_thread(hub.search, q, int(limit))
+    except hub.HubError as e:
+        raise store_error(e) from None
+    return web.json_response({"query": q, "models": hits})
+
+
+async def repo_files(request: web.Request) -> web.Response:
+    repo = request.query.get("repo", "").strip()
+    if not repo:
+        raise bad_request("'repo' is required: owner/name", "repo")
+    try:
+        remote = await asyncio.to_thread(hub.repo_info, repo)
+        files = remote.gguf_summary()
+    except hub.HubError as e:
+        raise store_error(e) from None
+    return web.json_response({"repo": remote.repo_id, "commit": remote.commit, "files": files})
+
+
+ROUTES = [
+    ("GET", "/hearth/models", list_local),
+    ("POST", "/hearth/models/pull", pull),
+    ("POST", "/hearth/models/import", import_model),
+    ("DELETE", "/hearth/models/{id:.+}", delete_model),
+    ("GET", "/hearth/catalog", catalog),
+    ("GET", "/hearth/downloads", list_downloads),
+    ("GET", "/hearth/downloads/events", download_events),
+    ("POST", "/hearth/downloads/{id}/{action}", download_action),
+    ("GET", "/hearth/search", search),
+    ("GET", "/hearth/search/files", repo_files),
+]

@@ -1,0 +1,453 @@
+"""The download manager: pulls, progress, pause / resume / cancel, a concurrency limit, restart-safe.
+
+A pull resolves a model reference to a repo's file(s) with the hub's metadata (size, LFS
+sha256), checks free disk space, then fetches each file into the Hugging Face cache
+(``fetch.fetch_file``: Range resume, retries, SHA-256). Downloads are persisted to a JSON
+file in the data directory; a manager that starts again (service restart) resumes the ones
+that had not finished, from their partial files.
+
+Sharing: pulling what an active download already fetches returns that download (one
+download, any number of waiters); two downloads that need the same file share one fetch of
+it; another process fetching the same blob (a second ``hearth pull``, ``hf_hub_download``)
+holds the blob's lock, and this one waits for it and then finds the file in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import shutil
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+
+from runtime.store import hub
+from runtime.store.fetch import FetchError, RetryPolicy, fetch_file, resolve_url
+from runtime.store.hf_cache import CachedFile, cache_dir, hub_endpoint
+from runtime.store.pull_target import PullTarget, pull_target
+
+log = logging.getLogger("hearth.store")
+ACTIVE = ("queued", "downloading", "waiting", "verifying")
+FINAL = ("completed", "failed", "cancelled")
+#: free space kept after a download: a full disk breaks more than the download
+DEFAULT_RESERVE_BYTES = 512 << 20
+HISTORY = 50
+
+
+class NotEnoughSpace(OSError):
+    pass
+
+
+class DownloadNotFound(LookupError):
+    pass
+
+
+@dataclass(slots=True)
+class FileProgress:
+    """Bytes of one blob present; shared by every download that needs the blob."""
+
+    done: int = 0
+
+
+@dataclass(slots=True)
+class FileJob:
+    name: str
+    size: int | None
+    sha256: str | None
+    etag: str
+    progress: FileProgress = field(default_factory=FileProgress)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "size": self.size, "sha256": self.sha256, "etag": self.etag,
+                "done": self.progress.done}
+
+
+@dataclass(slots=True)
+class Download:
+    id: str
+    ref: str
+    model_id: str
+    repo_id: str
+    commit: str
+    files: list[FileJob]
+    state: str = "queued"
+    error: str | None = None
+    path: str | None = None
+    created: float = field(default_factory=time.time)
+    speed: float = 0.0  #: bytes per second, smoothed
+    _mark: tuple[float, int] = (0.0, 0)
+    _emitted: float = 0.0
+
+    @property
+    def total_bytes(self) -> int | None:
+        sizes = [f.size for f in self.files]
+        return sum(sizes) if all(s is not None for s in sizes) else None
+
+    @property
+    def done_bytes(self) -> int:
+        return sum(f.progress.done for f in self.files)
+
+    @property
+    def eta_s(self) -> float | None:
+        total = self.total_bytes
+        if self.state != "downloading" or total is None or self.speed <= 0:
+            return None
+        return max(total - self.done_bytes, 0) / self.speed
+
+    def update_speed(self) -> None:
+        now, done = time.monotonic(), self.done_bytes
+        t0, d0 = self._mark
+        if t0 == 0.0:
+            self._mark = (now, done)
+        elif now - t0 >= 0.5:
+            rate = max(done - d0, 0) / (now - t0)
+            self.speed = rate if self.speed == 0 else 0.3 * rate + 0.7 * self.speed
+            self._mark = (now, done)
+
+    def to_dict(self) -> dict:
+        total = self.total_bytes
+        eta = self.eta_s
+        return {
+            "id": self.id, "model": self.model_id, "ref": self.ref, "repo": self.repo_id,
+            "commit": self.commit, "state": self.state, "error": self.error, "path": self.path,
+            "total_bytes": total, "done_bytes": self.done_bytes,
+            "progress": round(self.done_bytes / total, 4) if total else None,
+            "speed_bps": round(self.speed) if self.state == "downloading" else 0,
+            "eta_s": round(eta, 1) if eta is not None else None,
+            "files": [f.to_dict() for f in self.files], "created": self.created,
+        }
+
+
+@dataclass(slots=True)
+class _Fetch:
+    task: asyncio.Task
+    waiters: set[str]
+
+
+class DownloadManager:
+    """Owns the downloads of one process. ``await start()`` before use, ``await close()`` after."""
+
+    def __init__(self, state_path: Path | None = None, *, endpoint: str | None = None,
+                 cache_root: Path | None = None, max_active: int = 2,
+                 reserve_bytes: int = DEFAULT_RESERVE_BYTES, retry: RetryPolicy | None = None) -> None:
+        self.state_path = state_path
+        self.endpoint = endpoint
+        self.cache_root = cache_root
+        self.reserve_bytes = reserve_bytes
+        self.retry = retry or RetryPolicy()
+        self.downloads: dict[str, Download] = {}
+        self._slots = asyncio.Semaphore(max_active)
+        self._tasks: dict[str, asyncio.Task] = {}
+        self._fetches: dict[Path, _Fetch] = {}
+        self._subscribers: set[asyncio.Queue] = set()
+        self._session: aiohttp.ClientSession | None = None
+        self._done: dict[str, asyncio.Event] = {}
+
+    # --- lifecycle --------------------------------------------------------------------------
+    @property
+    def root(self) -> Path:
+        return self.cache_root or cache_dir()
+
+    @property
+    def hub_url(self) -> str:
+        return self.endpoint or hub_endpoint()
+
+    async def start(self) -> None:
+        """Load persisted downloads and resume the unfinished ones."""
+        for d in self._load():
+            self.downloads[d.id] = d
+            self._done[d.id] = asyncio.Event()
+            if d.state in FINAL:
+                self._done[d.id].set()
+            elif d.state != "paused":
+                d.state = "queued"
+                self._schedule(d)
+
+    async def close(self) -> None:
+        """Stop every task; unfinished downloads stay recorded and resume on the next start."""
+        tasks = list(self._tasks.values()) + [f.task for f in self._fetches.values()]
+        for t in tasks:
+            t.cancel()
+        for t in tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._save()
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+        for q in self._subscribers:
+            q.put_nowait(None)
+
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=60)
+            self._session = aiohttp.ClientSession(timeout=timeout, auto_decompress=False)
+        return self._session
+
+    # --- the public operations ---------------------------------------------------------------
+    async def pull(self, ref: str) -> Download:
+        """Start (or join) the download of ``ref``; raises for an unknown model or too little disk."""
+        target = await asyncio.to_thread(pull_target, ref, self.endpoint)
+        return self.start_target(ref, target)
+
+    def start_target(self, ref: str, target: PullTarget) -> Download:
+        names = [f.name for f in target.files]
+        for d in self.downloads.values():
+            if d.state in ACTIVE + ("paused",) and d.repo_id == target.repo_id and [f.name for f in d.files] == names:
+                if d.state == "paused":
+                    self.resume(d.id)
+                return d
+        jobs = [FileJob(f.name, f.size, f.sha256, f.etag) for f in target.files]
+        d = Download(uuid.uuid4().hex[:12], ref, target.model_id, target.repo_id, target.commit, jobs)
+        for j in jobs:
+            cached = self._cached(d, j)
+            j.progress.done = cached.blob.stat().st_size if cached.present(j.size) else cached.partial_bytes()
+        self.check_space(d)
+        self.downloads[d.id] = d
+        self._done[d.id] = asyncio.Event()
+        self._schedule(d)
+        self._trim_history()
+        self._save()
+        self._emit(d, force=True)
+        return d
+
+    def check_space(self, d: Download) -> None:
+        need = sum(max((j.size or 0) - j.progress.done, 0) for j in d.files
+                   if not self._cached(d, j).present(j.size))
+        free = free_bytes(self.root)
+        if need and need + self.reserve_bytes > free:
+            raise NotEnoughSpace(
+                f"{d.model_id} needs {_gb(need)} more disk space and {_gb(free)} is free in {self.root} "
+                f"(keeping {_gb(self.reserve_bytes)} spare): free some space, delete a model "
+                "(hearth rm), choose a smaller quantization, or set HF_HOME to a larger disk")
+
+    def get(self, download_id: str) -> Download:
+        d = self.downloads.get(download_id)
+        if d is None:
+            raise DownloadNotFound(f"no download {download_id!r}")
+        return d
+
+    def list(self) -> list[Download]:
+        return sorted(self.downloads.values(), key=lambda d: d.created)
+
+    def pause(self, download_id: str) -> Download:
+        d = self.get(download_id)
+        if d.state in ACTIVE:
+            d.state = "paused"
+            self._stop(d)
+            self._save()
+            self._emit(d, force=True)
+        return d
+
+    def resume(self, download_id: str) -> Download:
+        d = self.get(download_id)
+        if d.state in ("paused", "failed"):
+            d.state, d.error = "queued", None
+            self._done[d.id] = asyncio.Event()
+            self._schedule(d)
+            self._save()
+            self._emit(d, force=True)
+        return d
+
+    def cancel(self, download_id: str) -> Download:
+        """Stop the download and delete its partial files (a finished download is left alone)."""
+        d = self.get(download_id)
+        if d.state in FINAL:
+            return d
+        d.state = "cancelled"
+        self._stop(d)
+        for j in d.files:
+            part = self._cached(d, j).incomplete
+            if not self._shared(d, j):
+                part.unlink(missing_ok=True)
+            j.progress.done = 0
+        self._finish(d)
+        return d
+
+    async def wait(self, download_id: str) -> Download:
+        """Wait until the download completes, fails or is cancelled."""
+        await self._done[download_id].wait()
+        return self.get(download_id)
+
+    async def events(self) -> AsyncIterator[dict]:
+        """Every download's state, then each change (progress at most ~4 times a second)."""
+        q: asyncio.Queue = asyncio.Queue(maxsize=10_000)
+        self._subscribers.add(q)
+        try:
+            for d in self.list():
+                yield d.to_dict()
+            while True:
+                item = await q.get()
+                if item is None:
+                    return
+                yield item
+        finally:
+            self._subscribers.discard(q)
+
+    # --- running ----------------------------------------------------------------------------
+    def _cached(self, d: Download, j: FileJob) -> CachedFile:
+        return CachedFile(self.root, d.repo_id, d.commit, j.name, j.etag)
+
+    def _shared(self, d: Download, j: FileJob) -> bool:
+        f = self._fetches.get(self._cached(d, j).blob)
+        return f is not None and bool(f.waiters - {d.id})
+
+    def _schedule(self, d: Download) -> None:
+        self._tasks[d.id] = asyncio.get_running_loop().create_task(self._run(d), name=f"download-{d.id}")
+
+    def _stop(self, d: Download) -> None:
+        task = self._tasks.pop(d.id, None)
+        if task is not None:
+            task.cancel()
+        for j in d.files:
+            blob = self._cached(d, j).blob
+            f = self._fetches.get(blob)
+            if f is not None:
+                f.waiters.discard(d.id)
+                if not f.waiters:
+                    f.task.cancel()
+                    self._fetches.pop(blob, None)
+
+    async def _run(self, d: Download) -> None:
+        try:
+            for j in d.files:
+                await self._fetch(d, j)
+            d.path = str(self._link(d))
+            d.state = "completed"
+        except asyncio.CancelledError:
+            if d.state not in ("paused", "cancelled"):  # the manager closes: resume on the next start
+                self._save()
+            raise
+        except (FetchError, OSError, hub.HubError, aiohttp.ClientError, ValueError) as e:
+            d.state, d.error = "failed", str(e)
+            log.warning("download %s (%s) failed: %s", d.id, d.model_id, e)
+        self._tasks.pop(d.id, None)
+        self._finish(d)
+
+    async def _fetch(self, d: Download, j: FileJob) -> None:
+        cached = self._cached(d, j)
+        if cached.present(j.size):
+            j.progress.done = cached.blob.stat().st_size
+            return
+        shared = self._fetches.get(cached.blob)
+        if shared is None or shared.task.done():
+            task = asyncio.get_running_loop().create_task(self._fetch_one(d, j, cached))
+            shared = self._fetches[cached.blob] = _Fetch(task, set())
+        else:  # another download fetches this blob: follow its progress
+            j.progress = next((x.progress for o in self.downloads.values() for x in o.files
+                               if x.etag == j.etag and o.id in shared.waiters), j.progress)
+        shared.waiters.add(d.id)
+        try:
+            await asyncio.shield(shared.task)
+        finally:
+            if self._fetches.get(cached.blob) is shared and shared.task.done():
+                self._fetches.pop(cached.blob, None)
+
+    async def _fetch_one(self, d: Download, j: FileJob, cached: CachedFile) -> None:
+        async with self._slots:
+            d.state = "downloading"
+            self._emit(d, force=True)
+
+            def progress(n: int) -> None:
+                j.progress.done = n
+                if d.state == "waiting":
+                    d.state = "downloading"
+                if j.size is not None and n >= j.size:
+                    d.state = "verifying"
+                d.update_speed()
+                self._emit(d)
+
+            def waiting() -> None:
+                d.state = "waiting"
+                self._emit(d, force=True)
+
+            url = resolve_url(self.hub_url, d.repo_id, d.commit, j.name)
+            await fetch_file(self._client(), url, cached, j.size, j.sha256, progress, retry=self.retry,
+                             headers=_auth_headers(self.hub_url), on_wait=waiting)
+            d.state = "downloading"
+
+    def _link(self, d: Download) -> Path:
+        paths = [self._cached(d, j).link("main") for j in d.files]
+        return paths[0]
+
+    def _finish(self, d: Download) -> None:
+        self._save()
+        self._emit(d, force=True)
+        ev = self._done.get(d.id)
+        if ev is not None:
+            ev.set()
+
+    def _emit(self, d: Download, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - d._emitted < 0.25:
+            return
+        d._emitted = now
+        payload = d.to_dict()
+        for q in list(self._subscribers):
+            with contextlib.suppress(asyncio.QueueFull):
+                q.put_nowait(payload)
+
+    # --- persistence ------------------------------------------------------------------------
+    def _trim_history(self) -> None:
+        final = [d for d in self.list() if d.state in FINAL]
+        for d in final[:max(len(final) - HISTORY, 0)]:
+            self.downloads.pop(d.id, None)
+            self._done.pop(d.id, None)
+
+    def _save(self) -> None:
+        if self.state_path is None:
+            return
+        rows = [{"id": d.id, "ref": d.ref, "model": d.model_id, "repo": d.repo_id, "commit": d.commit,
+                 "state": d.state, "error": d.error, "path": d.path, "created": d.created,
+                 "files": [{"name": j.name, "size": j.size, "sha256": j.sha256, "etag": j.etag} for j in d.files]}
+                for d in self.list()]
+        self.state_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.state_path.with_suffix(f".tmp-{os.getpid()}")
+        tmp.write_text(json.dumps({"downloads": rows}, indent=1))
+        os.replace(tmp, self.state_path)
+
+    def _load(self) -> list[Download]:
+        if self.state_path is None or not self.state_path.is_file():
+            return []
+        try:
+            rows = json.loads(self.state_path.read_text())["downloads"]
+            out = []
+            for r in rows:
+                jobs = [FileJob(f["name"], f["size"], f["sha256"], f["etag"]) for f in r["files"]]
+                d = Download(r["id"], r["ref"], r["model"], r["repo"], r["commit"], jobs, r["state"],
+                             r.get("error"), r.get("path"), r.get("created", time.time()))
+                for j in jobs:
+                    c = self._cached(d, j)
+                    j.progress.done = c.blob.stat().st_size if c.present(j.size) else c.partial_bytes()
+                out.append(d)
+            return out
+        except (ValueError, KeyError, TypeError) as e:
+            log.warning("ignoring the unreadable download list %s: %s", self.state_path, e)
+            return []
+
+
+def free_bytes(path: Path) -> int:
+    """Free bytes on the disk that holds ``path`` (or its nearest existing parent)."""
+    p = path
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return shutil.disk_usage(p).free
+
+
+def _gb(n: int) -> str:
+    return f"{n / 1e9:.2f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
+
+
+def _auth_headers(endpoint: str) -> dict[str, str]:
+    """The user's Hugging Face token, if one is configured (gated repos need it)."""
+    from huggingface_hub import get_token
+
+    token = get_token()
+    return {"Authorization": f"Bearer {token}"} if token else {}

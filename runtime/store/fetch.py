@@ -1,0 +1,174 @@
+"""Fetch one file into the Hugging Face cache: HTTP Range resume, retries, SHA-256 verification.
+
+The bytes go to ``blobs/{etag}.incomplete`` (the name huggingface_hub uses, so either tool
+resumes the other's partial file). A retry, a pause, a restarted service or a new
+``hearth pull`` after a kill all continue from the partial file's length with
+``Range: bytes=N-``. The SHA-256 is computed while the bytes arrive (the partial file is
+hashed once when a fetch resumes); only a file whose digest equals the hub's LFS sha256 is
+renamed to ``blobs/{etag}``. A mismatch deletes the partial file, so nothing unverified is
+ever found under the blob's name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import aiohttp
+from filelock import FileLock, Timeout
+
+from runtime.store.hf_cache import CachedFile
+
+log = logging.getLogger("hearth.store")
+FLUSH_BYTES = 1 << 20
+RETRYABLE_STATUS = {408, 425, 429, 500, 502, 503, 504}
+
+
+class FetchError(RuntimeError):
+    """The file could not be fetched; the message says why."""
+
+
+class ChecksumMismatch(FetchError):
+    pass
+
+
+@dataclass(slots=True)
+class RetryPolicy:
+    attempts: int = 6  #: tries in a row that bring no new byte before giving up
+    backoff_s: float = 0.5  #: first wait; doubles each failed try
+    max_backoff_s: float = 30.0
+
+    def delay(self, failures: int) -> float:
+        return min(self.backoff_s * (2 ** (failures - 1)), self.max_backoff_s)
+
+
+def resolve_url(endpoint: str, repo_id: str, commit: str, filename: str) -> str:
+    return f"{endpoint}/{repo_id}/resolve/{commit}/{quote(filename)}"
+
+
+def _hash_file(path: Path) -> hashlib._Hash:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(4 << 20), b""):
+            h.update(block)
+    return h
+
+
+def _append(path: Path, data: bytes, h) -> None:
+    with path.open("ab") as f:
+        f.write(data)
+    h.update(data)
+
+
+async def _acquire(lock: FileLock, on_wait: Callable[[], None]) -> None:
+    """Take the blob's cross-process lock; while another process holds it, wait."""
+    waited = False
+    while True:
+        try:
+            lock.acquire(timeout=0)
+            return
+        except Timeout:
+            if not waited:
+                on_wait()
+                waited = True
+            await asyncio.sleep(0.5)
+
+
+async def fetch_file(
+    session: aiohttp.ClientSession, url: str, target: CachedFile, size: int | None, sha256: str | None,
+    on_progress: Callable[[int], None], *, retry: RetryPolicy | None = None,
+    headers: dict[str, str] | None = None, on_wait: Callable[[], None] = lambda: None,
+) -> Path:
+    """Make ``target.blob`` hold the verified file; report bytes present through ``on_progress``."""
+    retry = retry or RetryPolicy()
+    target.blob.parent.mkdir(parents=True, exist_ok=True)
+    target.lock.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(target.lock))
+    await _acquire(lock, on_wait)
+    try:
+        if target.present(size):
+            on_progress(target.blob.stat().st_size)
+            return target.blob
+        return await _fetch_locked(session, url, target, size, sha256, on_progress, retry, headers or {})
+    finally:
+        lock.release()
+
+
+async def _fetch_locked(session, url, target: CachedFile, size, sha256, on_progress, retry: RetryPolicy,
+                        headers: dict) -> Path:
+    part = target.incomplete
+    have = target.partial_bytes()
+    if size is not None and have > size:
+        part.unlink()
+        have = 0
+    h = await asyncio.to_thread(_hash_file, part) if have else hashlib.sha256()
+    on_progress(have)
+    failures = 0
+    while size is None or have < size:
+        req = dict(headers)
+        if have:
+            req["Range"] = f"bytes={have}-"
+        before = have
+        buf = bytearray()
+        try:
+            async with session.get(url, headers=req) as r:
+                if r.status == 416 and size is not None and have == size:
+                    break
+                if r.status in RETRYABLE_STATUS:
+                    raise aiohttp.ClientResponseError(r.request_info, r.history, status=r.status)
+                if r.status >= 400:
+                    raise FetchError(f"the hub answered {r.status} for {target.filename}")
+                if have and r.status == 200:  # the server ignored the Range: start over
+                    part.unlink(missing_ok=True)
+                    have, h = 0, hashlib.sha256()
+                    on_progress(0)
+                elif r.status == 206 and not r.headers.get("Content-Range", "").startswith(f"bytes {have}-"):
+                    raise FetchError(f"the hub sent the wrong range for {target.filename}: "
+                                     f"{r.headers.get('Content-Range')!r} (asked from byte {have})")
+                async for chunk in r.content.iter_any():
+                    buf += chunk
+                    if len(buf) >= FLUSH_BYTES:
+                        await asyncio.to_thread(_append, part, bytes(buf), h)
+                        have += len(buf)
+                        buf.clear()
+                        on_progress(have)
+                if buf:
+                    await asyncio.to_thread(_append, part, bytes(buf), h)
+                    have += len(buf)
+                    on_progress(have)
+                if size is None:
+                    break
+                if have < size:
+                    raise aiohttp.ClientPayloadError(f"the connection closed at byte {have} of {size}")
+        except asyncio.CancelledError:  # paused, cancelled or shut down: keep every byte received
+            if buf:
+                _append(part, bytes(buf), h)
+            raise
+        except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as e:
+            if buf:  # keep what arrived before the cut
+                await asyncio.to_thread(_append, part, bytes(buf), h)
+                have += len(buf)
+                buf.clear()
+                on_progress(have)
+            failures = 0 if have > before else failures + 1
+            if failures >= retry.attempts:
+                raise FetchError(f"downloading {target.filename} failed {retry.attempts} times in a row "
+                                 f"({e or type(e).__name__}); it resumes from byte {have:,} when pulled again") from None
+            delay = retry.delay(max(failures, 1))
+            log.info("%s: %s; retrying from byte %d in %.1fs", target.filename, e or type(e).__name__, have, delay)
+            await asyncio.sleep(delay)
+    if size is not None and have != size:
+        raise FetchError(f"{target.filename}: received {have:,} bytes, the hub lists {size:,}")
+    if sha256 is not None and h.hexdigest() != sha256:
+        part.unlink(missing_ok=True)
+        raise ChecksumMismatch(
+            f"{target.filename} failed its SHA-256 check (got {h.hexdigest()[:16]}..., the hub lists "
+            f"{sha256[:16]}...): the damaged file was deleted; pull it again")
+    os.replace(part, target.blob)
+    return target.blob

@@ -1,0 +1,141 @@
+"""The Hugging Face cache: where downloaded model files live, in huggingface_hub's own layout.
+
+``$HF_HUB_CACHE`` (default ``$HF_HOME/hub``, default ``~/.cache/huggingface/hub``)::
+
+    models--{owner}--{repo}/
+        blobs/{etag}                 the file's bytes; etag = the LFS sha256 for LFS files
+        blobs/{etag}.incomplete      a download in progress (huggingface_hub resumes it too)
+        snapshots/{commit}/{file}    relative symlink to ../../blobs/{etag}
+        refs/main                    the commit ``main`` pointed to
+
+Files that other tools fetched with ``hf_hub_download`` are found here and not fetched again,
+and what Hearth fetches is found by them. The environment is read at call time (not at import,
+as ``huggingface_hub.constants`` does), so a changed ``HF_HOME`` takes effect.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from huggingface_hub.file_download import _create_symlink, repo_folder_name
+
+DEFAULT_ENDPOINT = "https://huggingface.co"
+
+
+def hub_endpoint() -> str:
+    return os.environ.get("HF_ENDPOINT", DEFAULT_ENDPOINT).rstrip("/")
+
+
+def cache_dir() -> Path:
+    explicit = os.environ.get("HF_HUB_CACHE")
+    if explicit:
+        return Path(os.path.expandvars(explicit)).expanduser()
+    home = os.environ.get("HF_HOME") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache"), "huggingface")
+    return Path(os.path.expandvars(home)).expanduser() / "hub"
+
+
+@dataclass(slots=True, frozen=True)
+class CachedFile:
+    """One file of one repo at one commit, as the cache stores it."""
+
+    root: Path
+    repo_id: str
+    commit: str
+    filename: str
+    etag: str
+
+    @property
+    def repo_dir(self) -> Path:
+        return self.root / repo_folder_name(repo_id=self.repo_id, repo_type="model")
+
+    @property
+    def blob(self) -> Path:
+        return self.repo_dir / "blobs" / self.etag
+
+    @property
+    def incomplete(self) -> Path:
+        return self.repo_dir / "blobs" / f"{self.etag}.incomplete"
+
+    @property
+    def snapshot(self) -> Path:
+        return self.repo_dir / "snapshots" / self.commit / self.filename
+
+    @property
+    def lock(self) -> Path:
+        """The lock file huggingface_hub takes for this blob (shared with it)."""
+        return self.root / ".locks" / self.repo_dir.name / f"{self.etag}.lock"
+
+    def present(self, size: int | None = None) -> bool:
+        """True when the blob is complete here (under any commit): nothing to fetch."""
+        return self.blob.is_file() and (size is None or self.blob.stat().st_size == size)
+
+    def partial_bytes(self) -> int:
+        try:
+            return self.incomplete.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def link(self, revision: str = "main") -> Path:
+        """Point the snapshot at the blob and ``refs/{revision}`` at the commit; return the snapshot path."""
+        self.snapshot.parent.mkdir(parents=True, exist_ok=True)
+        if not self.snapshot.exists():
+            _create_symlink(str(self.blob), str(self.snapshot), new_blob=False)
+        if revision != self.commit:
+            ref = self.repo_dir / "refs" / revision
+            ref.parent.mkdir(parents=True, exist_ok=True)
+            if not ref.is_file() or ref.read_text() != self.commit:
+                ref.write_text(self.commit)
+        return self.snapshot
+
+
+def repo_dir(repo_id: str, root: Path | None = None) -> Path:
+    return (root or cache_dir()) / repo_folder_name(repo_id=repo_id, repo_type="model")
+
+
+def repo_id_of(folder_name: str) -> str | None:
+    """``models--owner--repo`` -> ``owner/repo`` (None for datasets, spaces, other folders)."""
+    if not folder_name.startswith("models--"):
+        return None
+    return folder_name[len("models--"):].replace("--", "/")
+
+
+def find_snapshot(repo_id: str, filename: str, root: Path | None = None) -> Path | None:
+    """The newest cached snapshot of ``filename`` in ``repo_id`` (``refs/main`` first), if any."""
+    folder = repo_dir(repo_id, root)
+    snaps = folder / "snapshots"
+    if not snaps.is_dir():
+        return None
+    ref = folder / "refs" / "main"
+    order: list[Path] = []
+    if ref.is_file():
+        order.append(snaps / ref.read_text().strip())
+    order += sorted((p for p in snaps.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
+    for snap in order:
+        candidate = snap / filename
+        if candidate.is_file():  # follows the symlink: a dangling link is not a model
+            return candidate
+    return None
+
+
+def cached_ggufs(root: Path | None = None) -> list[tuple[str, str, Path]]:
+    """Every ``.gguf`` in the cache: (repo id, file name in the repo, snapshot path), one per file name."""
+    root = root or cache_dir()
+    if not root.is_dir():
+        return []
+    out: list[tuple[str, str, Path]] = []
+    for folder in sorted(root.iterdir()):
+        repo_id = repo_id_of(folder.name)
+        snaps = folder / "snapshots"
+        if repo_id is None or not snaps.is_dir():
+            continue
+        seen: set[str] = set()
+        for snap in sorted(snaps.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True):
+            for path in sorted(snap.rglob("*.gguf")):
+                name = path.relative_to(snap).as_posix()
+                if name not in seen and path.is_file():
+                    seen.add(name)
+                    out.append((repo_id, name, path))
+    return out

@@ -1,0 +1,154 @@
+"""What the Hugging Face Hub says about a repo, through huggingface_hub: files, sizes, sha256.
+
+One ``model_info(files_metadata=True)`` call gives the commit ``main`` points to and, per
+file, its size and LFS sha256 (the checksum every download is verified against). The
+endpoint is ``$HF_ENDPOINT`` read at call time (``hf_cache.hub_endpoint``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import httpx2
+from huggingface_hub import HfApi
+from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, HFValidationError, RepositoryNotFoundError
+
+from runtime.store.gguf_names import is_auxiliary, is_gguf, quant_of, split_part
+from runtime.store.hf_cache import hub_endpoint
+
+#: quantizations chosen, in this order, when a reference names none
+PREFERRED_QUANTS = ("Q4_K_M", "Q4_K_S", "Q4_0", "Q5_K_M", "Q4_1", "Q6_K", "Q8_0")
+
+
+class HubError(RuntimeError):
+    """The hub could not answer what the store asked; the message says why and what to do."""
+
+
+class RepoNotFound(HubError):
+    pass
+
+
+class NoGGUF(HubError):
+    pass
+
+
+class HubUnreachable(HubError):
+    pass
+
+
+@dataclass(slots=True, frozen=True)
+class RemoteFile:
+    name: str
+    size: int | None
+    sha256: str | None  #: the LFS sha256 (None for a file kept in git, not LFS)
+    blob_id: str | None
+
+    @property
+    def etag(self) -> str:
+        """The name of the file's blob in the cache (huggingface_hub's convention)."""
+        return self.sha256 or self.blob_id or ""
+
+    @property
+    def quant(self) -> str | None:
+        return quant_of(self.name)
+
+
+@dataclass(slots=True)
+class RemoteRepo:
+    repo_id: str
+    commit: str
+    files: list[RemoteFile] = field(default_factory=list)
+
+    def file(self, name: str) -> RemoteFile | None:
+        return next((f for f in self.files if f.name == name), None)
+
+    def models(self) -> list[RemoteFile]:
+        """The GGUF model files (first parts only for split models), without projectors."""
+        return [f for f in self.files if is_gguf(f.name) and not is_auxiliary(f.name)
+                and (split_part(f.name) is None or split_part(f.name).index == 1)]
+
+    def parts(self, first: RemoteFile) -> list[RemoteFile]:
+        """All files of the model whose first file is ``first`` (one unless it is split)."""
+        part = split_part(first.name)
+        if part is None:
+            return [first]
+        found = [self.file(n) for n in part.names()]
+        missing = [n for n, f in zip(part.names(), found) if f is None]
+        if missing:
+            raise HubError(f"{self.repo_id} lacks part(s) {', '.join(missing)} of the split model {first.name}")
+        return found
+
+    def select(self, quant: str | None = None, filename: str | None = None) -> list[RemoteFile]:
+        """The file(s) to download for a quantization or a file name (split parts included)."""
+        models = self.models()
+        if filename is not None:
+            f = self.file(filename)
+            if f is None:
+                raise HubError(f"{self.repo_id} has no file {filename!r}; its GGUF files: {_names(models)}")
+            part = split_part(f.name)
+            return self.parts(self.file(part.name(1)) if part else f)
+        if not models:
+            raise NoGGUF(f"{self.repo_id} has no GGUF files: Hearth runs GGUF models; search for a GGUF "
+                         "version of this model (hearth search NAME)")
+        if quant is not None:
+            hits = [f for f in models if f.quant == quant.upper()]
+            if not hits:
+                have = sorted({f.quant for f in models if f.quant})
+                raise HubError(f"{self.repo_id} has no {quant.upper()} GGUF; it has {', '.join(have) or _names(models)}")
+            return self.parts(hits[0])
+        for q in PREFERRED_QUANTS:
+            hits = [f for f in models if f.quant == q]
+            if hits:
+                return self.parts(hits[0])
+        return self.parts(models[0])
+
+    def gguf_summary(self) -> list[dict]:
+        """One entry per model file: name, quantization, total bytes (all parts), parts."""
+        out = []
+        for f in self.models():
+            parts = self.parts(f)
+            sizes = [p.size for p in parts]
+            out.append({"file": f.name, "quant": f.quant, "parts": len(parts),
+                        "size": sum(sizes) if all(s is not None for s in sizes) else None})
+        return out
+
+
+def _names(files: list[RemoteFile]) -> str:
+    return ", ".join(f.name for f in files[:8]) or "none"
+
+
+def api(endpoint: str | None = None) -> HfApi:
+    return HfApi(endpoint=endpoint or hub_endpoint())
+
+
+def repo_info(repo_id: str, endpoint: str | None = None) -> RemoteRepo:
+    """The repo's commit and files (sizes, sha256). Blocking: call it from a thread in async code."""
+    try:
+        info = api(endpoint).model_info(repo_id, files_metadata=True)
+    except RepositoryNotFoundError:
+        raise RepoNotFound(f"no model repository {repo_id!r} on the hub (check the name; "
+                           "private and gated repositories need a token)") from None
+    except GatedRepoError:
+        raise HubError(f"{repo_id} is gated: accept its license on the hub and log in (hf auth login)") from None
+    except HFValidationError as e:
+        raise RepoNotFound(f"{repo_id!r} is not a valid repository name: {e}") from None
+    except HfHubHTTPError as e:
+        raise HubError(f"the hub refused the request for {repo_id}: {e}") from None
+    except (httpx2.TransportError, OSError) as e:
+        raise HubUnreachable(f"cannot reach the hub at {endpoint or hub_endpoint()}: {e}") from None
+    files = [RemoteFile(s.rfilename, s.size, s.lfs.sha256 if s.lfs else None, s.blob_id)
+             for s in info.siblings or []]
+    return RemoteRepo(info.id, info.sha or "", files)
+
+
+def search(query: str, limit: int = 20, endpoint: str | None = None) -> list[dict]:
+    """Hub models matching ``query`` that have GGUF files, most downloaded first."""
+    try:
+        models = api(endpoint).list_models(search=query or None, filter="gguf", sort="downloads", limit=limit)
+        return [{"repo": m.id, "downloads": m.downloads, "likes": m.likes,
+                 "updated": m.last_modified.isoformat() if m.last_modified else None,
+                 "tags": list(m.tags or [])} for m in models]
+    except HfHubHTTPError as e:
+        raise HubError(f"the hub refused the search: {e}") from None
+    except (httpx2.TransportError, OSError) as e:
+        raise HubUnreachable(f"cannot reach the hub at {endpoint or hub_endpoint()}: {e}") from None

@@ -1,0 +1,51 @@
+"""What a pull of a model reference downloads: repo, commit and file(s), from the hub's metadata."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from runtime.store import hub
+from runtime.store.catalog import load_catalog
+from runtime.store.refs import BadReference, parse_ref
+
+
+class NothingToPull(ValueError):
+    """The reference needs no download (a local file, an embedded model)."""
+
+
+@dataclass(slots=True)
+class PullTarget:
+    model_id: str
+    repo_id: str
+    commit: str
+    files: list[hub.RemoteFile]
+
+
+def pull_target(ref: str, endpoint: str | None = None) -> PullTarget:
+    """Resolve ``ref`` against the hub (blocking: one model-info request).
+
+    Raises ``BadReference``, ``NothingToPull``, ``hub.RepoNotFound``, ``hub.NoGGUF`` or
+    ``hub.HubError`` with a message for the user.
+    """
+    catalog = load_catalog()
+    r = parse_ref(ref, frozenset(catalog))
+    if r.kind == "path":
+        raise NothingToPull(f"{ref} is a local file: import it (hearth import PATH) instead of pulling it")
+    if r.kind == "catalog":
+        entry = catalog[r.catalog_id]
+        if entry.embedded is not None:
+            raise NothingToPull(f"{entry.id} ships with Hearth and needs no download")
+        quant = r.quant or entry.default_quant
+        spec = entry.quant_files(quant)
+        if spec is None:
+            raise BadReference(f"{entry.id} has no {quant} in the catalog; it has {', '.join(entry.quants)}")
+        remote = hub.repo_info(entry.repo, endpoint)
+        files = remote.select(filename=spec[0])
+        model_id = entry.id if quant == entry.default_quant else f"{entry.id}:{quant}"
+        return PullTarget(model_id, remote.repo_id, remote.commit, files)
+    remote = hub.repo_info(r.repo_id, endpoint)
+    files = remote.select(quant=r.quant, filename=r.filename)
+    return PullTarget(f"{remote.repo_id}/{files[0].name}", remote.repo_id, remote.commit, files)
+
+
+__all__ = ["BadReference", "NothingToPull", "PullTarget", "pull_target"]

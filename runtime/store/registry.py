@@ -1,0 +1,206 @@
+"""The local models: embedded, downloaded (any GGUF in the Hugging Face cache) and imported.
+
+Downloads are not recorded anywhere else: the cache is the record, so a GGUF that another
+tool put there is listed like Hearth's own. Imported files are kept by reference (no copy)
+in ``imports.json`` in the data directory, after their header was read and checked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from runtime.store.catalog import CatalogEntry, load_catalog
+from runtime.store.embedded import embedded_path
+from runtime.store.gguf_file import InvalidModelFile, read_header
+from runtime.store.gguf_names import is_auxiliary, quant_of, split_part
+from runtime.store.hf_cache import cache_dir, cached_ggufs, repo_dir
+
+IMPORTS_FILE = "imports.json"
+
+
+class ModelNotFound(LookupError):
+    pass
+
+
+@dataclass(slots=True)
+class LocalModel:
+    id: str
+    name: str
+    source: str  #: embedded | hub | imported
+    path: str
+    size: int  #: bytes on disk, all parts of a split model
+    quant: str | None = None
+    repo: str | None = None
+    file: str | None = None
+    catalog_id: str | None = None
+    parts: int = 1
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _catalog_index(catalog: dict[str, CatalogEntry]) -> dict[tuple[str, str], tuple[CatalogEntry, str]]:
+    out = {}
+    for e in catalog.values():
+        for q in e.quants:
+            out[(e.repo, e.quant_files(q)[0])] = (e, q)
+    return out
+
+
+def _parts_size(path: Path) -> tuple[int, int]:
+    part = split_part(path.name)
+    if part is None:
+        return path.stat().st_size, 1
+    sizes = [(path.parent / n).stat().st_size for n in part.names() if (path.parent / n).is_file()]
+    return sum(sizes), len(sizes)
+
+
+class Registry:
+    def __init__(self, data_dir: Path, cache_root: Path | None = None) -> None:
+        self.data_dir = data_dir
+        self.cache_root = cache_root
+
+    @property
+    def root(self) -> Path:
+        return self.cache_root or cache_dir()
+
+    # --- listing ----------------------------------------------------------------------------
+    def models(self) -> list[LocalModel]:
+        catalog = load_catalog()
+        out = [m for e in catalog.values() if e.embedded is not None
+               for m in [self._embedded(e)] if m is not None]
+        out += self._downloaded(catalog)
+        out += self.imported()
+        return out
+
+    def imported(self) -> list[LocalModel]:
+        fields = set(LocalModel.__slots__)
+        return [LocalModel(**{k: v for k, v in row.items() if k in fields})
+                for row in self._imports() if Path(row["path"]).is_file()]
+
+    def _embedded(self, e: CatalogEntry) -> LocalModel | None:
+        path = embedded_path(e, self.data_dir)
+        if not path.is_file():
+            return None
+        return LocalModel(e.id, e.name, "embedded", str(path), path.stat().st_size,
+                          e.raw.get("quantization"), e.raw.get("hf_repo"), None, e.id)
+
+    def _downloaded(self, catalog: dict[str, CatalogEntry]) -> list[LocalModel]:
+        index = _catalog_index(catalog)
+        out = []
+        for repo, name, path in cached_ggufs(self.root):
+            part = split_part(name)
+            if is_auxiliary(name) or (part is not None and part.index != 1):
+                continue
+            size, parts = _parts_size(path)
+            hit = index.get((repo, name))
+            if hit is not None:
+                e, q = hit
+                mid = e.id if q == e.default_quant else f"{e.id}:{q}"
+                out.append(LocalModel(mid, e.name, "hub", str(path), size, q, repo, name, e.id, parts))
+            else:
+                out.append(LocalModel(f"{repo}/{name}", name.rsplit("/", 1)[-1], "hub", str(path), size,
+                                      quant_of(name), repo, name, None, parts))
+        return out
+
+    def find(self, model_id: str) -> LocalModel:
+        for m in self.models():
+            if m.id == model_id:
+                return m
+        raise ModelNotFound(f"no local model {model_id!r} (hearth list shows them)")
+
+    def disk_usage(self) -> dict:
+        models = self.models()
+        by_source: dict[str, int] = {}
+        for m in models:
+            by_source[m.source] = by_source.get(m.source, 0) + m.size
+        root = self.root
+        probe = root if root.exists() else self.data_dir
+        return {"models_bytes": sum(m.size for m in models), "by_source": by_source,
+                "cache_dir": str(root), "free_bytes": shutil.disk_usage(probe).free}
+
+    # --- import -----------------------------------------------------------------------------
+    def _imports_path(self) -> Path:
+        return self.data_dir / IMPORTS_FILE
+
+    def _imports(self) -> list[dict]:
+        p = self._imports_path()
+        if not p.is_file():
+            return []
+        try:
+            return json.loads(p.read_text())["models"]
+        except (ValueError, KeyError):
+            return []
+
+    def _write_imports(self, rows: list[dict]) -> None:
+        p = self._imports_path()
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_suffix(f".tmp-{os.getpid()}")
+        tmp.write_text(json.dumps({"models": rows}, indent=1))
+        os.replace(tmp, p)
+
+    def import_file(self, path: str | Path) -> LocalModel:
+        """Register a local GGUF by reference; raises ``InvalidModelFile`` for a broken file."""
+        p = Path(path).expanduser()
+        if not p.is_file():
+            raise InvalidModelFile(f"{p} does not exist or is not a file")
+        if p.suffix.lower() != ".gguf":
+            raise InvalidModelFile(f"{p.name} is not a .gguf file")
+        p = p.resolve()
+        header = read_header(p)  # magic, metadata, tensor extents: refuses text and truncated files
+        if header.architecture is None:
+            raise InvalidModelFile(f"{p.name} has no general.architecture: it is not a model llama.cpp can run")
+        rows = self._imports()
+        for m in self.imported():
+            if m.path == str(p):
+                return m
+        size, parts = _parts_size(p)
+        taken = {m.id for m in self.models()}
+        base = re.sub(r"[^A-Za-z0-9_.\-]+", "-", p.stem) or "model"
+        mid, n = base, 2
+        while mid in taken:
+            mid, n = f"{base}-{n}", n + 1
+        name = header.metadata.get("general.name")
+        model = LocalModel(mid, name if isinstance(name, str) else p.stem, "imported", str(p), size,
+                           quant_of(p.name), None, p.name, None, parts)
+        self._write_imports(rows + [{**model.to_dict(), "added": time.time()}])
+        return model
+
+    # --- delete -----------------------------------------------------------------------------
+    def delete(self, model_id: str) -> dict:
+        """Remove a model; returns ``{"id", "freed_bytes", "note"}``. An imported file is only forgotten."""
+        m = self.find(model_id)
+        if m.source == "imported":
+            self._write_imports([r for r in self._imports() if r["id"] != m.id])
+            return {"id": m.id, "freed_bytes": 0, "note": f"forgotten; the file {m.path} was left in place"}
+        if m.source == "embedded":
+            size = Path(m.path).stat().st_size
+            Path(m.path).unlink()
+            return {"id": m.id, "freed_bytes": size, "note": "it is placed again from its package when used"}
+        return {"id": m.id, "freed_bytes": self._delete_cached(m), "note": None}
+
+    def _delete_cached(self, m: LocalModel) -> int:
+        folder = repo_dir(m.repo, self.root)
+        part = split_part(m.file)
+        names = part.names() if part else [m.file]
+        blobs: set[Path] = set()
+        for snap in (folder / "snapshots").iterdir():
+            for n in names:
+                link = snap / n
+                if link.is_symlink() or link.exists():
+                    blobs.add(link.resolve())
+                    link.unlink()
+        # A blob another snapshot still links to stays.
+        still = {p.resolve() for p in (folder / "snapshots").rglob("*") if p.is_symlink()}
+        freed = 0
+        for b in blobs - still:
+            if b.is_file() and b.parent.name == "blobs":
+                freed += b.stat().st_size
+                b.unlink()
+        return freed
