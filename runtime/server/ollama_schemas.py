@@ -138,7 +138,7 @@ def _messages(raw: Any) -> list[dict]:
         raise bad_request("'messages' must be a list", "messages")
     out = []
     for i, m in enumerate(raw):
-        if not isinstance(m, dict) or m.get("role") not in ROLES:
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or m["role"] not in ROLES:
             raise bad_request(f"messages[{i}] must be an object with a role of {sorted(ROLES)}", f"messages[{i}].role")
         content = m.get("content")
         if content is not None and not isinstance(content, str):

@@ -85,6 +85,8 @@ def _schemas(max_tokens: int) -> dict:
             "model": {**STR, "minLength": 1}}, "examples": [{"model": "smollm2-135m"}]},
         "OllamaPullRequest": {"type": "object", "required": ["model"], "properties": {
             "model": {**STR, "minLength": 1}, "stream": BOOL, "insecure": BOOL}},
+        "StoreModelRequest": {"type": "object", "required": ["model"], "properties": {"model": {**STR, "minLength": 1}}},
+        "StorePathRequest": {"type": "object", "required": ["path"], "properties": {"path": {**STR, "minLength": 1}}},
         "OllamaProgress": {"type": "object", "required": ["status"], "properties": {
             "status": STR, "digest": STR, "total": INT, "completed": INT}},
         "OllamaTags": {"type": "object", "required": ["models"], "properties": {"models": {"type": "array", "items": {
@@ -104,17 +106,23 @@ def _json(schema: dict) -> dict:
 
 
 def _op(summary: str, ok: dict | None = None, *, body: str | None = None, ollama: bool = False,
-        stream: str | None = None, query: list | None = None, tag: str = "hearth") -> dict:
+        stream: str | None = None, query: list | None = None, tag: str = "hearth", status: str = "200",
+        path_params: tuple[str, ...] = ()) -> dict:
     ok_content = _json(ok or OBJ)
-    if stream:
+    if stream == "text/event-stream":  # the schema of one event: a JSON chunk (or [DONE]) in ``data``
+        ok_content[stream] = {"schema": {"type": "object", "required": ["data"], "properties": {"data": STR}}}
+        if ok is None:
+            del ok_content["application/json"]
+    elif stream:  # one JSON object per line
         ok_content[stream] = {"schema": STR}
     op = {"summary": summary, "tags": [tag], "responses": {
-        "200": {"description": "OK", "content": ok_content},
+        status: {"description": "OK", "content": ok_content},
         "default": {"description": "An error", "content": _json(_ref("OllamaError" if ollama else "OpenAIError"))}}}
     if body:
         op["requestBody"] = {"required": True, "content": _json(_ref(body))}
-    if query:
-        op["parameters"] = query
+    params = [{"name": n, "in": "path", "required": True, "schema": STR} for n in path_params] + (query or [])
+    if params:
+        op["parameters"] = params
     return op
 
 
@@ -151,6 +159,23 @@ OPERATIONS = {
     ("DELETE", "/api/delete"): _op("Delete a downloaded model; needs the key if set", OBJ,
                                    body="OllamaModelRequest", ollama=True, tag="ollama"),
     ("GET", "/openapi.json"): _op("This document", OBJ),
+    # the model store
+    ("GET", "/hearth/models"): _op("Local models (embedded, downloaded, imported) and disk use", OBJ, tag="store"),
+    ("POST", "/hearth/models/pull"): _op("Start (or join) a model download; follow it on /hearth/downloads/events",
+                                         OBJ, body="StoreModelRequest", status="202", tag="store"),
+    ("POST", "/hearth/models/import"): _op("Register a local .gguf by reference", OBJ, body="StorePathRequest",
+                                           status="201", tag="store"),
+    ("DELETE", "/hearth/models/{id}"): _op("Delete a downloaded model (an imported one is only forgotten)", OBJ,
+                                           path_params=("id",), tag="store"),
+    ("GET", "/hearth/catalog"): _op("The curated catalog with a fit verdict per model", OBJ, tag="store"),
+    ("GET", "/hearth/downloads"): _op("Downloads and their progress", OBJ, tag="store"),
+    ("GET", "/hearth/downloads/events"): _op("Download progress as Server-Sent Events", stream="text/event-stream",
+                                             tag="store"),
+    ("POST", "/hearth/downloads/{id}/{action}"): _op("Pause, resume or cancel a download", OBJ,
+                                                     path_params=("id", "action"), tag="store"),
+    ("GET", "/hearth/search"): _op("Search the hub for GGUF models", OBJ, query=[
+        _q("q", STR), _q("limit", {**STR, "pattern": "^[0-9]+$"})], tag="store"),
+    ("GET", "/hearth/search/files"): _op("A hub repository's GGUF files", OBJ, query=[_q("repo", STR)], tag="store"),
 }
 
 

@@ -12,18 +12,33 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.server.conftest import live_server
 
-EXAMPLES = 12
+EXAMPLES = 6
+#: endless by design (a live event feed): its framing is tested by the store's own tests
+ENDLESS = {("GET", "/hearth/downloads/events")}
 
 
 @pytest.fixture(scope="module")
-def server(smollm2_path):
-    s = live_server("--parallel", "2", "--ctx", "2048", "--max-tokens-limit", "4", "--max-client-requests", "64")
+def server(smollm2_path, tmp_path_factory):
+    """Its own data directory (a fuzzed DELETE must not touch the session's models) and a
+    loopback hub (pulls and searches never leave the machine)."""
+    import os
+
+    from runtime.server.launcher import ServiceProcess
+    from tests.hub_server import LoopbackHub
+
+    hub = LoopbackHub().start()
+    root = tmp_path_factory.mktemp("fuzz")
+    env = {**os.environ, "HEARTH_DATA_DIR": str(root / "data"), "HF_ENDPOINT": hub.url,
+           "HF_HOME": str(root / "hf-home"), "HF_HUB_DISABLE_TELEMETRY": "1"}
+    s = ServiceProcess("--parallel", "2", "--ctx", "2048", "--max-tokens-limit", "4", "--max-client-requests", "64",
+                       env=env).wait_ready()
     yield s
     s.stop()
+    hub.stop()
 
 
+@pytest.mark.timeout(900)
 def test_schemathesis_finds_no_undocumented_response(server):
     import schemathesis
     from schemathesis.checks import not_a_server_error
@@ -35,7 +50,8 @@ def test_schemathesis_finds_no_undocumented_response(server):
     schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json")
     checks = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
     operations = [r.ok() for r in schema.get_all_operations()]
-    assert len(operations) >= 15
+    assert len(operations) >= 25
+    operations = [op for op in operations if (op.method.upper(), op.path) not in ENDLESS]
     strategies = [op.as_strategy(generation_mode=mode) for op in operations
                   for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE)]
     seen: dict[int, int] = {}

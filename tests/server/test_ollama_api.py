@@ -129,3 +129,41 @@ def test_ndjson_framing(server):
         lines = [json.loads(x) for x in r.iter_lines() if x]
     assert [x["done"] for x in lines] == [False] * (len(lines) - 1) + [True]
     assert lines[-1]["eval_count"] == 4 and lines[-1]["response"] == ""
+
+
+def test_pull_list_delete_against_the_loopback_hub(loopback_hub, smollm2_path, tmp_path):
+    import os
+
+    from runtime.server.launcher import ServiceProcess
+    from tests.store.hubfiles import FILE, REPO, publish
+
+    data = publish(loopback_hub, tmp_path)
+    s = ServiceProcess("--parallel", "1", "--ctx", "1024", env=dict(os.environ)).wait_ready()
+    try:
+        c = ollama.Client(host=s.url, timeout=120)
+        progress = list(c.pull(f"{REPO}:Q4_K_M", stream=True))
+        assert progress[0].status == "pulling manifest" and progress[-1].status == "success"
+        files = [p for p in progress if p.digest]
+        assert files and all(p.digest.startswith("sha256:") for p in files)
+        assert files[-1].total == len(data) and files[-1].completed == len(data)
+        done = [p.completed for p in files]
+        assert done == sorted(done)
+        name = f"{REPO}/{FILE}"
+        assert name in {m.model for m in c.list().models}
+        assert c.show(name).details.format == "gguf"
+        assert c.pull(f"{REPO}:Q4_K_M").status == "success"  # present already: no second download
+        assert loopback_hub.gets(REPO, FILE) == 1
+        assert c.pull("smollm2-135m").status == "success"  # ships with Hearth
+        with pytest.raises(ollama.ResponseError) as e:
+            c.pull("hearth-test/No-Such-Repo")
+        assert e.value.status_code == 404
+        assert c.delete(name).status == "success"
+        assert name not in {m.model for m in c.list().models}
+        with pytest.raises(ollama.ResponseError) as e:
+            c.delete(name)
+        assert e.value.status_code == 404
+        with pytest.raises(ollama.ResponseError) as e:
+            c.delete("smollm2-135m")
+        assert e.value.status_code == 400
+    finally:
+        s.stop()
