@@ -271,6 +271,7 @@ async def pull(request: web.Request) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": NDJSON, "Cache-Control": "no-cache"})
         await response.prepare(request)
         await response.write(line({"status": "pulling manifest"}))
+        ended = False
         async for ev in events:
             if ev["id"] != d.id:
                 continue
@@ -279,10 +280,15 @@ async def pull(request: web.Request) -> web.StreamResponse:
             if ev["state"] == "completed":
                 for status in ("verifying sha256 digest", "writing manifest", "success"):
                     await response.write(line({"status": status}))
+                ended = True
                 break
             if ev["state"] in ("failed", "cancelled"):
                 await response.write(line({"error": _pull_error(ev)}))
+                ended = True
                 break
+        if not ended:  # the download manager closed: the service is stopping
+            await response.write(line({"error": "the service is shutting down; the download resumes when it "
+                                                "starts again"}))
         await response.write_eof()
         return response
     finally:

@@ -1,9 +1,10 @@
 """Stopping the service on SIGTERM without leaving a client with a cut-off stream.
 
-New requests get 503 and the listening socket closes at once; requests in flight get
-``shutdown_grace`` seconds to finish; whatever still runs is then ended through the engine
+New requests get 503 and the listening socket closes at once; generation requests in flight
+get ``shutdown_grace`` seconds to finish; whatever still runs is then ended through the engine
 client (``ServiceStopping``), so each open stream writes its proper end (an error event and
-``[DONE]``, or a final NDJSON line) before the connections close and the worker stops.
+``[DONE]``, or a final NDJSON line) before the connections close and the worker stops. The
+download manager closes too, which ends its event feeds and pull progress streams.
 """
 
 from __future__ import annotations
@@ -29,6 +30,12 @@ async def graceful_stop(app: web.Application, runner: web.AppRunner) -> None:
     engine = manager.engine
     if engine is not None and engine.active:
         engine.fail_all(ServiceStopping("the service is shutting down; the request was ended early"))
+    # Download event feeds and pull progress streams end when the download manager closes
+    # (unfinished downloads are recorded and resume on the next start).
+    from runtime.server.store_api import DOWNLOADS
+
+    if DOWNLOADS in app:
+        await app[DOWNLOADS].close()
     # handlers now write their last frame; give them a moment before connections close
     deadline = time.monotonic() + 5.0
     while time.monotonic() < deadline and sum(app[LIMITER].values()):
@@ -37,5 +44,6 @@ async def graceful_stop(app: web.Application, runner: web.AppRunner) -> None:
 
 
 def _busy(app: web.Application) -> bool:
+    """Generation requests still running (long-lived event feeds do not count: they never end)."""
     engine = app[MANAGER].engine
-    return bool(engine is not None and engine.active) or bool(sum(app[LIMITER].values()))
+    return bool(engine is not None and engine.active)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import time
 
 import httpx
 import psutil
@@ -18,7 +19,7 @@ def test_sigterm_ends_every_open_stream_cleanly(smollm2_path):
     server = live_server("--parallel", "4", "--ctx", "8192", "--shutdown-grace", "1")
     worker = server.health()["engine"]["pid"]
     results: dict[str, list[str]] = {}
-    reading = threading.Barrier(4)
+    reading = threading.Barrier(5)
 
     def openai_stream(name: str, path: str, body: dict) -> None:
         with httpx.stream("POST", f"{server.url}{path}", json=body, timeout=120) as r:
@@ -34,13 +35,23 @@ def test_sigterm_ends_every_open_stream_cleanly(smollm2_path):
         threading.Thread(target=openai_stream, args=("ollama", "/api/generate", {
             "model": "smollm2-135m", "prompt": "Tell a story", "options": {"num_predict": 1500}})),
     ]
+
+    def event_feed() -> None:  # a never-ending SSE feed, as the desktop app keeps open
+        with httpx.stream("GET", f"{server.url}/hearth/downloads/events", timeout=120) as r:
+            reading.wait(60)
+            results["feed"] = list(r.iter_lines())
+
+    threads.append(threading.Thread(target=event_feed))
     for t in threads:
         t.start()
     reading.wait(120)
+    t0 = time.monotonic()
     server.proc.send_signal(signal.SIGTERM)
     for t in threads:
         t.join(60)
     assert server.proc.wait(60) == 0
+    assert time.monotonic() - t0 < 45  # not held for aiohttp's 60 s shutdown timeout by the feed
+    assert "feed" in results
     assert not psutil.pid_exists(worker) or psutil.Process(worker).status() == psutil.STATUS_ZOMBIE
 
     for name in ("chat", "text"):
