@@ -15,6 +15,8 @@ _DATA = tempfile.mkdtemp(prefix="hearth-test-data-")
 os.environ["HEARTH_DATA_DIR"] = _DATA
 atexit.register(shutil.rmtree, _DATA, ignore_errors=True)
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Test servers keep their model loaded however slow the machine (tests of keep-alive set their own).
+os.environ.setdefault("HEARTH_KEEP_ALIVE", "-1")
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -29,8 +30,9 @@ def add_api_args(p: argparse.ArgumentParser) -> None:
                         "localhost origins are always allowed; repeatable")
     g.add_argument("--models-dir", action="append", default=[], metavar="DIR",
                    help="a folder whose .gguf files requests may name by path (the data directory always); repeatable")
-    g.add_argument("--keep-alive", type=_keep_alive, default=300.0, metavar="DURATION",
-                   help="unload a model after this long without requests (e.g. 5m, 30s; -1: never; default 5m)")
+    g.add_argument("--keep-alive", type=_keep_alive, default=os.environ.get("HEARTH_KEEP_ALIVE", "5m"),
+                   metavar="DURATION", help="unload a model after this long without requests (e.g. 5m, 30s; "
+                                            "-1: never; default $HEARTH_KEEP_ALIVE or 5m)")
     g.add_argument("--max-tokens-limit", type=int, default=16384, metavar="N",
                    help="largest max_tokens / num_predict a request may ask for (default %(default)s)")
     g.add_argument("--max-client-requests", type=int, default=16, metavar="N",

@@ -88,7 +88,7 @@ def test_idle_model_unloads_after_its_keep_alive(client, server):
     assert client.ps().models == []
     r = client.chat(model="smollm2-135m", messages=[{"role": "user", "content": "Hi"}], options={"num_predict": 2})
     assert r.eval_count == 2
-    assert client.ps().models[0].expires_at.timestamp() > time.time() + 200  # the 5 minute default again
+    assert client.ps().models[0].expires_at.timestamp() > time.time() + 200  # the service default again
 
 
 def test_load_only_chat(client):
