@@ -169,30 +169,36 @@ def test_max_tokens_over_the_limit_is_refused(server):
 
 def test_flooding_client_gets_429_while_another_is_served(server):
     # the flooding client may hold 2 requests; the engine decodes 4 at once, so the other is not queued
-    long = {"prompt": "Write a long story.", "max_tokens": 200, "ignore_eos": True, "stream": True}
+    long = {"prompt": "Write a long story.", "max_tokens": 1000, "ignore_eos": True, "stream": True}
     flood = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.1"), headers=AUTH, timeout=120)
     other = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"), headers=AUTH, timeout=120)
-    started = threading.Barrier(3)
+    started, release = threading.Barrier(3), threading.Event()
 
     def hold():
         with flood.stream("POST", f"{server.url}/v1/completions", json=long) as r:
             lines = r.iter_lines()
             next(lines)
             started.wait(60)
-            for _ in lines:
-                pass
+            release.wait(120)  # then leave: closing the stream cancels the request
 
     threads = [threading.Thread(target=hold) for _ in range(2)]
     for t in threads:
         t.start()
-    started.wait(60)
-    r = flood.post(f"{server.url}/v1/completions", json={"prompt": "hi", "max_tokens": 2})
-    assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1
-    assert r.json()["error"]["code"] == "too_many_requests"
-    r = flood.post(f"{server.url}/api/generate", json={"model": "smollm2-135m", "prompt": "hi"})
-    assert r.status_code == 429 and isinstance(r.json()["error"], str)
-    served = other.post(f"{server.url}/v1/completions", json={"prompt": "hi", "max_tokens": 2})
-    assert served.status_code == 200
-    for t in threads:
-        t.join(120)
-    assert flood.post(f"{server.url}/v1/completions", json={"prompt": "hi", "max_tokens": 2}).status_code == 200
+    try:
+        started.wait(60)
+        r = flood.post(f"{server.url}/v1/completions", json={"prompt": "hi", "max_tokens": 2})
+        assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1
+        assert r.json()["error"]["code"] == "too_many_requests"
+        r = flood.post(f"{server.url}/api/generate", json={"model": "smollm2-135m", "prompt": "hi"})
+        assert r.status_code == 429 and isinstance(r.json()["error"], str)
+        served = other.post(f"{server.url}/v1/completions", json={"prompt": "hi", "max_tokens": 2})
+        assert served.status_code == 200
+    finally:
+        release.set()
+        for t in threads:
+            t.join(60)
+    deadline = time.monotonic() + 60  # the held requests end once their streams closed
+    while (r := flood.post(f"{server.url}/v1/completions", json={"prompt": "hi", "max_tokens": 2})).status_code == 429:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert r.status_code == 200

@@ -68,14 +68,14 @@ def test_sigterm_ends_every_open_stream_cleanly(smollm2_path):
 
 
 def test_sigterm_lets_a_short_request_finish(smollm2_path):
-    server = live_server("--parallel", "2", "--ctx", "2048", "--shutdown-grace", "30")
+    server = live_server("--parallel", "2", "--ctx", "2048", "--shutdown-grace", "120")
     out: dict = {}
     started = threading.Event()
 
     def run() -> None:
         with httpx.stream("POST", f"{server.url}/api/chat", timeout=120, json={
                 "model": "smollm2-135m", "messages": [{"role": "user", "content": "Hi"}],
-                "options": {"num_predict": 40, "temperature": 0}}) as r:
+                "options": {"num_predict": 12, "temperature": 0}}) as r:
             lines = r.iter_lines()
             first = next(lines)
             started.set()
