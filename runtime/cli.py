@@ -152,13 +152,13 @@ def _fit(args: argparse.Namespace) -> int:
     from runtime.hardware.fit import plan_fit
     from runtime.hardware.probe import probe
     from runtime.hardware.report import format_fit_report
-    from runtime.hardware.shape import shape_from_gguf
     from runtime.store.gguf_file import InvalidModelFile
-    from runtime.store.resolve import UnknownModel, resolve_model
+    from runtime.store.model_shape import model_shape
+    from runtime.store.resolve import UnknownModel
 
     try:
-        shape = shape_from_gguf(resolve_model(args.model, data_dir()).path)
-        draft = shape_from_gguf(resolve_model(args.draft, data_dir()).path) if args.draft else None
+        shape = model_shape(args.model, data_dir())  # a catalog model is sized before download
+        draft = model_shape(args.draft, data_dir()) if args.draft else None
         plan = plan_fit(shape, probe(), ctx=args.ctx, kv_type=args.kv_type, draft=draft, n_seq=args.parallel)
     except (UnknownModel, InvalidModelFile, ValueError) as e:
         print(f"hearth: {e}", file=sys.stderr)

@@ -13,6 +13,11 @@ import pytest
 # Set before any runtime import reads it: nothing is written outside the temporary dir.
 _DATA = tempfile.mkdtemp(prefix="hearth-test-data-")
 os.environ["HEARTH_DATA_DIR"] = _DATA
+# The Hugging Face cache is a temporary one and the hub a closed loopback port: no test reads
+# the user's cache or reaches the real hub (the loopback_hub fixture points both elsewhere).
+os.environ["HF_HOME"] = os.path.join(_DATA, "hf-home")
+os.environ.pop("HF_HUB_CACHE", None)
+os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
 atexit.register(shutil.rmtree, _DATA, ignore_errors=True)
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Test servers keep their model loaded however slow the machine (tests of keep-alive set their own).

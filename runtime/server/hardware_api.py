@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from runtime.hardware.shape import shape_from_gguf
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import bad_request
 from runtime.server.generation import model_error
 from runtime.server.model_refs import ModelPathRefused
 from runtime.store.gguf_file import InvalidModelFile
+from runtime.store.model_shape import model_shape
 from runtime.store.resolve import UnknownModel
 
 
@@ -29,8 +29,7 @@ async def fit(request: web.Request) -> web.Response:
             raise bad_request("'ctx' must be a positive integer", "ctx")
         ctx = int(q["ctx"])
     try:
-        model = manager.resolve(q.get("model") or None)
-        shape = shape_from_gguf(model.path)
+        shape = model_shape(q.get("model") or config.model, config.data_dir)
         plan = plan_fit(shape, await manager.hardware(), ctx=ctx, kv_type=q.get("kv_type", config.kv_type),
                         n_seq=config.parallel, n_batch=config.n_batch)
     except (UnknownModel, InvalidModelFile, ModelPathRefused) as e:

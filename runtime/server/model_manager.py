@@ -50,13 +50,13 @@ class ModelManager:
         probe fails: loading then goes ahead with the settings as given). ``freed_bytes``:
         RAM that unloading the current model will give back."""
         from runtime.hardware.fit import plan_fit
-        from runtime.hardware.shape import shape_from_gguf
+        from runtime.store.model_shape import shape_of_file
 
         c = self.config
         try:
             hw = await self.hardware()
             hw.ram.available += freed_bytes
-            return plan_fit(shape_from_gguf(model.path), hw, ctx=c.ctx, kv_type=c.kv_type,
+            return plan_fit(shape_of_file(model.path), hw, ctx=c.ctx, kv_type=c.kv_type,
                             n_seq=c.parallel, n_batch=c.n_batch)
         except (RuntimeError, OSError, ValueError) as e:
             log.warning("no fit plan for %s: %s", model.id, e)

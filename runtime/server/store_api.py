@@ -101,18 +101,12 @@ async def import_model(request: web.Request) -> web.Response:
 
 # --- catalog ------------------------------------------------------------------------------
 def _shape(entry: CatalogEntry, data_dir: Path):
-    from runtime.hardware.shape import shape_from_catalog, shape_from_gguf
+    from runtime.store.model_shape import catalog_shape, shape_of_file
 
     try:
-        return shape_from_gguf(resolve_model(entry.id, data_dir).path), True
+        return shape_of_file(resolve_model(entry.id, data_dir).path), True
     except (UnknownModel, InvalidModelFile, LookupError):
-        pass
-    size = entry.estimated_bytes()
-    if size is None or "shape" not in entry.raw:
-        return None, False
-    sized = CatalogEntry(entry.id, entry.name, entry.family, entry.license, entry.context_length,
-                         {**entry.raw, "shape": {**entry.raw["shape"], "file_bytes": size}})
-    return shape_from_catalog(sized), False
+        return catalog_shape(entry), False
 
 
 def _fit(entry: CatalogEntry, hw, config) -> tuple[dict | None, bool]:

@@ -23,19 +23,18 @@ import shutil
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 
 from runtime.store import hub
+from runtime.store.download_state import ACTIVE, FINAL, Download, FileJob
 from runtime.store.fetch import FetchError, RetryPolicy, fetch_file, resolve_url
 from runtime.store.hf_cache import CachedFile, cache_dir, hub_endpoint
 from runtime.store.pull_target import PullTarget, pull_target
 
 log = logging.getLogger("hearth.store")
-ACTIVE = ("queued", "downloading", "waiting", "verifying")
-FINAL = ("completed", "failed", "cancelled")
 #: free space kept after a download: a full disk breaks more than the download
 DEFAULT_RESERVE_BYTES = 512 << 20
 HISTORY = 50
@@ -47,82 +46,6 @@ class NotEnoughSpace(OSError):
 
 class DownloadNotFound(LookupError):
     pass
-
-
-@dataclass(slots=True)
-class FileProgress:
-    """Bytes of one blob present; shared by every download that needs the blob."""
-
-    done: int = 0
-
-
-@dataclass(slots=True)
-class FileJob:
-    name: str
-    size: int | None
-    sha256: str | None
-    etag: str
-    progress: FileProgress = field(default_factory=FileProgress)
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "size": self.size, "sha256": self.sha256, "etag": self.etag,
-                "done": self.progress.done}
-
-
-@dataclass(slots=True)
-class Download:
-    id: str
-    ref: str
-    model_id: str
-    repo_id: str
-    commit: str
-    files: list[FileJob]
-    state: str = "queued"
-    error: str | None = None
-    path: str | None = None
-    created: float = field(default_factory=time.time)
-    speed: float = 0.0  #: bytes per second, smoothed
-    _mark: tuple[float, int] = (0.0, 0)
-    _emitted: float = 0.0
-
-    @property
-    def total_bytes(self) -> int | None:
-        sizes = [f.size for f in self.files]
-        return sum(sizes) if all(s is not None for s in sizes) else None
-
-    @property
-    def done_bytes(self) -> int:
-        return sum(f.progress.done for f in self.files)
-
-    @property
-    def eta_s(self) -> float | None:
-        total = self.total_bytes
-        if self.state != "downloading" or total is None or self.speed <= 0:
-            return None
-        return max(total - self.done_bytes, 0) / self.speed
-
-    def update_speed(self) -> None:
-        now, done = time.monotonic(), self.done_bytes
-        t0, d0 = self._mark
-        if t0 == 0.0:
-            self._mark = (now, done)
-        elif now - t0 >= 0.5:
-            rate = max(done - d0, 0) / (now - t0)
-            self.speed = rate if self.speed == 0 else 0.3 * rate + 0.7 * self.speed
-            self._mark = (now, done)
-
-    def to_dict(self) -> dict:
-        total = self.total_bytes
-        eta = self.eta_s
-        return {
-            "id": self.id, "model": self.model_id, "ref": self.ref, "repo": self.repo_id,
-            "commit": self.commit, "state": self.state, "error": self.error, "path": self.path,
-            "total_bytes": total, "done_bytes": self.done_bytes,
-            "progress": round(self.done_bytes / total, 4) if total else None,
-            "speed_bps": round(self.speed) if self.state == "downloading" else 0,
-            "eta_s": round(eta, 1) if eta is not None else None,
-            "files": [f.to_dict() for f in self.files], "created": self.created,
-        }
 
 
 @dataclass(slots=True)

@@ -137,7 +137,7 @@ async def _fetch_locked(session, url, target: CachedFile, size, sha256, on_progr
                         await asyncio.to_thread(_append, part, bytes(buf), h)
                         have += len(buf)
                         buf.clear()
-                        on_progress(have)
+                    on_progress(have + len(buf))  # received; written at the next flush
                 if buf:
                     await asyncio.to_thread(_append, part, bytes(buf), h)
                     have += len(buf)

@@ -103,3 +103,14 @@ def test_pull_on_a_terminal_draws_a_live_progress_bar(loopback_hub, tmp_path):
     assert len(frames) >= 3 and percents[-1] == 100.0
     assert percents == sorted(percents) and any(0 < p < 100 for p in percents)
     assert "[" + "#" * 28 + "]" in frames[-1]
+
+
+def test_fit_sizes_a_catalog_model_before_download(loopback_hub, smollm2_path):
+    import json
+
+    r = hearth("fit", "llama-3.1-8b:Q8_0", "--ctx", "4096", "--draft", "llama-3.2-1b", "--json")
+    assert r.returncode in (0, 2), r.stderr
+    plan = json.loads(r.stdout)
+    assert plan["model"] == "Llama 3.1 8B Instruct" and plan["ctx"] <= 4096
+    assert plan["weights_bytes"] > 7.5e9 and plan["draft_bytes"] > 0  # Q8_0: about 8.5 bits a weight
+    assert loopback_hub.received == []  # nothing asked of the hub

@@ -203,3 +203,23 @@ async def test_retries_back_off_then_fail_with_the_partial_kept(loopback_hub, tm
     again = await manager.wait((await manager.pull(REPO)).id)
     assert again.state == "completed" and open(again.path, "rb").read() == data
     assert loopback_hub.ranges(REPO, FILE)[-1] not in (None, "bytes=0-")
+
+
+async def test_a_second_process_waits_for_the_blob_lock_then_finds_the_file(loopback_hub, tmp_path, manager):
+    """Two managers stand for two processes (a service and ``hearth pull``): one fetch, no double write."""
+    data = publish(loopback_hub, tmp_path)
+    loopback_hub.hold_after(REPO, FILE, len(data) // 2)
+    a = await manager.pull(REPO)
+    await _until(lambda: loopback_hub.bytes_sent(REPO, FILE) > 0)
+    other = DownloadManager(None, retry=FAST)
+    await other.start()
+    try:
+        b = await other.pull(REPO)
+        await _until(lambda: b.state == "waiting")
+        loopback_hub.release()
+        da, db = await asyncio.wait_for(asyncio.gather(manager.wait(a.id), other.wait(b.id)), 60)
+        assert da.state == db.state == "completed"
+        assert open(db.path, "rb").read() == data
+        assert loopback_hub.gets(REPO, FILE) == 1
+    finally:
+        await other.close()

@@ -68,3 +68,43 @@ def test_split_names():
     assert (part.index, part.count) == (2, 3)
     assert part.names() == [f"m-Q4_K_M-0000{i}-of-00003.gguf" for i in (1, 2, 3)]
     assert split_part("m-Q4_K_M.gguf") is None
+
+
+def test_a_split_models_shape_counts_every_part(tmp_path):
+    """Parts laid out as llama.cpp's gguf-split writes them: metadata in the first, tensors spread."""
+    import numpy as np
+    from gguf import GGUFWriter
+
+    from runtime.hardware.shape import shape_from_gguf
+    from runtime.store.model_shape import shape_of_file
+
+    n_embd, n_ff, n_vocab = 64, 128, 256
+    layer = {"attn_norm": (n_embd,), "attn_q": (n_embd, n_embd), "attn_k": (16, n_embd), "attn_v": (16, n_embd),
+             "attn_output": (n_embd, n_embd), "ffn_norm": (n_embd,), "ffn_gate": (n_ff, n_embd),
+             "ffn_up": (n_ff, n_embd), "ffn_down": (n_embd, n_ff)}
+    parts = [{"token_embd.weight": (n_vocab, n_embd), **{f"blk.0.{k}.weight": v for k, v in layer.items()}},
+             {**{f"blk.1.{k}.weight": v for k, v in layer.items()}, "output_norm.weight": (n_embd,),
+              "output.weight": (n_vocab, n_embd)}]
+    total = 0
+    for i, tensors in enumerate(parts, 1):
+        w = GGUFWriter(str(tmp_path / f"m-Q8_0-0000{i}-of-00002.gguf"), "llama")
+        if i == 1:
+            w.add_block_count(2)
+            w.add_context_length(512)
+            w.add_embedding_length(n_embd)
+            w.add_feed_forward_length(n_ff)
+            w.add_head_count(4)
+            w.add_head_count_kv(1)
+        w.add_uint16("split.no", i - 1)
+        w.add_uint16("split.count", 2)
+        for name, shape in tensors.items():
+            w.add_tensor(name, np.zeros(shape, dtype=np.float32))
+            total += int(np.prod(shape)) * 4
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+    first = tmp_path / "m-Q8_0-00001-of-00002.gguf"
+    assert shape_from_gguf(first).weights_bytes < total
+    shape = shape_of_file(first)
+    assert shape.weights_bytes == total and shape.n_layer == 2 and all(shape.layer_bytes)

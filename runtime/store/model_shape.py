@@ -1,0 +1,57 @@
+"""A model's shape for the fit planner: from its file when local, else from the catalog's numbers.
+
+A catalog model that is not downloaded is sized from its architecture numbers and its file
+size (the catalog's, or parameters x the quantization's bits per weight), so ``hearth fit``
+and the catalog's fit badges answer before anything is downloaded.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runtime.hardware.shape import ModelShape, shape_from_catalog, shape_from_header
+from runtime.store.catalog import CatalogEntry, load_catalog
+from runtime.store.gguf_file import read_header
+from runtime.store.gguf_names import split_part
+from runtime.store.refs import BadReference, parse_ref
+from runtime.store.resolve import UnknownModel, resolve_model
+
+
+def catalog_shape(entry: CatalogEntry, quant: str | None = None) -> ModelShape | None:
+    """The estimated shape of a catalog model at ``quant`` (None when the catalog lacks the numbers)."""
+    size = entry.estimated_bytes(quant)
+    if size is None or "shape" not in entry.raw:
+        return None
+    sized = CatalogEntry(entry.id, entry.name, entry.family, entry.license, entry.context_length,
+                         {**entry.raw, "shape": {**entry.raw["shape"], "file_bytes": size}})
+    return shape_from_catalog(sized)
+
+
+def shape_of_file(path: str | Path) -> ModelShape:
+    """The shape of a local GGUF; for a split model, the tensors of all its parts (beside it)."""
+    path = Path(path)
+    header = read_header(path)
+    part = split_part(path.name)
+    if part is not None and part.count > 1:
+        for name in part.names():
+            if name != path.name:
+                other = read_header(path.parent / name)  # a missing part raises InvalidModelFile
+                header.tensors.extend(other.tensors)
+                header.file_size += other.file_size
+    return shape_from_header(header)
+
+
+def model_shape(ref: str, data_dir: Path) -> ModelShape:
+    """The shape of ``ref``; raises ``UnknownModel`` or ``InvalidModelFile`` with the reason."""
+    try:
+        return shape_of_file(resolve_model(ref, data_dir).path)
+    except UnknownModel as missing:
+        catalog = load_catalog()
+        try:
+            parsed = parse_ref(ref, frozenset(catalog))
+        except BadReference:
+            raise missing from None
+        shape = catalog_shape(catalog[parsed.catalog_id], parsed.quant) if parsed.kind == "catalog" else None
+        if shape is None:
+            raise missing from None
+        return shape
