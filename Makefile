@@ -7,7 +7,7 @@ PIP    := $(PY) -m pip -q --disable-pip-version-check
 HOST   ?= 127.0.0.1
 PORT   ?= 4327
 
-.PHONY: run serve test bench clean
+.PHONY: run serve test bench screenshots clean
 
 # llama.cpp's backend is chosen when pip compiles it: CUDA where nvcc is installed *and* a GPU
 # answers nvidia-smi (nvcc alone, as on some build machines, would make a build that cannot
@@ -31,11 +31,24 @@ $(VENV)/.test: $(VENV)/.core pyproject.toml
 	$(PIP) install -e '.[embedded,app,test]'
 	@touch $@
 
-# Until the desktop app lands, `make run` serves the API with the default model.
-run: $(VENV)/.core
-	$(VENV)/bin/hearth serve --host $(HOST) --port $(PORT)
+# The desktop app (PySide6, qasync) on top of the core.
+$(VENV)/.app: $(VENV)/.core pyproject.toml
+	$(PIP) install -e '.[embedded,app]'
+	@touch $@
 
-serve: run
+# `make run` opens the desktop app where there is a display, and serves the API headless otherwise.
+HAS_DISPLAY := $(shell if [ -n "$$DISPLAY$$WAYLAND_DISPLAY" ] || [ "$$(uname -s)" = Darwin ] || [ "$(OS)" = Windows_NT ]; then echo yes; fi)
+ifeq ($(HAS_DISPLAY),yes)
+run: $(VENV)/.app
+	@if [ "$$(uname -s)" = Linux ] && ! ldconfig -p 2>/dev/null | grep -q libxcb-cursor.so.0; then \
+	  echo "Qt's X11 plugin needs libxcb-cursor0: sudo apt-get install libxcb-cursor0 (Debian/Ubuntu)"; fi
+	$(VENV)/bin/hearth app $(if $(filter command line environment,$(origin PORT)),--port $(PORT))
+else
+run: serve
+endif
+
+serve: $(VENV)/.core
+	$(VENV)/bin/hearth serve --host $(HOST) --port $(PORT)
 
 test: $(VENV)/.test
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -ra tests
@@ -46,6 +59,10 @@ bench: $(VENV)/.test
 	$(PY) bench/prefix_cache.py
 	$(PY) bench/kv_memory.py
 	$(PY) bench/fit_accuracy.py
+
+# Screenshots of the desktop app under Xvfb with the default model, into docs/screenshots/.
+screenshots: $(VENV)/.test
+	$(PY) bench/screenshots.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info

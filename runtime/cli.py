@@ -31,6 +31,8 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
                    help="share of the KV capacity that idle prefix cache may keep (default %(default)s)")
     p.add_argument("--cache-ram", type=int, default=512,
                    help="MiB of host memory for prefix cache evicted from the KV pool; 0 disables it")
+    p.add_argument("--draft", help="speculative decoding: a draft model with the same tokenizer (catalog id "
+                   "or .gguf path), or 'ngram' for prompt lookup; 'off' disables a catalog default")
     add_api_args(p)
 
 
@@ -39,7 +41,8 @@ def _config(args: argparse.Namespace, **over) -> ServeConfig:
     values = dict(host=args.host, port=args.port, model=args.model, parallel=args.parallel,
                   ctx=args.ctx, n_batch=args.batch, threads=args.threads, kv_type=args.kv_type,
                   flash_attn=flash, block_size=args.block_size, prefix_cache=not args.no_prefix_cache,
-                  cache_fraction=args.cache_fraction, cache_ram=args.cache_ram, preload=False)
+                  cache_fraction=args.cache_fraction, cache_ram=args.cache_ram, preload=False,
+                  draft=getattr(args, "draft", None))
     if args.command == "serve":
         from runtime.config import data_dir
 
@@ -73,6 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-tokens", type=int, default=512)
     run.add_argument("--temperature", type=float, default=0.8)
     store_commands.add_parsers(sub)
+    desktop = sub.add_parser("app", help="open the desktop app (starts the service if none runs)")
+    desktop.add_argument("--port", type=int, help="the service's port (default: the app's setting)")
     return parser
 
 
@@ -179,6 +184,10 @@ def main(argv: list[str] | None = None) -> int:
         return key_command(args, data_dir())
     if args.command in store_commands.COMMANDS:
         return store_commands.run(args)
+    if args.command == "app":
+        import importlib  # the command only launches the app: nothing in runtime depends on it
+
+        return importlib.import_module("app.main").run(args.port)
     if args.command == "serve":
         run_service_loop(serve(_config(args)))
     elif args.command == "run":

@@ -40,6 +40,9 @@ class ServeConfig:
     cache_fraction: float = 0.0
     cache_ram: int = 512
     preload: bool = True
+    #: speculative decoding: a draft model (catalog id or .gguf path) or "ngram"; None: the
+    #: catalog entry's ``draft`` for a catalog model, else off
+    draft: str | None = None
     data_dir: Path = field(default_factory=data_dir)
     # API surface and security (see runtime/server/security.py)
     api_key: str | None = None

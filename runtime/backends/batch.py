@@ -65,6 +65,13 @@ class TokenBatch:
             return end - 1
         return None
 
+    def add_outputs(self, tokens: list[int], pos0: int, seq_id: int) -> int:
+        """Append ``tokens`` with logits at every one; returns the batch index of the first."""
+        first = self.n
+        self.add(tokens, pos0, seq_id, False)
+        self.logits[first:self.n] = 1
+        return first
+
     def prepare(self) -> lc.llama_batch:
         self._batch.n_tokens = self.n
         return self._batch

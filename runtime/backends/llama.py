@@ -280,6 +280,14 @@ class LlamaBackend:
     def detokenize(self, tokens: list[int]) -> str:
         return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", errors="replace")
 
+    @property
+    def bos(self) -> int:
+        return lc.llama_vocab_bos(self.vocab)
+
+    @property
+    def eos(self) -> int:
+        return lc.llama_vocab_eos(self.vocab)
+
     def is_eog(self, token: int) -> bool:
         return bool(lc.llama_vocab_is_eog(self.vocab, token))
 

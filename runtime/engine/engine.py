@@ -2,10 +2,17 @@
 
 The engine is single-threaded (a llama.cpp context is not thread-safe) and knows nothing of
 processes or HTTP: the worker wraps it with a pipe, tests drive it directly.
+
+With a speculator (``speculator.py``), decoding requests that draft get ``1 + K`` slots:
+their drafts go into the same target batch as everything else, with logits at every
+drafted position, and are verified after the decode; both KV caches are then trimmed to
+the accepted length, and the accepted tokens pass the same EOS / stop-string /
+max_tokens checks one by one, as sampled tokens do.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 
 from runtime.backends.errors import NoKVSlotError
@@ -13,6 +20,7 @@ from runtime.engine.kv_cache_manager import KVCacheManager, KVStats
 from runtime.engine.request import FinishReason, Request
 from runtime.engine.sampling_params import SamplingParams
 from runtime.engine.scheduler import ScheduledChunk, Scheduler, SchedulerConfig
+from runtime.engine.speculator import Speculator
 from runtime.engine.text_stream import TextStream
 
 
@@ -30,6 +38,9 @@ class RequestOutput:
     finish_reason: str | None = None
     #: prompt tokens served from the prefix cache (set on the final output)
     cached_tokens: int = 0
+    #: speculative decoding: drafted and accepted tokens of the request (on the final output)
+    drafted: int = 0
+    accepted: int = 0
 
 
 @dataclass(slots=True)
@@ -42,6 +53,8 @@ class EngineStats:
     preemptions: int
     requests_finished: int
     kv: KVStats | None = None
+    #: speculative decoding counters (``Speculator.as_dict``), None when it is off
+    spec: dict | None = None
 
 
 @dataclass(slots=True)
@@ -57,18 +70,24 @@ class CacheConfig:
 
 
 class Engine:
-    def __init__(self, backend, parallel: int, cache: CacheConfig | None = None) -> None:
+    def __init__(self, backend, parallel: int, cache: CacheConfig | None = None,
+                 speculator: Speculator | None = None) -> None:
         self.backend = backend
         cache = cache or CacheConfig()
         n_ctx_train = backend.info.n_ctx_train or backend.n_ctx
         #: the most tokens (prompt + output) one request may have
         self.max_request_tokens = min(backend.n_ctx, n_ctx_train)
+        #: speculative decoding (a draft model and/or prompt lookup); None: off
+        self.spec = speculator
+        memory = speculator.mirror if speculator is not None and speculator.mirror is not None else backend
         self.kv = KVCacheManager(
-            backend, backend.n_ctx // cache.block_size, cache.block_size, backend.n_seq_max,
+            memory, backend.n_ctx // cache.block_size, cache.block_size, backend.n_seq_max,
             prefix_cache=cache.prefix_cache, cache_fraction=cache.cache_fraction,
             n_swa=backend.info.n_swa, host_bytes=cache.host_mib << 20,
         )
         self.scheduler = Scheduler(SchedulerConfig(parallel, backend.n_batch), self.kv)
+        if speculator is not None:
+            self.scheduler.lookahead = speculator.lookahead
         self.requests: dict[str, Request] = {}
         self.tokens_generated = 0
         self.requests_finished = 0
@@ -98,6 +117,15 @@ class Engine:
             for token in prompt[-params.penalty_last_n:]:
                 request.sampler.accept(token)
         request.detok = TextStream(params.stop + (extra_stop or []))
+        if self.spec is not None:
+            try:
+                self.spec.attach(request)
+            except ValueError as e:
+                request.sampler.close()
+                raise RequestRejected(str(e)) from None
+        elif params.draft not in (None, "off"):
+            request.sampler.close()
+            raise RequestRejected("speculative decoding is off on this server: start it with --draft MODEL or --draft ngram")
         request.follows = follows
         self.requests[request_id] = request
         self.scheduler.add(request)
@@ -139,29 +167,68 @@ class Engine:
         s = self.scheduler
         return EngineStats(len(s.running), len(s.waiting), self.tokens_generated, s.used_cells,
                            self.backend.n_ctx, s.num_preemptions, self.requests_finished,
-                           self.kv.stats())
+                           self.kv.stats(), self.spec.as_dict() if self.spec is not None else None)
 
     # -- the step ---------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
         chunks = self.scheduler.schedule()
         if not chunks:
             return []
+        drafts = {}
+        if self.spec is not None:
+            items = [(c.request, c.start, c.k) for c in chunks if c.k > 0]
+            drafts = self.spec.propose(items) if items else {}
         batch = self.backend.batch
         batch.clear()
         sampled: list[tuple[Request, int]] = []
+        verified: list[tuple[ScheduledChunk, int]] = []
         for c in chunks:
             r = c.request
+            draft = drafts.get(r)
+            if draft is not None:
+                verified.append((c, batch.add_outputs([r.tokens[c.start]] + draft.tokens, c.start, r.seq_id)))
+                continue
             index = batch.add(r.tokens[c.start:c.end], c.start, r.seq_id, c.samples)
             if index is not None:
                 sampled.append((r, index))
+        t0 = time.perf_counter()
         try:
             self.backend.decode(batch)
         except NoKVSlotError:
+            if self.spec is not None and self.spec.mirror is not None:
+                for c in chunks:
+                    self.spec.mirror.trim(c.request.seq_id, c.start)
             return self._recover_no_slot(chunks)
+        if self.spec is not None:
+            self.spec.observe_target(batch.n, time.perf_counter() - t0, bool(verified))
         for c in chunks:
             c.request.num_computed = c.end
-            self.kv.commit(c.request)
-        return [self._sample(r, index) for r, index in sampled]
+            if c.request not in drafts:
+                self.kv.commit(c.request)
+        outputs = [self._sample(r, index) for r, index in sampled]
+        outputs += [self._verify(c, drafts[c.request], first) for c, first in verified]
+        if self.spec is not None:
+            self.spec.adapt(self.scheduler.running, sum(1 for c in chunks if c.samples))
+        return outputs
+
+    def _verify(self, c: ScheduledChunk, draft, first: int) -> RequestOutput:
+        """Accept a prefix of the drafts, trim both caches to it, emit the tokens in order."""
+        r = c.request
+        emitted, m = self.spec.verify(r, draft, first)
+        # the target computed [last, x1..xK]: keep [last, x1..xm]; the mirror trims the draft
+        self.kv.memory.seq_rm(r.seq_id, c.start + 1 + m, None)
+        r.num_computed = c.start + 1
+        self.kv.commit(r)
+        text, n = "", 0
+        for i, token in enumerate(emitted):
+            r.sampler.accept(token)
+            out = self._emit(r, token, computed=i < m)
+            text += out.text
+            n += 1
+            if out.finish_reason is not None:
+                out.text, out.n_tokens = text, n
+                return out
+        return RequestOutput(r.request_id, text, n)
 
     def _recover_no_slot(self, chunks: list[ScheduledChunk]) -> list[RequestOutput]:
         """The pool was fuller than the accounting said: undo the step, preempt the newest.
@@ -182,8 +249,16 @@ class Engine:
         return outputs
 
     def _sample(self, request: Request, index: int) -> RequestOutput:
-        token = request.sampler.sample(self.backend.ctx, index)
+        return self._emit(request, request.sampler.sample(self.backend.ctx, index))
+
+    def _emit(self, request: Request, token: int, computed: bool = False) -> RequestOutput:
+        """Append a sampled token; finish the request on EOS, a stop string or max_tokens.
+
+        ``computed``: the token's KV cell exists already (an accepted draft)."""
         request.tokens.append(token)
+        if computed:
+            request.num_computed += 1
+            self.kv.commit(request)
         self.tokens_generated += 1
         reason: FinishReason | None = None
         if self.backend.is_eog(token) and not request.params.ignore_eos:
@@ -197,4 +272,6 @@ class Engine:
         if reason is None:
             return RequestOutput(request.request_id, text, 1)
         self._finish(request, reason)
-        return RequestOutput(request.request_id, text, 1, reason.value, request.cached_tokens)
+        st = request.spec
+        return RequestOutput(request.request_id, text, 1, reason.value, request.cached_tokens,
+                             st.drafted if st else 0, st.accepted if st else 0)

@@ -29,6 +29,9 @@ class WorkerSpec:
     cache_ram_mib: int = 512
     #: sequence ids kept for prefix-cache holders, beside the ``parallel`` running ones
     cache_seqs: int = 32
+    #: speculative decoding: a draft model's file, or "ngram" (prompt lookup); None: off
+    draft: str | None = None
+    draft_id: str | None = None
 
 
 # service -> worker

@@ -47,6 +47,8 @@ class Request:
     #: for the 2nd..nth completion of one prompt: admitted only once this request's prompt
     #: is computed, so its full blocks come from the prefix cache instead of being recomputed
     follows: "Request | None" = None
+    #: speculative decoding state (``runtime.engine.speculator.RequestSpec``), None: not drafting
+    spec: Any = None
 
     @property
     def num_output(self) -> int:

@@ -27,3 +27,5 @@ class SamplingParams:
     max_tokens: int | None = None
     stop: list[str] = field(default_factory=list)
     ignore_eos: bool = False
+    #: speculative decoding: None (the server's default), "model", "ngram" or "off"
+    draft: str | None = None

@@ -30,6 +30,8 @@ class ScheduledChunk:
     request: Request
     start: int
     end: int
+    #: drafted tokens to verify after ``end`` (speculative decoding); slots are reserved
+    k: int = 0
 
     @property
     def samples(self) -> bool:
@@ -44,6 +46,8 @@ class Scheduler:
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []  # in order of admission
         self.num_preemptions = 0
+        #: ``(request, n_decoding) -> K``: drafts to reserve slots for (speculative decoding)
+        self.lookahead = None
 
     # -- queue ------------------------------------------------------------------------
     def add(self, request: Request) -> None:
@@ -81,21 +85,28 @@ class Scheduler:
     def schedule(self) -> list[ScheduledChunk]:
         budget = self.config.token_budget
         chunks: list[ScheduledChunk] = []
+        n_decoding = sum(1 for r in self.running if r.num_pending == 1)
         # Decoding requests first (one token each), then unfinished prompts, oldest first.
         for request in sorted(self.running, key=lambda r: r.num_pending > 1):
             if request not in self.running or budget == 0:
                 continue
             n = min(request.num_pending, budget)
-            while request in self.running and not self.kv.allocate_slots(request, n):
+            k = 0
+            if n == 1 and self.lookahead is not None:
+                k = max(0, min(self.lookahead(request, n_decoding), budget - 1))
+            while request in self.running and not self.kv.allocate_slots(request, n + k):
+                if k:
+                    k = 0  # no room to draft: decode one token rather than preempt
+                    continue
                 victim = self.running[-1]
                 self.preempt(victim)
                 for c in [c for c in chunks if c.request is victim]:
                     chunks.remove(c)
-                    budget += c.end - c.start
+                    budget += c.end - c.start + c.k
             if request not in self.running:
                 continue
-            chunks.append(ScheduledChunk(request, request.num_computed, request.num_computed + n))
-            budget -= n
+            chunks.append(ScheduledChunk(request, request.num_computed, request.num_computed + n, k))
+            budget -= n + k
         while self.waiting and budget > 0 and len(self.running) < self.config.max_running:
             chunk = self._admit(self.waiting[0], budget)
             if chunk is None:

@@ -7,13 +7,16 @@ the service sees the pipe close and fails the waiting requests.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from dataclasses import asdict
 from multiprocessing.connection import Connection
 
 from runtime.backends.chat_template import ChatTemplateError
 from runtime.backends.errors import BackendError, ModelLoadError
 from runtime.backends.llama import ContextConfig, LlamaBackend
+from runtime.backends.vocab_match import vocab_mismatch
 from runtime.engine.engine import CacheConfig, Engine, RequestRejected
+from runtime.engine.speculator import MODEL, NGRAM, Speculator
 from runtime.engine.messages import (
     Accepted, Cancel, Fatal, Loaded, LoadFailed, Rejected, Shutdown, Stats, StepResult, Submit,
     WorkerSpec,
@@ -21,11 +24,12 @@ from runtime.engine.messages import (
 
 
 class _Worker:
-    def __init__(self, conn: Connection, backend: LlamaBackend, spec: WorkerSpec) -> None:
+    def __init__(self, conn: Connection, backend: LlamaBackend, spec: WorkerSpec,
+                 speculator: Speculator | None = None) -> None:
         self.conn = conn
         self.backend = backend
         cache = CacheConfig(spec.block_size, spec.prefix_cache, spec.cache_fraction, spec.cache_ram_mib)
-        self.engine = Engine(backend, spec.parallel, cache)
+        self.engine = Engine(backend, spec.parallel, cache, speculator)
 
     def handle(self, msg: object) -> bool:
         """Apply one message; False means stop."""
@@ -72,19 +76,40 @@ class _Worker:
                     conn.send(StepResult(outputs, engine.stats()))
 
 
+def load_speculator(backend: LlamaBackend, draft: str | None, config: ContextConfig,
+                    draft_id: str | None = None) -> Speculator | None:
+    """The speculator for ``--draft``: a draft model file (a second context, same settings),
+    "ngram" (prompt lookup), or None. ModelLoadError when the draft cannot serve this target."""
+    if not draft:
+        return None
+    if draft == NGRAM:
+        return Speculator(backend, None, default=NGRAM)
+    model = LlamaBackend(draft, config)
+    why = vocab_mismatch(backend, model)
+    if why is not None:
+        model.close()
+        raise ModelLoadError(f"draft model {Path(draft).name} refused: {why}")
+    names = tuple(n for n in (draft_id, Path(draft).name, draft) if n)
+    return Speculator(backend, model, default=MODEL, draft_names=names)
+
+
 def worker_main(conn: Connection, spec: WorkerSpec) -> None:
     """Entry point of the spawned process."""
+    config = ContextConfig(n_ctx=spec.n_ctx, n_seq_max=min(256, spec.parallel + spec.cache_seqs),
+                           n_batch=spec.n_batch, n_threads=spec.n_threads, kv_type=spec.kv_type,
+                           flash_attn=spec.flash_attn, n_gpu_layers=spec.n_gpu_layers)
+    speculator = None
     try:
-        backend = LlamaBackend(
-            spec.model_path,
-            ContextConfig(n_ctx=spec.n_ctx, n_seq_max=min(256, spec.parallel + spec.cache_seqs),
-                          n_batch=spec.n_batch, n_threads=spec.n_threads, kv_type=spec.kv_type,
-                          flash_attn=spec.flash_attn, n_gpu_layers=spec.n_gpu_layers),
-        )
+        backend = LlamaBackend(spec.model_path, config)
+        try:
+            speculator = load_speculator(backend, spec.draft, config, spec.draft_id)
+        except ModelLoadError:
+            backend.close()
+            raise
     except ModelLoadError as e:
         conn.send(LoadFailed(str(e)))
         return
-    worker = _Worker(conn, backend, spec)
+    worker = _Worker(conn, backend, spec, speculator)
     conn.send(Loaded(os.getpid(), backend.n_ctx, worker.engine.max_request_tokens, asdict(backend.info)))
     try:
         worker.run()
@@ -93,4 +118,6 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
     except BackendError as e:
         conn.send(Fatal(f"the engine stopped: {e}"))
     finally:
+        if speculator is not None and speculator.draft is not None:
+            speculator.draft.close()
         backend.close()

@@ -22,6 +22,7 @@ log = logging.getLogger("hearth.server")
 ROUTES = [
     ("GET", "/health", service_api.health),
     ("GET", "/hearth/stats", service_api.stats),
+    ("POST", "/hearth/unload", service_api.unload),
     ("GET", "/hearth/hardware", hardware_api.hardware),
     ("GET", "/hearth/fit", hardware_api.fit),
     ("GET", "/v1/models", openai_api.list_models),

@@ -10,7 +10,7 @@ from runtime.engine.client import (
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, bad_request
 from runtime.server.keep_alive import KEEP_ALIVE
-from runtime.server.model_manager import ModelDoesNotFit
+from runtime.server.model_manager import DraftRefused, ModelDoesNotFit
 from runtime.server.model_refs import ModelPathRefused
 from runtime.server.schemas import GenerationRequest
 from runtime.store.embedded import EmbeddedModelMissing
@@ -27,6 +27,8 @@ def engine_error(e: Exception) -> ApiError:
         return ApiError(400, str(e), code=code)
     if isinstance(e, WorkerDied):
         return ApiError(503, f"{e}; the next request restarts it", type="server_error", code="engine_stopped")
+    if isinstance(e, DraftRefused):
+        return ApiError(400, str(e), param="draft", code="draft_refused")
     if isinstance(e, ModelDoesNotFit):
         return ApiError(400, str(e), param="model", code="model_does_not_fit")
     if isinstance(e, ModelLoadFailed):
@@ -73,10 +75,17 @@ def model_error(e: Exception) -> ApiError:
     raise e
 
 
-def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict:
-    return {
+def usage(prompt_tokens: int, completion_tokens: int, last=None) -> dict:
+    """The usage object; ``last``: the request's final ``RequestOutput`` (cached prompt tokens,
+    speculative decoding counts), a number of cached prompt tokens, or None."""
+    cached = last if isinstance(last, int) else (last.cached_tokens if last is not None else 0)
+    body = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": cached_tokens},
+        "prompt_tokens_details": {"cached_tokens": cached},
     }
+    if last is not None and not isinstance(last, int) and last.drafted:
+        body["speculative"] = {"drafted": last.drafted, "accepted": last.accepted,
+                               "acceptance_rate": round(last.accepted / last.drafted, 4)}
+    return body

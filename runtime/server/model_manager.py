@@ -10,7 +10,7 @@ from runtime.config import ServeConfig
 from runtime.engine.client import EngineClient, ModelLoadFailed
 from runtime.engine.messages import WorkerSpec
 from runtime.server.model_refs import check_model_ref
-from runtime.store.resolve import ResolvedModel, resolve_model
+from runtime.store.resolve import InvalidModelFile, ResolvedModel, UnknownModel, resolve_model
 
 
 log = logging.getLogger("hearth.models")
@@ -18,6 +18,10 @@ log = logging.getLogger("hearth.models")
 
 class ModelDoesNotFit(ModelLoadFailed):
     """The fit planner says the model cannot be loaded on this machine."""
+
+
+class DraftRefused(ModelLoadFailed):
+    """The draft model cannot serve this model (another vocabulary, a missing file)."""
 
 
 class ModelManager:
@@ -56,8 +60,13 @@ class ModelManager:
         try:
             hw = await self.hardware()
             hw.ram.available += freed_bytes
+            try:
+                draft_path, _ = self.draft_for(model)
+            except DraftRefused:
+                draft_path = None  # the load reports it
+            draft = shape_of_file(draft_path) if draft_path and draft_path != "ngram" else None
             return plan_fit(shape_of_file(model.path), hw, ctx=c.ctx, kv_type=c.kv_type,
-                            n_seq=c.parallel, n_batch=c.n_batch)
+                            n_seq=c.parallel, n_batch=c.n_batch, draft=draft)
         except (RuntimeError, OSError, ValueError) as e:
             log.warning("no fit plan for %s: %s", model.id, e)
             return None
@@ -101,19 +110,50 @@ class ModelManager:
         while engine.alive and engine.active and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
 
+    def draft_for(self, model: ResolvedModel, catalog: dict | None = None) -> tuple[str | None, str | None]:
+        """(draft file or "ngram", draft id) for ``model``: ``--draft``, else the catalog
+        entry's optional ``draft`` (skipped when that model is not downloaded)."""
+        ref = self.config.draft
+        explicit = ref is not None
+        if ref is None:
+            if catalog is None:
+                from runtime.store.catalog import load_catalog
+
+                catalog = load_catalog()
+            entry = catalog.get(model.id)
+            ref = entry.raw.get("draft") if entry is not None else None
+            if isinstance(ref, dict):
+                ref = ref.get("id")
+        if not ref or ref == "off":
+            return None, None
+        if ref == "ngram":
+            return "ngram", "ngram"
+        try:
+            draft = self.resolve(ref)
+        except (UnknownModel, InvalidModelFile) as e:
+            if explicit:
+                raise DraftRefused(f"draft model: {e}") from None
+            log.warning("no draft model for %s: %s", model.id, e)
+            return None, None
+        return str(draft.path), draft.id
+
     async def _load(self, model: ResolvedModel, plan) -> EngineClient:
         c = self.config
+        draft, draft_id = self.draft_for(model)
         n_ctx = min(c.ctx, plan.ctx) if plan is not None else c.ctx
         gpu_layers = plan.gpu_layers if plan is not None else 0
         engine = EngineClient(WorkerSpec(
             model.id, str(model.path), n_ctx=n_ctx, parallel=c.parallel, n_batch=c.n_batch,
             n_gpu_layers=gpu_layers,
             n_threads=c.threads, kv_type=c.kv_type, flash_attn=c.flash_attn, block_size=c.block_size,
-            prefix_cache=c.prefix_cache, cache_fraction=c.cache_fraction, cache_ram_mib=c.cache_ram))
+            prefix_cache=c.prefix_cache, cache_fraction=c.cache_fraction, cache_ram_mib=c.cache_ram,
+            draft=draft, draft_id=draft_id))
         try:
             await engine.start()
         except Exception as e:
             self.last_error = str(e)
+            if isinstance(e, ModelLoadFailed) and str(e).startswith("draft model"):
+                raise DraftRefused(str(e)) from None
             raise
         self.engine, self.last_error, self.loaded_at, self._plan = engine, None, time.time(), plan
         return engine
@@ -139,6 +179,16 @@ class ModelManager:
             state = "crashed"
         return {"state": state, "model": e.model_id if e else None, "pid": e.pid if e else None,
                 "error": (e.error if e and not e.alive else None) or self.last_error}
+
+    async def unload(self) -> str | None:
+        """Stop the loaded model's worker (its memory goes back); the next request loads a model
+        again. Returns the id of the model that was unloaded."""
+        async with self._lock:
+            engine, self.engine, self._plan = self.engine, None, None
+            if engine is None:
+                return None
+            await engine.stop()
+            return engine.model_id
 
     async def close(self) -> None:
         if self.engine is not None:

@@ -80,11 +80,11 @@ async def _generate(request: web.Request, req: GenerationRequest, fmt) -> web.St
 async def _collect(req: GenerationRequest, handles: list[RequestHandle], head: dict, fmt) -> web.Response:
     async def one(handle: RequestHandle) -> tuple[str, str | None, int, int]:
         parts: list[str] = [req.prompt] if req.echo and req.prompt else []
-        n, finish, cached = 0, None, 0
+        n, finish, cached = 0, None, None
         async for out in handle:
             parts.append(out.text)
             n += out.n_tokens
-            finish, cached = out.finish_reason, out.cached_tokens
+            finish, cached = out.finish_reason, out
         return "".join(parts), finish, n, cached
 
     try:
@@ -135,7 +135,7 @@ async def _stream(request: web.Request, req: GenerationRequest, handles: list[Re
               for i in range(len(handles))]
     response = await sse.open_stream(request)
     write = response.write
-    n, cached = 0, 0
+    n, cached = 0, None
     try:
         for i in range(len(handles)):
             if fmt is _Chat:
@@ -147,7 +147,7 @@ async def _stream(request: web.Request, req: GenerationRequest, handles: list[Re
             finish = outs[-1].finish_reason
             n += sum(o.n_tokens for o in outs)
             if i == 0:
-                cached = outs[-1].cached_tokens
+                cached = outs[-1]
             if finish is not None:
                 await write(sse.frame({**chunk_head, "choices": [fmt.delta(i, text, finish)]}))
             elif text:

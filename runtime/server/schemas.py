@@ -76,6 +76,19 @@ def _stop(body: dict) -> list[str]:
     raise bad_request("'stop' must be a string or a list of at most 16 strings", "stop")
 
 
+def _draft(body: dict) -> str | None:
+    """Speculative decoding for this request: true / omitted (the server's default), false
+    (off), "ngram" (prompt lookup), "model" or the loaded draft model's id."""
+    v = body.get("draft")
+    if v is None or v is True:
+        return None
+    if v is False:
+        return "off"
+    if isinstance(v, str) and v:
+        return v
+    raise bad_request("'draft' must be true, false, \"ngram\", \"model\" or a draft model id", "draft")
+
+
 def _common(body: Any) -> GenerationRequest:
     if not isinstance(body, dict):
         raise bad_request("the request body must be a JSON object")
@@ -102,6 +115,7 @@ def _common(body: Any) -> GenerationRequest:
         max_tokens=max_tokens,
         stop=_stop(body),
         ignore_eos=_boolean(body, "ignore_eos"),
+        draft=_draft(body),
     )
     stream = _boolean(body, "stream")
     options = body.get("stream_options")

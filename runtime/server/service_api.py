@@ -33,5 +33,12 @@ async def stats(request: web.Request) -> web.Response:
                 kv.update({k: v for k, v in d["kv"].items()})
             entry.update(running=d["running"], waiting=d["waiting"], tokens_generated=d["tokens_generated"],
                          requests_finished=d["requests_finished"], preemptions=d["preemptions"], kv=kv)
+            if d.get("spec") is not None:
+                entry["spec"] = d["spec"]
         models.append(entry)
     return web.json_response({"requests_served": manager.requests_served, "models": models})
+
+
+async def unload(request: web.Request) -> web.Response:
+    """Unload the running model (requests in flight end with an error); 200 with its id, or null."""
+    return web.json_response({"unloaded": await request.app[MANAGER].unload()})

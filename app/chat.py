@@ -1,0 +1,257 @@
+"""Chat: conversations, sending, streaming into the message model, stop, regenerate, edit and resend.
+
+Tokens arrive as server-sent events; they are buffered and flushed into the message model
+every ``flush_ms`` (about 50 ms), so the view repaints at a steady rate however fast the model
+writes. When the answer ends its numbers are kept with it: model, tokens/s, time to first
+token, cached prompt tokens and, when speculation ran, the draft acceptance rate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from app.api_client import ApiClient
+from app.conversations import Conversation, ConversationStore, Message, Sampling
+from app.errors import ApiProblem, explain
+from app.qt_models import ConversationListModel, MessageListModel
+
+TITLE_CHARS = 48
+
+
+class ChatService(QObject):
+    busy_changed = Signal(bool)
+    error = Signal(object)  # UserError
+    current_changed = Signal(object)  # Conversation or None
+    finished = Signal(object)  # the assistant Message, when its answer ended (done, stopped or failed)
+
+    def __init__(self, client: ApiClient, store: ConversationStore, *, flush_ms: int = 50) -> None:
+        super().__init__()
+        self.client, self.store = client, store
+        self.conversations = ConversationListModel()
+        self.messages = MessageListModel()
+        self.current: Conversation | None = None
+        self._search = ""
+        self._task: asyncio.Task | None = None
+        self._live: Message | None = None
+        self._live_conversation: int | None = None
+        self._pending: list[str] = []
+        self._timer = QTimer(self)
+        self._timer.setInterval(flush_ms)
+        self._timer.timeout.connect(self._flush)
+        self.reload()
+
+    # conversations
+    @property
+    def busy(self) -> bool:
+        return self._task is not None and not self._task.done()
+
+    def reload(self) -> None:
+        self.conversations.reset(self.store.conversations(self._search))
+
+    def search(self, text: str) -> None:
+        self._search = text.strip()
+        self.reload()
+
+    def new_conversation(self, model: str = "") -> Conversation:
+        c = self.store.create(model=model)
+        self._search = ""
+        self.reload()
+        self.select(c.id)
+        return c
+
+    def select(self, conversation_id: int | None) -> None:
+        c = self.store.get(conversation_id) if conversation_id is not None else None
+        self.current = c
+        msgs = self.store.messages(c.id) if c else []
+        if c is not None and self._live is not None and self._live_conversation == c.id:
+            msgs = [self._live if m.id == self._live.id else m for m in msgs]
+        self.messages.reset(msgs)
+        self.current_changed.emit(c)
+
+    def rename(self, conversation_id: int, title: str) -> None:
+        c = self.store.get(conversation_id)
+        if c is None or not title.strip():
+            return
+        c.title = title.strip()
+        self.store.update(c)
+        if self.current is not None and self.current.id == c.id:
+            self.current.title = c.title
+            self.current_changed.emit(self.current)
+        self.reload()
+
+    def delete(self, conversation_id: int) -> None:
+        if self._live_conversation == conversation_id:
+            self.stop()
+        self.store.delete(conversation_id)
+        self.reload()
+        if self.current is not None and self.current.id == conversation_id:
+            self.select(None)
+
+    def configure(self, *, model: str | None = None, system_prompt: str | None = None,
+                  sampling: Sampling | None = None) -> None:
+        """Per-conversation model, system prompt and sampling."""
+        c = self.current
+        if c is None:
+            return
+        if model is not None:
+            c.model = model
+        if system_prompt is not None:
+            c.system_prompt = system_prompt
+        if sampling is not None:
+            c.sampling = sampling
+        self.store.update(c)
+
+    # sending
+    def send(self, text: str) -> bool:
+        text = text.strip()
+        if not text or self.busy:
+            return False
+        if self.current is None:
+            self.new_conversation()
+        c = self.current
+        if not self.store.messages(c.id) and c.title == "New chat":
+            self.rename(c.id, _title(text))
+        self.messages.append(self.store.add_message(c.id, "user", text))
+        self._generate()
+        return True
+
+    def regenerate(self) -> bool:
+        """Drop the last answer and ask again."""
+        if self.busy or self.current is None:
+            return False
+        msgs = self.messages.items()
+        if not msgs or msgs[-1].role != "assistant":
+            return False
+        self.store.delete_messages_from(self.current.id, msgs[-1].id)
+        self.messages.remove_from(len(msgs) - 1)
+        self._generate()
+        return True
+
+    def edit_and_resend(self, message_id: int, text: str) -> bool:
+        """Replace a user message's text, drop everything after it, and ask again."""
+        text = text.strip()
+        row = self.messages.row_of(message_id)
+        if self.busy or self.current is None or row is None or not text:
+            return False
+        m = self.messages.item(row)
+        if m.role != "user":
+            return False
+        m.content = text
+        self.store.update_message(m)
+        self.messages.changed(m.id)
+        if row + 1 < self.messages.rowCount():
+            self.store.delete_messages_from(self.current.id, self.messages.item(row + 1).id)
+            self.messages.remove_from(row + 1)
+        self._generate()
+        return True
+
+    def stop(self) -> None:
+        if self.busy:
+            self._task.cancel()
+
+    def _request_body(self, c: Conversation, history: list[Message]) -> dict:
+        msgs = [{"role": "system", "content": c.system_prompt}] if c.system_prompt.strip() else []
+        msgs += [{"role": m.role, "content": m.content} for m in history if m.content or m.role == "user"]
+        body = {"messages": msgs, **c.sampling.to_request()}
+        if c.model:
+            body["model"] = c.model
+        return body
+
+    def _generate(self) -> None:
+        c = self.current
+        body = self._request_body(c, self.messages.items())
+        answer = self.store.add_message(c.id, "assistant", "", {"finish": "streaming"})
+        self.messages.append(answer)
+        self._live, self._live_conversation = answer, c.id
+        self._task = asyncio.ensure_future(self._stream(answer, body))
+        self.busy_changed.emit(True)
+
+    async def _stream(self, answer: Message, body: dict) -> None:
+        t0 = time.monotonic()
+        t_first: float | None = None
+        usage: dict = {}
+        finish = None
+        self._timer.start()
+        try:
+            async for chunk in self.client.chat_stream(body):
+                answer.meta["model"] = chunk.get("model", answer.meta.get("model"))
+                for choice in chunk.get("choices") or ():
+                    text = (choice.get("delta") or {}).get("content")
+                    if text:
+                        if t_first is None:
+                            t_first = time.monotonic()
+                        self._pending.append(text)
+                    finish = choice.get("finish_reason") or finish
+                if chunk.get("usage"):
+                    usage = chunk["usage"]
+        except asyncio.CancelledError:
+            finish = "stopped"
+        except ApiProblem as e:
+            finish = "error"
+            problem = explain(e)
+            answer.meta["error"] = problem.text()
+            self.error.emit(problem)
+        finally:
+            self._timer.stop()
+            self._flush()
+            answer.meta.update(_numbers(t0, t_first, time.monotonic(), usage))
+            answer.meta["finish"] = finish or "stop"
+            self.store.update_message(answer)
+            self._live, self._live_conversation = None, None
+            self.messages.changed(answer.id)
+            self.busy_changed.emit(False)
+            self.finished.emit(answer)
+
+    def _flush(self) -> None:
+        if not self._pending or self._live is None:
+            return
+        self._live.content += "".join(self._pending)
+        self._pending.clear()
+        self.messages.changed(self._live.id)
+
+
+def _title(text: str) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= TITLE_CHARS else line[:TITLE_CHARS - 1].rstrip() + "…"
+
+
+def _numbers(t0: float, t_first: float | None, t_end: float, usage: dict) -> dict:
+    """The figures shown under an answer."""
+    out: dict = {}
+    n = usage.get("completion_tokens")
+    if t_first is not None:
+        out["ttft_s"] = round(t_first - t0, 3)
+        if n and n > 1 and t_end > t_first:
+            out["tokens_per_s"] = round((n - 1) / (t_end - t_first), 1)
+    if n is not None:
+        out["completion_tokens"] = n
+    if usage.get("prompt_tokens") is not None:
+        out["prompt_tokens"] = usage["prompt_tokens"]
+    cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens")
+    if cached is not None:
+        out["cached_tokens"] = cached
+    rate = acceptance_rate(usage)
+    if rate is not None:
+        out["acceptance_rate"] = rate
+    return out
+
+
+def acceptance_rate(usage: dict) -> float | None:
+    """The draft acceptance rate when speculation ran: a ratio in [0, 1], or None."""
+    for key in ("speculation", "speculative", "draft"):
+        spec = usage.get(key)
+        if isinstance(spec, dict):
+            if isinstance(spec.get("acceptance_rate"), (int, float)):
+                return float(spec["acceptance_rate"])
+            drafted = spec.get("drafted") or spec.get("draft_tokens") or spec.get("proposed")
+            accepted = spec.get("accepted") if spec.get("accepted") is not None else spec.get("accepted_tokens")
+            if drafted and accepted is not None:
+                return accepted / drafted
+    details = usage.get("completion_tokens_details") or {}
+    acc, rej = details.get("accepted_prediction_tokens"), details.get("rejected_prediction_tokens")
+    if acc is not None and rej is not None and acc + rej > 0:
+        return acc / (acc + rej)
+    return None

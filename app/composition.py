@@ -1,0 +1,231 @@
+"""The composition root: builds settings, the API client, the services and the windows, and wires
+them together. Nothing else in the app creates a long-lived object; there are no singletons."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from PySide6.QtCore import QObject, Qt
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+from app.api_client import ApiClient
+from app.chat import ChatService
+from app.conversations import ConversationStore
+from app.errors import ApiProblem, UserError, explain
+from app.service import DIED, FOREIGN, RUNNING, UNREACHABLE, ServiceController
+from app.settings import AppSettings, SettingsStore
+from app.tray import Tray, state_icon
+from app.ui.chat_page import ChatPage
+from app.ui.main_window import MainWindow
+from app.ui.server_page import STATE_WORDS, ServerPage
+from app.ui.settings_page import SettingsPage
+from app.ui.style import STYLE
+
+log = logging.getLogger("hearth.app")
+
+
+def autostart_setter() -> Callable[[bool], None] | None:
+    """The platform's start-at-login switch, where this installation has one."""
+    try:
+        from app import autostart  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return getattr(autostart, "set_enabled", None)
+
+
+def autostart_state() -> Callable[[], bool] | None:
+    """Whether starting at login is on, as the platform says (None where there is no switch)."""
+    try:
+        from app import autostart  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return getattr(autostart, "is_enabled", None)
+
+
+def connect_host(bind: str) -> str:
+    """Where the app reaches a service bound to ``bind``."""
+    return "127.0.0.1" if bind in ("0.0.0.0", "", "::") else bind
+
+
+class HearthApp(QObject):
+    """One running desktop app: its objects, their wiring, start and shutdown."""
+
+    def __init__(self, qapp: QApplication, data_dir: Path, *, port: int | None = None,
+                 start_on_login: Callable[[bool], None] | None = None,
+                 start_on_login_state: Callable[[], bool] | None = None, poll_s: float = 1.0,
+                 tray_available: bool | None = None) -> None:
+        super().__init__()
+        self.qapp = qapp
+        qapp.setQuitOnLastWindowClosed(False)  # the tray keeps running; quitting is explicit
+        self.settings_store = SettingsStore(data_dir / "app-settings.json")
+        self.settings = self.settings_store.load()
+        if port is not None:
+            self.settings.port = port
+        if start_on_login_state is not None:
+            try:
+                self.settings.start_on_login = bool(start_on_login_state())
+            except OSError as e:
+                log.warning("cannot read the start-at-login state: %s", e)
+        self.client = ApiClient(f"http://{connect_host(self.settings.host)}:{self.settings.port}")
+        self.service = ServiceController(self.client, self.settings, poll_s=poll_s)
+        self.store = ConversationStore(data_dir / "conversations.sqlite3")
+        self.chat = ChatService(self.client, self.store)
+        self.closed = asyncio.get_event_loop().create_future()
+        self._tasks: set[asyncio.Task] = set()
+        self.chat_page = ChatPage(self.chat)
+        self.server_page = ServerPage(self.service, start=lambda: self.spawn(self.start_service()),
+                                      stop=lambda: self.spawn(self.service.stop()))
+        self.settings_page = SettingsPage(self.settings, start_on_login)
+        self.settings_page.saved.connect(self._settings_saved)
+        pages = {"Chat": self.chat_page, "Server": self.server_page, "Settings": self.settings_page}
+        self.models_page = self._models_page()
+        if self.models_page is not None:
+            pages["Models"] = self.models_page
+        self.window = MainWindow(pages)
+        self.window.setWindowIcon(state_icon(RUNNING))
+        self.window.close_handler = self._window_closing
+        self.tray = Tray(self.service, open_window=self.open_window,
+                         start=lambda: self.spawn(self.start_service()),
+                         stop=lambda: self.spawn(self.service.stop()), quit=self.quit)
+        if tray_available is not None:
+            self.tray.available = tray_available
+        self.service.stats_changed.connect(self.models.running_from_stats)
+        self.service.problem.connect(self._service_problem)
+        self.service.state_changed.connect(self._service_state)
+        self.service.health_changed.connect(lambda _: self._service_state(self.service.state))
+        self.chat.error.connect(self.show_error)
+        self.no_tray_notice: QMessageBox | None = None
+        self._service_banner: UserError | None = None
+        qapp.setStyleSheet(STYLE)
+        self.apply_theme()
+
+    def _models_page(self):
+        """The model manager page (built in ``app.models``)."""
+        from app.models import ModelStoreService
+        from app.ui.models_page import ModelsPage
+
+        self.models = ModelStoreService(self.client)
+        self.models.error.connect(self.show_error)
+        self.models.local_changed.connect(self._local_models)
+        return ModelsPage(self.models, self.spawn)
+
+    # lifecycle
+    def spawn(self, coro) -> asyncio.Task:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            e = task.exception()
+            log.error("background task failed: %r", e)
+            self.show_error(explain(e, port=self.settings.port))
+
+    async def start(self) -> bool:
+        self.window.show()
+        ok = await self.service.ensure()
+        if ok:
+            await self.refresh_models()
+        return ok
+
+    async def start_service(self) -> None:
+        if await self.service.start():
+            await self.refresh_models()
+
+    async def refresh_models(self) -> None:
+        try:
+            await self.models.refresh()
+        except ApiProblem as e:
+            self.show_error(explain(e, port=self.settings.port))
+
+    def _local_models(self, ids: list[str]) -> None:
+        self.chat_page.set_models(ids, self.settings.default_model if self.service.owned else "")
+        self.settings_page.set_models(ids)
+
+    def open_window(self) -> None:
+        self.window.show()
+        self.window.raise_()
+        self.window.activateWindow()
+
+    def quit(self) -> None:
+        self.spawn(self.shutdown())
+
+    async def shutdown(self, stop_service: bool = True) -> None:
+        self.chat.stop()
+        self.models.close()
+        await self.service.close(stop_child=stop_service)
+        await self.client.close()
+        self.tray.hide()
+        self.window.close_handler = None
+        self.window.close()
+        self.store.close()
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    def _window_closing(self) -> bool:
+        """True: the window closes and the app quits; False: it hides to the tray."""
+        if self.settings.keep_in_tray and self.tray.available:
+            return False
+        if not self.tray.available and self.settings.keep_in_tray and not self.settings.told_no_tray:
+            self.settings.told_no_tray = True
+            self.settings_store.save(self.settings)
+            box = QMessageBox(QMessageBox.Icon.Information, "Hearth is quitting",
+                              "This desktop has no system tray, so Hearth cannot keep running in the "
+                              "background: closing the window quits Hearth and stops the service it started.")
+            box.setModal(False)
+            box.finished.connect(lambda _: self.quit())
+            box.show()
+            self.no_tray_notice = box
+            return True
+        self.quit()
+        return True
+
+    # settings
+    def apply_theme(self) -> None:
+        hints = self.qapp.styleHints()
+        if self.settings.theme_follows_os:
+            hints.unsetColorScheme()
+            self.qapp.setPalette(QPalette())  # back to the platform's palette
+        else:
+            hints.setColorScheme(Qt.ColorScheme.Light)
+            self.qapp.setPalette(self.qapp.style().standardPalette())
+
+    def _settings_saved(self, new: AppSettings) -> None:
+        for name in AppSettings.__slots__:
+            setattr(self.settings, name, getattr(new, name))
+        self.settings_store.save(self.settings)
+        self.client.base_url = f"http://{connect_host(self.settings.host)}:{self.settings.port}"
+        self.apply_theme()
+        self.server_page.refresh()
+
+    # problems
+    def show_error(self, problem: UserError) -> None:
+        self.window.banner.show_problem(problem)
+
+    def _service_problem(self, problem: UserError | None) -> None:
+        state = self.service.state
+        if problem is None:
+            if self.window.banner.problem is self._service_banner and self._service_banner is not None:
+                self.window.banner.show_problem(None)
+                self._service_banner = None
+            return
+        self._service_banner = problem
+        if state in (DIED, UNREACHABLE):
+            self.window.banner.show_problem(problem, "Restart server", lambda: self.spawn(self.start_service()))
+        elif state == FOREIGN:
+            self.window.banner.show_problem(problem, "Open Settings", lambda: self.window.show_page("Settings"))
+        else:
+            self.window.banner.show_problem(problem)
+
+    def _service_state(self, state: str) -> None:
+        model = self.service.loaded_model
+        text = f"Service: {STATE_WORDS.get(state, state)} at {self.service.url}"
+        if state == RUNNING and model:
+            text += f" · model {model}"
+        self.window.set_service_text(text)

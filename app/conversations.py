@@ -1,0 +1,158 @@
+"""Conversations and their messages in SQLite, in the data directory; they survive restarts."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS conversations (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    title TEXT NOT NULL,
+    model TEXT NOT NULL DEFAULT '',
+    system_prompt TEXT NOT NULL DEFAULT '',
+    sampling TEXT NOT NULL DEFAULT '{}',
+    created REAL NOT NULL,
+    updated REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    meta TEXT NOT NULL DEFAULT '{}',
+    created REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id, id);
+"""
+
+
+@dataclass(slots=True)
+class Sampling:
+    temperature: float = 0.7
+    top_p: float = 0.95
+    max_tokens: int = 1024
+    seed: int | None = None
+
+    def to_request(self) -> dict:
+        body = {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens}
+        if self.seed is not None:
+            body["seed"] = self.seed
+        return body
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Sampling":
+        s = cls()
+        for k in ("temperature", "top_p", "max_tokens", "seed"):
+            if k in d:
+                setattr(s, k, d[k])
+        return s
+
+
+@dataclass(slots=True)
+class Conversation:
+    id: int
+    title: str
+    model: str = ""
+    system_prompt: str = ""
+    sampling: Sampling = field(default_factory=Sampling)
+    updated: float = 0.0
+
+
+@dataclass(slots=True)
+class Message:
+    id: int
+    role: str  # "user" or "assistant"
+    content: str
+    meta: dict = field(default_factory=dict)  # model, tokens_per_s, ttft_s, cached_tokens, finish, ...
+
+
+class ConversationStore:
+    """All reads and writes of the chat history. Each write commits: a crash loses nothing saved."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self.db = sqlite3.connect(str(path))
+        self.db.execute("PRAGMA foreign_keys = ON")
+        self.db.execute("PRAGMA journal_mode = WAL")
+        self.db.executescript(_SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # conversations
+    def create(self, title: str = "New chat", model: str = "", system_prompt: str = "",
+               sampling: Sampling | None = None) -> Conversation:
+        now = time.time()
+        s = sampling or Sampling()
+        with self.db:
+            cur = self.db.execute(
+                "INSERT INTO conversations (title, model, system_prompt, sampling, created, updated) "
+                "VALUES (?, ?, ?, ?, ?, ?)", (title, model, system_prompt, json.dumps(_sampling_dict(s)), now, now))
+        return Conversation(cur.lastrowid, title, model, system_prompt, s, now)
+
+    def conversations(self, search: str = "") -> list[Conversation]:
+        """Newest first; ``search`` matches titles and message text, case-insensitively."""
+        sql = "SELECT id, title, model, system_prompt, sampling, updated FROM conversations"
+        args: tuple = ()
+        if search:
+            like = f"%{search}%"
+            sql += (" WHERE title LIKE ? OR id IN (SELECT conversation_id FROM messages WHERE content LIKE ?)")
+            args = (like, like)
+        rows = self.db.execute(sql + " ORDER BY updated DESC, id DESC", args).fetchall()
+        return [_conversation(r) for r in rows]
+
+    def get(self, conversation_id: int) -> Conversation | None:
+        r = self.db.execute("SELECT id, title, model, system_prompt, sampling, updated FROM conversations "
+                            "WHERE id = ?", (conversation_id,)).fetchone()
+        return _conversation(r) if r else None
+
+    def update(self, c: Conversation) -> None:
+        c.updated = time.time()
+        with self.db:
+            self.db.execute("UPDATE conversations SET title = ?, model = ?, system_prompt = ?, sampling = ?, "
+                            "updated = ? WHERE id = ?",
+                            (c.title, c.model, c.system_prompt, json.dumps(_sampling_dict(c.sampling)),
+                             c.updated, c.id))
+
+    def delete(self, conversation_id: int) -> None:
+        with self.db:
+            self.db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+
+    # messages
+    def messages(self, conversation_id: int) -> list[Message]:
+        rows = self.db.execute("SELECT id, role, content, meta FROM messages WHERE conversation_id = ? "
+                               "ORDER BY id", (conversation_id,)).fetchall()
+        return [Message(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+
+    def add_message(self, conversation_id: int, role: str, content: str, meta: dict | None = None) -> Message:
+        now = time.time()
+        with self.db:
+            cur = self.db.execute("INSERT INTO messages (conversation_id, role, content, meta, created) "
+                                  "VALUES (?, ?, ?, ?, ?)", (conversation_id, role, content,
+                                                             json.dumps(meta or {}), now))
+            self.db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
+        return Message(cur.lastrowid, role, content, dict(meta or {}))
+
+    def update_message(self, m: Message) -> None:
+        with self.db:
+            self.db.execute("UPDATE messages SET content = ?, meta = ? WHERE id = ?",
+                            (m.content, json.dumps(m.meta), m.id))
+
+    def delete_messages_from(self, conversation_id: int, message_id: int) -> None:
+        """Delete ``message_id`` and every later message of the conversation."""
+        with self.db:
+            self.db.execute("DELETE FROM messages WHERE conversation_id = ? AND id >= ?",
+                            (conversation_id, message_id))
+
+
+def _sampling_dict(s: Sampling) -> dict:
+    return {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens, "seed": s.seed}
+
+
+def _conversation(r) -> Conversation:
+    return Conversation(r[0], r[1], r[2], r[3], Sampling.from_dict(json.loads(r[4])), r[5])

@@ -1,0 +1,262 @@
+"""The model manager's service: catalog, local models, downloads with live progress, the running model.
+
+Everything goes through the service's store routes; download progress arrives as server-sent
+events and updates ``DownloadListModel`` rows in place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from urllib.parse import quote
+
+from PySide6.QtCore import QObject, Signal
+
+from app.api_client import ApiClient
+from app.errors import ApiProblem, ServiceUnreachable, UserError, explain
+from app.qt_models import CatalogListModel, DownloadListModel, LocalModelListModel
+
+log = logging.getLogger("hearth.app")
+FINAL_STATES = ("completed", "failed", "cancelled")
+ACTIVE_STATES = ("queued", "downloading", "waiting", "verifying")
+
+
+def _rows(body, *keys: str) -> list[dict]:
+    if isinstance(body, list):
+        return [r for r in body if isinstance(r, dict)]
+    for k in keys:
+        if isinstance(body.get(k), list):
+            return [r for r in body[k] if isinstance(r, dict)]
+    return []
+
+
+def fit_badge(fit: dict | None) -> tuple[str, str]:
+    """(text, colour) of the fit badge from a fit plan: where the model runs and how fast."""
+    if not fit or not fit.get("verdict"):
+        return "", ""
+    verdict = fit["verdict"]
+    words = {"gpu": "Fits on GPU", "partial": "Partly on GPU", "cpu": "Runs on CPU", "too_big": "Too big"}
+    colour = {"gpu": "#2e7d32", "partial": "#1565c0", "cpu": "#6a1b9a", "too_big": "#c62828"}
+    text = words.get(verdict, verdict)
+    speed = fit.get("predicted_tokens_per_s")
+    if speed and verdict != "too_big":
+        text += f" · ~{speed:.0f} tok/s" if speed >= 1 else " · <1 tok/s"
+    return text, colour.get(verdict, "#616161")
+
+
+class ModelStoreService(QObject):
+    error = Signal(object)  # UserError
+    local_changed = Signal(list)  # ids of the models the chat can use
+    running_changed = Signal(dict)  # the running model: id, pid, memory bytes; {} when none
+
+    def __init__(self, client: ApiClient) -> None:
+        super().__init__()
+        self.client = client
+        self.catalog = CatalogListModel()
+        self.local = LocalModelListModel()
+        self.downloads = DownloadListModel()
+        self.running: dict = {}
+        self.store_available: bool | None = None  # None until asked
+        self._events: asyncio.Task | None = None
+        self._poll: asyncio.Task | None = None
+        self._fits: dict[str, dict] = {}
+
+    async def refresh_local(self) -> list[str]:
+        """Local models (the store's list, or /v1/models where the service has no store)."""
+        try:
+            rows = _rows(await self.client.get("/hearth/models"), "models", "data")
+            self.store_available = True
+        except ApiProblem as e:
+            if e.status != 404:
+                raise
+            self.store_available = False
+            rows = [{"id": m["id"], "name": m.get("name") or m["id"],
+                     "source": "embedded" if m.get("owned_by") == "hearth" else "local"}
+                    for m in _rows(await self.client.get("/v1/models"), "data")]
+        for r in rows:
+            if "fit" not in r and r.get("id") in self._fits:
+                r["fit"] = self._fits[r["id"]]
+        self.local.reset(rows)
+        ids = [r["id"] for r in rows if r.get("id")]
+        self.local_changed.emit(ids)
+        return ids
+
+    async def attach_fits(self) -> None:
+        """Ask the planner about each local model that has no fit yet, and show its badge."""
+        for row in self.local.items():
+            if row.get("id") and not row.get("fit"):
+                fit = await self.fit(row["id"])
+                if fit is not None:
+                    self.local.upsert({**row, "fit": fit})
+
+    async def refresh_catalog(self) -> None:
+        if self.store_available is False:
+            return
+        try:
+            rows = _rows(await self.client.get("/hearth/catalog", timeout=30), "models", "data", "entries")
+        except ApiProblem as e:
+            if e.status == 404:
+                self.store_available = False
+                return
+            raise
+        for r in rows:
+            if "fit" not in r and r.get("id") in self._fits:
+                r["fit"] = self._fits[r["id"]]
+        self.catalog.set_entries(rows)
+
+    async def fit(self, model_id: str) -> dict | None:
+        """The planner's verdict for a local model (cached per model)."""
+        if model_id not in self._fits:
+            try:
+                self._fits[model_id] = await self.client.get(f"/hearth/fit?model={quote(model_id, safe='')}", timeout=60)
+            except ApiProblem:
+                return None
+        return self._fits[model_id]
+
+    async def refresh_downloads(self) -> None:
+        if self.store_available is False:
+            return
+        try:
+            self.downloads.reset(_rows(await self.client.get("/hearth/downloads"), "downloads", "data"))
+        except ApiProblem as e:
+            if e.status != 404:
+                raise
+
+    async def refresh_running(self) -> dict:
+        """The loaded model and the memory its worker process holds."""
+        return self.running_from_stats(await self.client.get("/hearth/stats"))
+
+    def running_from_stats(self, stats: dict) -> dict:
+        models = stats.get("models") or []
+        running = dict(models[0]) if models else {}
+        if running.get("pid"):
+            running["memory_bytes"] = _rss(running["pid"])
+        self.running = running
+        self.running_changed.emit(running)
+        return running
+
+    async def refresh(self) -> None:
+        await self.refresh_local()
+        await asyncio.gather(self.refresh_catalog(), self.refresh_downloads(), self.refresh_running())
+        self.follow_downloads()
+        await self.attach_fits()
+
+    # actions
+    async def pull(self, ref: str) -> str | None:
+        ref = ref.strip()
+        if not ref:
+            return None
+        try:
+            body = await self.client.post("/hearth/models/pull", {"model": ref})
+        except ServiceUnreachable as e:
+            self.error.emit(explain(e))
+            return None
+        except ApiProblem as e:
+            self.error.emit(UserError("The download could not start.", e.message,
+                                      "Check the name (a catalog id, owner/repo or owner/repo:QUANT), the "
+                                      "network connection and the free disk space."))
+            return None
+        if isinstance(body.get("download"), dict):
+            self.downloads.upsert(body["download"])
+        elif body.get("id"):
+            self.downloads.upsert({"id": body["id"], "model": ref, "state": "queued"})
+        self.follow_downloads()
+        return body.get("id")
+
+    async def act(self, download_id: str, action: str) -> None:
+        """``pause``, ``resume`` or ``cancel`` a download."""
+        try:
+            body = await self.client.post(f"/hearth/downloads/{quote(download_id, safe='')}/{action}")
+            if isinstance(body, dict) and body.get("id"):
+                await self._update(body)
+            self.follow_downloads()
+        except ApiProblem as e:
+            self.error.emit(explain(e))
+
+    async def delete(self, model_id: str) -> bool:
+        try:
+            await self.client.delete(f"/hearth/models/{quote(model_id, safe='')}")
+        except ApiProblem as e:
+            self.error.emit(explain(e))
+            return False
+        await self.refresh_local()
+        return True
+
+    async def import_file(self, path: str) -> bool:
+        try:
+            await self.client.post("/hearth/models/import", {"path": path}, timeout=300)
+        except ApiProblem as e:
+            self.error.emit(UserError("The file could not be imported.", e.message,
+                                      "Choose a .gguf model file that is complete and readable."))
+            return False
+        await self.refresh_local()
+        return True
+
+    async def unload(self) -> bool:
+        try:
+            await self.client.post("/hearth/unload")
+        except ApiProblem as e:
+            self.error.emit(explain(e))
+            return False
+        await self.refresh_running()
+        return True
+
+    # live progress
+    def follow_downloads(self) -> None:
+        if self.store_available and (self._events is None or self._events.done()):
+            self._events = asyncio.ensure_future(self._follow())
+        if self.store_available and (self._poll is None or self._poll.done()):
+            self._poll = asyncio.ensure_future(self._poll_active())
+
+    async def _poll_active(self, every_s: float = 1.0) -> None:
+        """While a download runs, read the list once a second too: the event stream is rate-limited
+        and may hold back the last progress of a transfer that stalls."""
+        while any(d.get("state") in ACTIVE_STATES for d in self.downloads.items()):
+            await asyncio.sleep(every_s)
+            try:
+                rows = _rows(await self.client.get("/hearth/downloads"), "downloads", "data")
+            except ApiProblem:
+                return
+            for d in rows:
+                await self._update(d)
+
+    async def _update(self, d: dict) -> None:
+        before = self.downloads.row_of(d["id"])
+        old = self.downloads.item(before) if before is not None else None
+        if old == d:
+            return
+        self.downloads.upsert(d)
+        if d.get("state") != (old or {}).get("state") and d.get("state") in FINAL_STATES:
+            await self._finished(d)
+
+    async def _follow(self) -> None:
+        try:
+            async for d in self.client.events("GET", "/hearth/downloads/events"):
+                if d.get("id"):
+                    await self._update(d)
+        except ServiceUnreachable:
+            return
+        except ApiProblem as e:
+            log.warning("download events stopped: %s", e)
+
+    async def _finished(self, d: dict) -> None:
+        if d["state"] == "completed":
+            await self.refresh_local()
+        elif d["state"] == "failed":
+            self.error.emit(UserError("The download failed.", f"{d.get('model') or d.get('ref')}: {d.get('error')}",
+                                      "Check the network connection and disk space, then press Resume."))
+
+    def close(self) -> None:
+        for task in (self._events, self._poll):
+            if task is not None:
+                task.cancel()
+
+
+def _rss(pid: int) -> int | None:
+    import psutil
+
+    try:
+        return psutil.Process(pid).memory_info().rss
+    except psutil.Error as e:
+        log.debug("no memory figure for pid %s: %s", pid, e)
+        return None

@@ -1,0 +1,175 @@
+"""Qt list models, one per collection: conversations, messages, catalog entries, downloads, local models.
+
+Each holds plain Python objects (dataclasses or dicts) and exposes them through roles; widgets
+bind to these models, services fill them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
+
+from app.conversations import Conversation, Message
+
+T = TypeVar("T")
+ObjectRole = Qt.ItemDataRole.UserRole + 1
+KeyRole = Qt.ItemDataRole.UserRole + 2
+_Index = QModelIndex | QPersistentModelIndex
+
+
+class ObjectListModel(QAbstractListModel, Generic[T]):
+    """A list of objects with a display text and a key; updates in place by key."""
+
+    def __init__(self, display: Callable[[T], str], key: Callable[[T], Any]) -> None:
+        super().__init__()
+        self._items: list[T] = []
+        self._display, self._key = display, key
+
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self._items)
+
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or not 0 <= index.row() < len(self._items):
+            return None
+        item = self._items[index.row()]
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self._display(item)
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return self._display(item)
+        if role == ObjectRole:
+            return item
+        if role == KeyRole:
+            return self._key(item)
+        return None
+
+    def items(self) -> list[T]:
+        return list(self._items)
+
+    def item(self, row: int) -> T:
+        return self._items[row]
+
+    def row_of(self, key: Any) -> int | None:
+        for i, it in enumerate(self._items):
+            if self._key(it) == key:
+                return i
+        return None
+
+    def reset(self, items: list[T]) -> None:
+        self.beginResetModel()
+        self._items = list(items)
+        self.endResetModel()
+
+    def append(self, item: T) -> None:
+        n = len(self._items)
+        self.beginInsertRows(QModelIndex(), n, n)
+        self._items.append(item)
+        self.endInsertRows()
+
+    def insert(self, row: int, item: T) -> None:
+        self.beginInsertRows(QModelIndex(), row, row)
+        self._items.insert(row, item)
+        self.endInsertRows()
+
+    def remove_from(self, row: int) -> None:
+        """Remove ``row`` and every row after it."""
+        if row >= len(self._items):
+            return
+        self.beginRemoveRows(QModelIndex(), row, len(self._items) - 1)
+        del self._items[row:]
+        self.endRemoveRows()
+
+    def remove(self, key: Any) -> None:
+        row = self.row_of(key)
+        if row is not None:
+            self.beginRemoveRows(QModelIndex(), row, row)
+            del self._items[row]
+            self.endRemoveRows()
+
+    def changed(self, key: Any) -> None:
+        """Tell the views that the item with ``key`` changed in place."""
+        row = self.row_of(key)
+        if row is not None:
+            idx = self.index(row)
+            self.dataChanged.emit(idx, idx)
+
+    def upsert(self, item: T) -> None:
+        row = self.row_of(self._key(item))
+        if row is None:
+            self.append(item)
+        else:
+            self._items[row] = item
+            idx = self.index(row)
+            self.dataChanged.emit(idx, idx)
+
+
+class ConversationListModel(ObjectListModel[Conversation]):
+    def __init__(self) -> None:
+        super().__init__(lambda c: c.title, lambda c: c.id)
+
+
+class MessageListModel(ObjectListModel[Message]):
+    def __init__(self) -> None:
+        super().__init__(lambda m: m.content, lambda m: m.id)
+
+
+def _size(n: int | None) -> str:
+    if not n:
+        return ""
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit in ("B", "KB") else f"{n:.1f} {unit}"
+        n /= 1000
+    return ""
+
+
+def format_size(n: int | None) -> str:
+    """Bytes as a short decimal size: ``95.3 MB``."""
+    return _size(n)
+
+
+def _catalog_text(e: dict) -> str:
+    parts = [e.get("name") or e.get("id", "?")]
+    quant = e.get("quantization") or e.get("default_quant")
+    if quant:
+        parts.append(quant)
+    size = e.get("size") or (e.get("sizes") or {}).get(quant)
+    if size:
+        parts.append(format_size(size))
+    return " · ".join(parts)
+
+
+class CatalogListModel(ObjectListModel[dict]):
+    """Catalog entries (dicts as ``GET /hearth/catalog`` gives them), filtered by a search string."""
+
+    def __init__(self) -> None:
+        super().__init__(_catalog_text, lambda e: e.get("id"))
+        self._all: list[dict] = []
+        self._query = ""
+
+    def set_entries(self, entries: list[dict]) -> None:
+        self._all = list(entries)
+        self._apply()
+
+    def set_query(self, query: str) -> None:
+        self._query = query.strip().lower()
+        self._apply()
+
+    def _apply(self) -> None:
+        q = self._query
+        keep = [e for e in self._all if not q or any(q in str(e.get(k, "")).lower()
+                                                     for k in ("id", "name", "family", "hf_repo", "repo",
+                                                               "quantization", "default_quant", "license",
+                                                               "parameters"))]
+        self.reset(keep)
+
+
+class DownloadListModel(ObjectListModel[dict]):
+    def __init__(self) -> None:
+        super().__init__(lambda d: f"{d.get('model', '?')} {d.get('state', '')}", lambda d: d.get("id"))
+
+
+class LocalModelListModel(ObjectListModel[dict]):
+    def __init__(self) -> None:
+        super().__init__(lambda m: m.get("name") or m.get("id", "?"), lambda m: m.get("id"))

@@ -1,0 +1,202 @@
+"""The service the app talks to: attach to one on the configured port, or run one as a child.
+
+The child is ``hearth serve`` in its own process (the tray service); its output is kept as a log
+tail. A monitor polls ``/health`` and reports the state, so the window notices a service that
+died or a port taken by another program.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import subprocess
+import sys
+import threading
+import time
+
+from PySide6.QtCore import QObject, Signal
+
+from app.api_client import ApiClient
+from app.errors import ApiProblem, NotHearth, ServiceUnreachable, UserError, explain
+from app.settings import AppSettings
+
+# Service states, as the window shows them.
+CHECKING, STARTING, RUNNING, STOPPED, DIED, UNREACHABLE, FOREIGN = (
+    "checking", "starting", "running", "stopped", "died", "unreachable", "foreign")
+
+
+def _cli_supports(option: str) -> bool:
+    from runtime.cli import build_parser
+
+    serve = build_parser()._subparsers._group_actions[0].choices["serve"]
+    return any(option in a.option_strings for a in serve._actions)
+
+
+class ServiceController(QObject):
+    """Owns the answer to "is there a Hearth service, and is it ours?"."""
+
+    state_changed = Signal(str)
+    health_changed = Signal(dict)  # the last /health body
+    stats_changed = Signal(dict)  # the last /hearth/stats body
+    log_line = Signal(str)
+    problem = Signal(object)  # UserError, or None when the problem is gone
+
+    def __init__(self, client: ApiClient, settings: AppSettings, *, poll_s: float = 1.0,
+                 log_lines: int = 500) -> None:
+        super().__init__()
+        self.client, self.settings, self.poll_s = client, settings, poll_s
+        self.state = CHECKING
+        self.health: dict = {}
+        self.stats: dict = {}
+        self.log: collections.deque[str] = collections.deque(maxlen=log_lines)
+        self.proc: subprocess.Popen | None = None
+        self._stopping = False
+        self._monitor: asyncio.Task | None = None
+
+    @property
+    def url(self) -> str:
+        return self.client.base_url
+
+    @property
+    def owned(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    @property
+    def loaded_model(self) -> str | None:
+        return (self.health.get("engine") or {}).get("model")
+
+    def _set(self, state: str, problem: UserError | None = None) -> None:
+        if state != self.state:
+            self.state = state
+            self.state_changed.emit(state)
+        self.problem.emit(problem)
+
+    async def ensure(self, timeout: float = 180.0) -> bool:
+        """Attach to the service on the port, or start one; True when one answers."""
+        self._set(CHECKING)
+        try:
+            await self._check()
+        except ServiceUnreachable:
+            return await self.start(timeout)
+        except NotHearth as e:
+            self._set(FOREIGN, explain(e, port=self.settings.port))
+            return False
+        self._watch()
+        return True
+
+    async def _check(self) -> dict:
+        self.health = await self.client.health()
+        self.health_changed.emit(self.health)
+        self._set(RUNNING)
+        return self.health
+
+    async def start(self, timeout: float = 180.0) -> bool:
+        """Start ``hearth serve`` as a child and wait for its /health."""
+        if self.owned:
+            return True
+        self._stopping = False
+        self._set(STARTING)
+        s = self.settings
+        cmd = [sys.executable, "-m", "runtime.cli", "serve", "--host", s.host, "--port", str(s.port),
+               *s.serve_args(supports_draft=_cli_supports("--draft"))]
+        self._append_log(f"$ hearth serve --host {s.host} --port {s.port} {' '.join(cmd[8:])}")
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                     bufsize=1, errors="replace")
+        loop = asyncio.get_running_loop()
+        threading.Thread(target=self._pump, args=(self.proc, loop), daemon=True).start()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                self._died()
+                return False
+            try:
+                await self._check()
+                self._watch()
+                return True
+            except NotHearth as e:
+                self._set(FOREIGN, explain(e, port=s.port))
+                return False
+            except ApiProblem:
+                await asyncio.sleep(0.2)
+        self._set(DIED, UserError("The Hearth service did not start in time.",
+                                  f"It gave no answer on {self.url} after {timeout:.0f} seconds.",
+                                  "Look at the log on the Server page, then press Restart."))
+        return False
+
+    def _pump(self, proc: subprocess.Popen, loop: asyncio.AbstractEventLoop) -> None:
+        for line in proc.stdout:
+            try:
+                loop.call_soon_threadsafe(self._append_log, line.rstrip("\n"))
+            except RuntimeError:  # the loop closed: the app is quitting
+                return
+
+    def _append_log(self, line: str) -> None:
+        self.log.append(line)
+        self.log_line.emit(line)
+
+    def _died(self) -> None:
+        code = self.proc.returncode if self.proc else None
+        self._set(DIED, UserError("The Hearth service stopped.",
+                                  f"Its process ended (exit code {code}).",
+                                  "Press Restart to start it again; the log on the Server page says why it stopped."))
+
+    async def stop(self) -> None:
+        """Stop the child service; a service the app did not start is left alone."""
+        self._stopping = True
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            loop = asyncio.get_running_loop()
+            try:
+                await asyncio.wait_for(loop.run_in_executor(None, proc.wait), 15)
+            except TimeoutError:
+                proc.kill()
+                await loop.run_in_executor(None, proc.wait)
+            self._append_log(f"(service stopped, exit code {proc.returncode})")
+        self.health = {}
+        self._set(STOPPED, None)
+
+    async def restart(self) -> bool:
+        if self.owned:
+            await self.stop()
+        return await self.start()
+
+    def _watch(self) -> None:
+        if self._monitor is None or self._monitor.done():
+            self._monitor = asyncio.ensure_future(self._watch_loop())
+
+    async def _watch_loop(self) -> None:
+        while not self._stopping:
+            await asyncio.sleep(self.poll_s)
+            if self._stopping or self.state in (STARTING,):
+                continue
+            try:
+                await self._check()
+                self.stats = await self.client.get("/hearth/stats", timeout=5.0)
+                self.stats_changed.emit(self.stats)
+            except NotHearth as e:
+                self._set(FOREIGN, explain(e, port=self.settings.port))
+                return
+            except ServiceUnreachable as e:
+                if self._stopping:
+                    return
+                if self.proc is not None and self.proc.poll() is not None:
+                    self._died()
+                elif self.proc is None:
+                    self._set(UNREACHABLE, UserError(
+                        "The Hearth service stopped answering.", str(e),
+                        "Press Restart to start a service from the app."))
+                else:
+                    continue  # our child is alive but busy; ask again
+                self.health = {}
+                self.health_changed.emit({})
+                return
+            except ApiProblem:
+                continue
+
+    async def close(self, stop_child: bool = True) -> None:
+        self._stopping = True
+        if self._monitor is not None:
+            self._monitor.cancel()
+        if stop_child and self.proc is not None:
+            await self.stop()

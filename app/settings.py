@@ -1,0 +1,79 @@
+"""The app's settings: a small JSON file in the data directory, read at start, written on change."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+
+from runtime.config import DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT
+
+log = logging.getLogger("hearth.app")
+KV_TYPES = ("f16", "q8_0", "q4_0")
+
+
+@dataclass(slots=True)
+class AppSettings:
+    port: int = DEFAULT_PORT
+    host: str = DEFAULT_HOST
+    default_model: str = DEFAULT_MODEL
+    draft_model: str = ""
+    ctx: int = 8192
+    parallel: int = 4
+    kv_type: str = "f16"
+    start_on_login: bool = False
+    keep_in_tray: bool = True
+    theme_follows_os: bool = True
+    told_no_tray: bool = False
+
+    def serve_args(self, supports_draft: bool = False) -> list[str]:
+        """Arguments for ``hearth serve`` that carry these settings (host and port apart)."""
+        args = ["--model", self.default_model, "--ctx", str(self.ctx), "--parallel", str(self.parallel),
+                "--kv-type", self.kv_type]
+        if self.draft_model and supports_draft:
+            args += ["--draft", self.draft_model]
+        return args
+
+    def validate(self) -> str | None:
+        """A sentence for the user when a value cannot work, else None."""
+        if not 1 <= self.port <= 65535:
+            return "The port must be a number from 1 to 65535."
+        if not self.host.strip():
+            return "The bind address must not be empty; 127.0.0.1 keeps the service on this computer."
+        if self.ctx < 256:
+            return "The context must be at least 256 tokens."
+        if not 1 <= self.parallel <= 64:
+            return "Parallel requests must be between 1 and 64."
+        if self.kv_type not in KV_TYPES:
+            return f"The KV type must be one of {', '.join(KV_TYPES)}."
+        return None
+
+
+class SettingsStore:
+    """Loads and saves ``AppSettings``; a damaged file falls back to the defaults and is kept aside."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def load(self) -> AppSettings:
+        try:
+            raw = json.loads(self.path.read_text())
+        except FileNotFoundError:
+            return AppSettings()
+        except (OSError, ValueError) as e:
+            log.warning("settings file %s unreadable (%s); using defaults", self.path, e)
+            self.path.replace(self.path.with_suffix(".damaged"))
+            return AppSettings()
+        known = {f.name for f in fields(AppSettings)}
+        settings = AppSettings()
+        for key, value in raw.items() if isinstance(raw, dict) else ():
+            if key in known and type(value) is type(getattr(settings, key)):
+                setattr(settings, key, value)
+        return settings
+
+    def save(self, settings: AppSettings) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(settings), indent=2))
+        tmp.replace(self.path)

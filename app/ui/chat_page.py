@@ -1,0 +1,203 @@
+"""The chat page: conversation sidebar, header with model picker, messages, composer."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QModelIndex, Qt
+from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtWidgets import (
+    QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QInputDialog, QLabel,
+    QLineEdit, QListView, QMenu, QPlainTextEdit, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget,
+)
+
+from app.chat import ChatService
+from app.conversations import Conversation, Sampling
+from app.qt_models import KeyRole
+from app.ui.message_view import MessageView
+
+SERVER_DEFAULT = "Default model"
+
+
+class ConversationSidebar(QWidget):
+    def __init__(self, chat: ChatService) -> None:
+        super().__init__()
+        self.chat = chat
+        self.setObjectName("sidebar")
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(10, 10, 6, 10)
+        self.new_button = QPushButton("New chat")
+        self.new_button.setObjectName("primaryButton")
+        self.new_button.clicked.connect(lambda: chat.new_conversation())
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search chats")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(chat.search)
+        self.list = QListView()
+        self.list.setObjectName("conversationList")
+        self.list.setModel(chat.conversations)
+        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
+        self.list.customContextMenuRequested.connect(self._menu)
+        self.list.clicked.connect(self._clicked)
+        self.list.setUniformItemSizes(True)
+        lay.addWidget(self.new_button)
+        lay.addWidget(self.search)
+        lay.addWidget(self.list, 1)
+        chat.current_changed.connect(self._follow_current)
+        chat.conversations.modelReset.connect(lambda: self._follow_current(chat.current))
+
+    def _clicked(self, index: QModelIndex) -> None:
+        self.chat.select(index.data(KeyRole))
+
+    def _follow_current(self, c: Conversation | None) -> None:
+        row = self.chat.conversations.row_of(c.id) if c else None
+        if row is None:
+            self.list.clearSelection()
+        else:
+            self.list.setCurrentIndex(self.chat.conversations.index(row))
+
+    def _menu(self, pos) -> None:
+        index = self.list.indexAt(pos)
+        if not index.isValid():
+            return
+        cid = index.data(KeyRole)
+        menu = QMenu(self)
+        menu.addAction("Rename…", lambda: self.rename(cid))
+        menu.addAction("Delete", lambda: self.chat.delete(cid))
+        menu.exec(self.list.viewport().mapToGlobal(pos))
+
+    def rename(self, cid: int) -> None:
+        c = self.chat.store.get(cid)
+        if c is None:
+            return
+        title, ok = QInputDialog.getText(self, "Rename chat", "Title:", text=c.title)
+        if ok:
+            self.chat.rename(cid, title)
+
+
+class ConversationSettingsDialog(QDialog):
+    """System prompt and sampling of one conversation."""
+
+    def __init__(self, c: Conversation, parent=None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Hearth — chat settings")
+        form = QFormLayout(self)
+        self.system = QPlainTextEdit(c.system_prompt)
+        self.system.setPlaceholderText("For example: You are a concise assistant.")
+        self.temperature = QDoubleSpinBox(minimum=0.0, maximum=2.0, singleStep=0.1, value=c.sampling.temperature)
+        self.top_p = QDoubleSpinBox(minimum=0.0, maximum=1.0, singleStep=0.05, value=c.sampling.top_p)
+        self.max_tokens = QSpinBox(minimum=1, maximum=32768, value=c.sampling.max_tokens)
+        self.seed = QSpinBox(minimum=-1, maximum=2**31 - 1, value=-1 if c.sampling.seed is None else c.sampling.seed)
+        self.seed.setSpecialValueText("random")
+        form.addRow("System prompt", self.system)
+        form.addRow("Temperature", self.temperature)
+        form.addRow("Top p", self.top_p)
+        form.addRow("Max answer tokens", self.max_tokens)
+        form.addRow("Seed", self.seed)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        form.addRow(buttons)
+
+    def sampling(self) -> Sampling:
+        seed = self.seed.value()
+        return Sampling(self.temperature.value(), self.top_p.value(), self.max_tokens.value(),
+                        None if seed < 0 else seed)
+
+
+class ChatPage(QWidget):
+
+    def __init__(self, chat: ChatService) -> None:
+        super().__init__()
+        self.chat = chat
+        self.sidebar = ConversationSidebar(chat)
+        right = QWidget()
+        right.setObjectName("chatPane")
+        rl = QVBoxLayout(right)
+        rl.setContentsMargins(0, 0, 0, 0)
+        rl.setSpacing(0)
+        header = QWidget()
+        header.setObjectName("chatHeader")
+        hl = QHBoxLayout(header)
+        hl.setContentsMargins(16, 8, 12, 8)
+        self.title = QLabel("New chat")
+        self.title.setObjectName("chatTitle")
+        self.model_picker = QComboBox()
+        self.model_picker.setMinimumWidth(200)
+        self.model_picker.setToolTip("The model that answers in this chat")
+        self.model_picker.activated.connect(self._model_picked)
+        self.settings_button = QPushButton("Chat settings")
+        self.settings_button.clicked.connect(self.open_settings)
+        hl.addWidget(self.title, 1)
+        hl.addWidget(QLabel("Model"))
+        hl.addWidget(self.model_picker)
+        hl.addWidget(self.settings_button)
+        self.view = MessageView(chat.messages)
+        self.view.edit_submitted.connect(chat.edit_and_resend)
+        self.view.regenerate_requested.connect(chat.regenerate)
+        composer = QWidget()
+        composer.setObjectName("composer")
+        cl = QHBoxLayout(composer)
+        cl.setContentsMargins(16, 8, 16, 12)
+        self.input = QPlainTextEdit()
+        self.input.setObjectName("messageInput")
+        self.input.setPlaceholderText("Message the model (Ctrl+Enter to send)")
+        self.input.setFixedHeight(72)
+        self.send_button = QPushButton("Send")
+        self.send_button.setObjectName("primaryButton")
+        self.send_button.clicked.connect(self.send)
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.clicked.connect(chat.stop)
+        self.stop_button.hide()
+        cl.addWidget(self.input, 1)
+        cl.addWidget(self.send_button)
+        cl.addWidget(self.stop_button)
+        for seq in ("Ctrl+Return", "Ctrl+Enter"):
+            QShortcut(QKeySequence(seq), self.input, activated=self.send)
+        rl.addWidget(header)
+        rl.addWidget(self.view, 1)
+        rl.addWidget(composer)
+        split = QSplitter()
+        split.addWidget(self.sidebar)
+        split.addWidget(right)
+        split.setStretchFactor(1, 1)
+        split.setSizes([240, 760])
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(split)
+        chat.busy_changed.connect(self._busy)
+        chat.current_changed.connect(self._current)
+        self._current(chat.current)
+
+    def send(self) -> None:
+        if self.chat.send(self.input.toPlainText()):
+            self.input.clear()
+
+    def set_models(self, ids: list[str], default: str = "") -> None:
+        self.model_picker.clear()
+        self.model_picker.addItem(f"Default ({default})" if default else SERVER_DEFAULT, "")
+        for mid in ids:
+            self.model_picker.addItem(mid, mid)
+        self._current(self.chat.current)
+
+    def _model_picked(self, index: int) -> None:
+        self.chat.configure(model=self.model_picker.itemData(index) or "")
+
+    def _current(self, c: Conversation | None) -> None:
+        self.title.setText(c.title if c else "New chat")
+        want = c.model if c else ""
+        i = self.model_picker.findData(want)
+        if i < 0 and want:
+            self.model_picker.addItem(want, want)
+            i = self.model_picker.count() - 1
+        self.model_picker.setCurrentIndex(max(i, 0))
+
+    def _busy(self, busy: bool) -> None:
+        self.send_button.setVisible(not busy)
+        self.stop_button.setVisible(busy)
+        self.view.set_busy(busy)
+
+    def open_settings(self) -> None:
+        if self.chat.current is None:
+            self.chat.new_conversation()
+        d = ConversationSettingsDialog(self.chat.current, self)
+        if d.exec() == QDialog.DialogCode.Accepted:
+            self.chat.configure(system_prompt=d.system.toPlainText(), sampling=d.sampling())

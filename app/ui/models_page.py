@@ -1,0 +1,262 @@
+"""The model manager: the running model, installed models, the catalog with fit badges, downloads."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QFileDialog, QFrame, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QTabWidget,
+    QVBoxLayout, QWidget,
+)
+
+from app.models import ModelStoreService, fit_badge
+from app.qt_models import format_size
+from app.ui.row_list import RowList
+
+Run = Callable[[object], object]  # schedules a coroutine
+
+
+def _badge() -> QLabel:
+    b = QLabel()
+    b.setObjectName("fitBadge")
+    b.setFixedWidth(180)
+    b.setAlignment(Qt.AlignmentFlag.AlignCenter)
+    b.hide()
+    return b
+
+
+def _set_badge(label: QLabel, fit: dict | None) -> None:
+    text, colour = fit_badge(fit)
+    label.setText(text)
+    label.setStyleSheet(f"background: {colour};" if colour else "")
+    label.setVisible(bool(text))
+
+
+class _Row(QFrame):
+    def __init__(self) -> None:
+        super().__init__()
+        self.setObjectName("modelRow")
+        self.lay = QHBoxLayout(self)
+        self.lay.setContentsMargins(10, 8, 10, 8)
+        text = QVBoxLayout()
+        text.setSpacing(2)
+        self.name = QLabel()
+        self.name.setObjectName("modelName")
+        self.detail = QLabel()
+        self.detail.setObjectName("modelDetail")
+        self.detail.setWordWrap(True)
+        text.addWidget(self.name)
+        text.addWidget(self.detail)
+        self.lay.addLayout(text, 1)
+        self.badge = _badge()
+        self.lay.addWidget(self.badge)
+
+
+class CatalogRow(_Row):
+    def __init__(self, entry: dict, pull: Callable[[str], None]) -> None:
+        super().__init__()
+        self.button = QPushButton("Download")
+        self.button.clicked.connect(lambda: pull(self.entry.get("ref") or self.entry["id"]))
+        self.lay.addWidget(self.button)
+        self.update_item(entry)
+
+    def update_item(self, e: dict) -> None:
+        self.entry = e
+        self.name.setText(e.get("name") or e.get("id", "?"))
+        quant = e.get("quantization") or e.get("default_quant")
+        size = e.get("size") or (e.get("sizes") or {}).get(quant)
+        bits = [e.get("repo") or e.get("hf_repo"), e.get("parameters") and f"{e['parameters']} parameters",
+                quant, format_size(size) if size else None, e.get("license"),
+                e.get("context_length") and f"{e['context_length']:,} context"]
+        self.detail.setText(" · ".join(str(b) for b in bits if b))
+        _set_badge(self.badge, e.get("fit"))
+        local = bool(e.get("local") or e.get("installed") or e.get("embedded"))
+        self.button.setText("Installed" if local else "Download")
+        self.button.setEnabled(not local)
+
+
+class LocalRow(_Row):
+    def __init__(self, model: dict, delete: Callable[[str], None]) -> None:
+        super().__init__()
+        self.button = QPushButton("Delete")
+        self.button.clicked.connect(lambda: delete(self.model["id"]))
+        self.lay.addWidget(self.button)
+        self.update_item(model)
+
+    def update_item(self, m: dict) -> None:
+        self.model = m
+        self.name.setText(m.get("name") or m.get("id", "?"))
+        size = m.get("size") or m.get("size_bytes") or m.get("disk_bytes")
+        bits = [m.get("id") if m.get("name") else None, m.get("quant") or m.get("quantization"),
+                f"{format_size(size)} on disk" if size else None, m.get("source"), m.get("path")]
+        self.detail.setText(" · ".join(str(b) for b in bits if b))
+        _set_badge(self.badge, m.get("fit"))
+        embedded = bool(m.get("embedded")) or m.get("source") == "embedded"
+        self.button.setEnabled(not embedded and m.get("deletable", True))
+        self.button.setToolTip("Built into Hearth; it cannot be deleted." if embedded else "")
+
+
+class DownloadRow(QFrame):
+    def __init__(self, d: dict, act: Callable[[str, str], None]) -> None:
+        super().__init__()
+        self.setObjectName("modelRow")
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(10, 8, 10, 8)
+        top = QHBoxLayout()
+        self.name = QLabel()
+        self.name.setObjectName("modelName")
+        self.state = QLabel()
+        self.state.setObjectName("modelDetail")
+        top.addWidget(self.name, 1)
+        top.addWidget(self.state)
+        self.bar = QProgressBar()
+        self.bar.setRange(0, 1000)
+        self.bar.setTextVisible(False)
+        self.bar.setFixedHeight(8)
+        buttons = QHBoxLayout()
+        self.pause = QPushButton("Pause")
+        self.resume = QPushButton("Resume")
+        self.cancel = QPushButton("Cancel")
+        for b, action in ((self.pause, "pause"), (self.resume, "resume"), (self.cancel, "cancel")):
+            b.clicked.connect(lambda _=False, a=action: act(self.d["id"], a))
+            buttons.addWidget(b)
+        buttons.addStretch(1)
+        self.error = QLabel()
+        self.error.setObjectName("errorLabel")
+        self.error.setWordWrap(True)
+        lay.addLayout(top)
+        lay.addWidget(self.bar)
+        lay.addWidget(self.error)
+        lay.addLayout(buttons)
+        self.update_item(d)
+
+    def update_item(self, d: dict) -> None:
+        self.d = d
+        state = d.get("state", "")
+        self.name.setText(d.get("model") or d.get("ref") or d.get("id", "?"))
+        done, total = d.get("done_bytes") or 0, d.get("total_bytes")
+        bits = [state]
+        if total:
+            bits.append(f"{format_size(done) or '0 B'} of {format_size(total)}")
+            self.bar.setValue(int(1000 * done / total))
+        else:
+            self.bar.setValue(1000 if state == "completed" else 0)
+        if d.get("speed_bps"):
+            bits.append(f"{format_size(d['speed_bps'])}/s")
+        if d.get("eta_s"):
+            bits.append(f"{d['eta_s']:.0f} s left")
+        self.state.setText(" · ".join(bits))
+        self.error.setText(d.get("error") or "")
+        self.error.setVisible(bool(d.get("error")))
+        active = state in ("queued", "downloading", "waiting", "verifying")
+        self.pause.setVisible(active)
+        self.resume.setVisible(state in ("paused", "failed"))
+        self.cancel.setVisible(active or state == "paused")
+
+
+class ModelsPage(QWidget):
+    def __init__(self, models: ModelStoreService, run: Run) -> None:
+        super().__init__()
+        self.models, self.run = models, run
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(20, 16, 20, 16)
+        running = QGroupBox("Running now")
+        rl = QHBoxLayout(running)
+        self.running_label = QLabel("No model loaded")
+        self.running_label.setObjectName("modelName")
+        self.memory_label = QLabel()
+        self.memory_label.setObjectName("modelDetail")
+        self.unload_button = QPushButton("Unload")
+        self.unload_button.setToolTip("Free the model's memory; the next chat message loads it again.")
+        self.unload_button.clicked.connect(lambda: run(models.unload()))
+        self.refresh_button = QPushButton("Refresh")
+        self.refresh_button.clicked.connect(lambda: run(models.refresh()))
+        rl.addWidget(self.running_label)
+        rl.addWidget(self.memory_label, 1)
+        rl.addWidget(self.unload_button)
+        rl.addWidget(self.refresh_button)
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self._installed(), "Installed")
+        self.tabs.addTab(self._discover(), "Discover")
+        self.downloads = RowList(models.downloads, lambda d: DownloadRow(d, self._act),
+                                 "No downloads. Pick a model on the Discover tab.")
+        self.tabs.addTab(self.downloads, "Downloads")
+        lay.addWidget(running)
+        lay.addWidget(self.tabs, 1)
+        models.running_changed.connect(self._running)
+        models.downloads.rowsInserted.connect(lambda *_: self.tabs.setCurrentWidget(self.downloads))
+        self._running(models.running)
+
+    def _installed(self) -> QWidget:
+        w = QWidget()
+        lay = QVBoxLayout(w)
+        row = QHBoxLayout()
+        self.import_button = QPushButton("Import a .gguf file…")
+        self.import_button.clicked.connect(self.choose_import)
+        row.addStretch(1)
+        row.addWidget(self.import_button)
+        self.local_list = RowList(self.models.local, lambda m: LocalRow(m, self._delete),
+                                  "No models yet. Download one on the Discover tab, or import a .gguf file.")
+        lay.addLayout(row)
+        lay.addWidget(self.local_list, 1)
+        return w
+
+    def _discover(self) -> QWidget:
+        w = QWidget()
+        lay = QVBoxLayout(w)
+        row = QHBoxLayout()
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search the catalog: name, family, quantization, license")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(self.models.catalog.set_query)
+        self.pull_ref = QLineEdit()
+        self.pull_ref.setPlaceholderText("or a Hugging Face reference: owner/repo:Q4_K_M")
+        self.pull_button = QPushButton("Download")
+        self.pull_button.setObjectName("primaryButton")
+        self.pull_button.clicked.connect(self._pull_ref)
+        row.addWidget(self.search, 2)
+        row.addWidget(self.pull_ref, 2)
+        row.addWidget(self.pull_button)
+        self.catalog_list = RowList(self.models.catalog, lambda e: CatalogRow(e, self._pull),
+                                    "The catalog appears here when the service is running.")
+        lay.addLayout(row)
+        lay.addWidget(self.catalog_list, 1)
+        return w
+
+    def _pull(self, ref: str) -> None:
+        self.run(self.models.pull(ref))
+
+    def _pull_ref(self) -> None:
+        ref = self.pull_ref.text().strip()
+        if ref:
+            self.pull_ref.clear()
+            self._pull(ref)
+
+    def _act(self, download_id: str, action: str) -> None:
+        self.run(self.models.act(download_id, action))
+
+    def _delete(self, model_id: str) -> None:
+        self.run(self.models.delete(model_id))
+
+    def choose_import(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Import a model", "", "GGUF models (*.gguf)")
+        if path:
+            self.run(self.models.import_file(path))
+
+    def _running(self, running: dict) -> None:
+        if not running:
+            self.running_label.setText("No model loaded")
+            self.memory_label.setText("")
+            self.unload_button.setEnabled(False)
+            return
+        self.running_label.setText(running.get("id", "?"))
+        bits = []
+        if running.get("memory_bytes"):
+            bits.append(f"{format_size(running['memory_bytes'])} in memory")
+        if running.get("n_ctx"):
+            bits.append(f"{running['n_ctx']:,} tokens of context")
+        if running.get("pid"):
+            bits.append(f"process {running['pid']}")
+        self.memory_label.setText(" · ".join(bits))
+        self.unload_button.setEnabled(True)

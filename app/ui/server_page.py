@@ -1,0 +1,146 @@
+"""The server page: where the API listens, its state, counters, a curl example, start/stop, the log."""
+
+from __future__ import annotations
+
+from PySide6.QtGui import QGuiApplication
+from PySide6.QtWidgets import (
+    QFormLayout, QGroupBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget,
+)
+
+from app.service import RUNNING, STARTING, ServiceController
+from app.ui.markdown import monospace
+
+STATE_WORDS = {
+    "checking": "Looking for the service…",
+    "starting": "Starting…",
+    "running": "Running",
+    "stopped": "Stopped",
+    "died": "Stopped unexpectedly",
+    "unreachable": "Not reachable",
+    "foreign": "Port used by another program",
+}
+
+
+def curl_example(url: str) -> str:
+    return (f"curl {url}/v1/chat/completions \\\n  -H 'Content-Type: application/json' \\\n"
+            "  -d '{\"messages\": [{\"role\": \"user\", \"content\": \"Hello\"}], \"stream\": true}'")
+
+
+def counters(stats: dict) -> list[tuple[str, str]]:
+    """Rows of the counters box from a /hearth/stats body."""
+    rows = [("Requests served", str(stats.get("requests_served", "–")))]
+    for m in stats.get("models") or ():
+        kv = m.get("kv") or {}
+        rows.append(("Running / waiting", f"{m.get('running', 0)} / {m.get('waiting', 0)}"))
+        rows.append(("Tokens generated", str(m.get("tokens_generated", "–"))))
+        if kv.get("capacity"):
+            rows.append(("KV cells in use", f"{kv.get('cells_used', 0)} of {kv['capacity']}"))
+        if kv.get("blocks_total"):
+            rows.append(("KV blocks in use", f"{kv.get('blocks_used', 0)} of {kv['blocks_total']}"
+                                             f" ({kv.get('block_size', '?')} tokens each)"))
+        if "blocks_cached" in kv:
+            rows.append(("Prefix cache", f"{kv['blocks_cached']} blocks kept, {kv.get('evictions', 0)} evicted"))
+        if kv.get("prompt_tokens"):
+            share = kv.get("prefix_hit_tokens", 0) / kv["prompt_tokens"]
+            rows.append(("Prompt tokens from cache",
+                         f"{kv.get('prefix_hit_tokens', 0)} of {kv['prompt_tokens']} ({share:.0%})"))
+        if kv.get("host_entries") or kv.get("host_hit_tokens"):
+            rows.append(("Host-memory cache", f"{kv.get('host_entries', 0)} entries, "
+                                              f"{kv.get('host_bytes', 0) / 2**20:.0f} MiB, "
+                                              f"{kv.get('host_hit_tokens', 0)} tokens restored"))
+        rows.append(("Preemptions", str(kv.get("preemptions", m.get("preemptions", 0)))))
+        spec = m.get("speculation") or m.get("spec") or {}
+        for k, v in sorted(spec.items()) if isinstance(spec, dict) else ():
+            if isinstance(v, (int, float)):
+                label = "Speculation: " + k.replace("_", " ")
+                rows.append((label, f"{v:.2f}" if isinstance(v, float) else str(v)))
+    return rows
+
+
+class ServerPage(QWidget):
+    def __init__(self, service: ServiceController, start, stop) -> None:
+        """``start`` and ``stop``: callables that start and stop the service (they schedule the work)."""
+        super().__init__()
+        self.service = service
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(20, 16, 20, 16)
+        top = QGroupBox("Service")
+        form = QFormLayout(top)
+        self.address = QLabel()
+        self.status = QLabel()
+        self.status.setObjectName("serverStatus")
+        self.model = QLabel("–")
+        self.origin = QLabel()
+        form.addRow("Address", self.address)
+        form.addRow("Status", self.status)
+        form.addRow("Loaded model", self.model)
+        form.addRow("Started by", self.origin)
+        buttons = QHBoxLayout()
+        self.start_button = QPushButton("Start server")
+        self.start_button.clicked.connect(start)
+        self.stop_button = QPushButton("Stop server")
+        self.stop_button.clicked.connect(stop)
+        buttons.addWidget(self.start_button)
+        buttons.addWidget(self.stop_button)
+        buttons.addStretch(1)
+        form.addRow(buttons)
+        self.counters_box = QGroupBox("Counters")
+        self.counters = QFormLayout(self.counters_box)
+        curl_box = QGroupBox("Try the API")
+        cl = QVBoxLayout(curl_box)
+        self.curl = QPlainTextEdit()
+        self.curl.setReadOnly(True)
+        self.curl.setFont(monospace())
+        self.curl.setFixedHeight(72)
+        copy = QPushButton("Copy")
+        copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.curl.toPlainText()))
+        cl.addWidget(self.curl)
+        cl.addWidget(copy)
+        log_box = QGroupBox("Log")
+        ll = QVBoxLayout(log_box)
+        self.log = QPlainTextEdit()
+        self.log.setReadOnly(True)
+        self.log.setFont(monospace())
+        self.log.setMaximumBlockCount(500)
+        self.log.setPlaceholderText("The log of a service started by this app appears here.")
+        ll.addWidget(self.log)
+        row = QHBoxLayout()
+        row.addWidget(top, 1)
+        row.addWidget(self.counters_box, 1)
+        lay.addLayout(row)
+        lay.addWidget(curl_box)
+        lay.addWidget(log_box, 1)
+        for line in service.log:
+            self.log.appendPlainText(line)
+        service.log_line.connect(self.log.appendPlainText)
+        service.state_changed.connect(lambda _: self.refresh())
+        service.health_changed.connect(lambda _: self.refresh())
+        service.stats_changed.connect(self._stats)
+        self.refresh()
+        self._stats(service.stats)
+
+    def refresh(self) -> None:
+        s = self.service
+        self.address.setText(s.url)
+        self.curl.setPlainText(curl_example(s.url))
+        engine = s.health.get("engine") or {}
+        words = STATE_WORDS.get(s.state, s.state)
+        if s.state == RUNNING and engine.get("state") == "idle":
+            words = "Running (no model loaded yet)"
+        elif s.state == RUNNING and engine.get("state") == "crashed":
+            words = "Running; the model stopped and reloads on the next request"
+        self.status.setText(words)
+        self.model.setText(engine.get("model") or "–")
+        self.origin.setText("this app" if s.owned else ("another program" if s.state == RUNNING else "–"))
+        self.start_button.setEnabled(s.state not in (RUNNING, STARTING))
+        self.stop_button.setEnabled(s.owned)
+        self.stop_button.setToolTip("" if s.owned else "Only a service started by this app can be stopped here.")
+
+    def _stats(self, stats: dict) -> None:
+        while self.counters.rowCount():
+            self.counters.removeRow(0)
+        if not stats:
+            self.counters.addRow(QLabel("No numbers yet: the service has not answered."))
+            return
+        for label, value in counters(stats):
+            self.counters.addRow(label, QLabel(value))

@@ -1,0 +1,326 @@
+"""Speculative decoding inside the engine's step: draft, then verify with the target.
+
+Per step, for the decoding requests that draft:
+
+1. the scheduler reserves ``1 + K`` KV slots for each (``lookahead``);
+2. :meth:`Speculator.propose` drafts ``K`` tokens each: a draft model runs ``K`` decodes
+   batched across the sequences (the first also catches the draft's cache up with the
+   request's tokens), or prompt lookup finds them in the request's own tokens;
+3. the engine puts ``[last, x_1..x_K]`` of every such request in the same target batch as
+   everything else, with logits at every position;
+4. :meth:`Speculator.verify` accepts a prefix of the drafts exactly (greedy: while they
+   equal the target's argmax; sampling: rejection sampling, ``runtime/kernels/speculative``)
+   and adds the target's next token;
+5. the engine trims both KV caches to the accepted length.
+
+Each request tracks its acceptance rate, and K follows the measured costs
+(``spec_costs``): drafting turns off for a request when it is expected not to pay, and is
+probed again every ``PROBE_EVERY`` steps.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from runtime.backends.errors import NoKVSlotError
+from runtime.engine.draft_mirror import DraftMirror
+from runtime.engine.prompt_lookup import lookup
+from runtime.engine.request import Request
+from runtime.engine.spec_costs import K_MAX, SpecCosts
+from runtime.kernels.speculative import (
+    Candidates, candidates, has_penalties, sample, verify_candidates, verify_greedy,
+)
+
+MODEL = "model"
+NGRAM = "ngram"
+OFF = "off"
+K_START = 4
+PROBE_EVERY = 32
+_DECAY = 0.9
+#: prior pseudo-counts of accepted / rejected drafts (a first guess of alpha = 0.75)
+_PRIOR = (1.5, 0.5)
+
+
+@dataclass(slots=True)
+class RequestSpec:
+    """One request's speculation: its mode, RNG, acceptance and chosen K."""
+
+    mode: str
+    rng: np.random.Generator
+    k: int = K_START
+    accepted_w: float = _PRIOR[0]
+    rejected_w: float = _PRIOR[1]
+    off: bool = False
+    steps: int = 0
+    probe_at: int = 0
+    drafted: int = 0
+    accepted: int = 0
+
+    @property
+    def alpha(self) -> float:
+        return self.accepted_w / (self.accepted_w + self.rejected_w)
+
+
+@dataclass(slots=True)
+class Draft:
+    """Drafted tokens of one request; ``q`` holds their draft distributions (sampling only)."""
+
+    tokens: list[int]
+    q: list[Candidates] | None = None
+
+
+@dataclass(slots=True)
+class SpecStats:
+    mode: str
+    drafted: int = 0
+    accepted: int = 0
+    verifications: int = 0
+    draft_seconds: float = 0.0
+    verify_seconds: float = 0.0
+    k: float = 0.0
+    requests_drafting: int = 0
+    requests_off: int = 0
+    per_k: dict[int, int] = field(default_factory=dict)
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    def as_dict(self) -> dict:
+        return {
+            "mode": self.mode, "drafted": self.drafted, "accepted": self.accepted,
+            "acceptance_rate": round(self.acceptance_rate, 4), "verifications": self.verifications,
+            "k": round(self.k, 2), "requests_drafting": self.requests_drafting,
+            "requests_off": self.requests_off,
+            "time": {"draft_s": round(self.draft_seconds, 4), "verify_s": round(self.verify_seconds, 4)},
+        }
+
+
+class Speculator:
+    """``draft``: a second backend with the target's vocabulary, or None (prompt lookup only).
+
+    ``default``: the mode of a request that does not choose (``model``, ``ngram`` or
+    ``off``). ``fixed_k``: always draft this many tokens (no adaptation; for tests).
+    """
+
+    def __init__(self, target, draft=None, default: str = MODEL, fixed_k: int | None = None,
+                 draft_names: tuple[str, ...] = ()) -> None:
+        self.target = target
+        self.draft = draft
+        #: names a request may give the loaded draft model by (its id, its file name)
+        self.draft_names = draft_names
+        self.default = default if (draft is not None or default != MODEL) else OFF
+        self.fixed_k = fixed_k
+        self.costs = SpecCosts()
+        self.mirror = DraftMirror(target, draft, draft.info.n_swa) if draft is not None else None
+        self.stats = SpecStats(self.default)
+
+    # -- requests ---------------------------------------------------------------------
+    def mode_for(self, choice: str | None) -> str:
+        """The mode of a request that asked for ``choice`` (None: the server's default);
+        ValueError when it asks for a draft model none is loaded for."""
+        if choice is None:
+            return self.default
+        if self.draft is not None and choice in self.draft_names:
+            return MODEL
+        if choice == MODEL and self.draft is None:
+            raise ValueError("no draft model is loaded: start the server with --draft MODEL, "
+                             "or ask for 'draft': 'ngram'")
+        if choice not in (MODEL, NGRAM, OFF):
+            loaded = f"this server drafts with {self.draft_names[0]}" if self.draft_names else "no draft model is loaded"
+            raise ValueError(f"draft model {choice!r} is not loaded ({loaded}): ask for 'draft': true, "
+                             "'ngram' or false, or start the server with --draft MODEL")
+        return choice
+
+    def attach(self, request: Request) -> None:
+        mode = self.mode_for(request.params.draft)
+        if mode == OFF:
+            request.spec = None
+            return
+        seed = request.params.seed
+        request.spec = RequestSpec(mode, np.random.default_rng(seed), k=self.fixed_k or K_START)
+
+    # -- scheduling -------------------------------------------------------------------
+    def lookahead(self, request: Request, n_decoding: int) -> int:
+        """Drafts to reserve KV slots for in this step (0: decode as usual)."""
+        st: RequestSpec | None = request.spec
+        if st is None:
+            return 0
+        st.steps += 1
+        room = min(request.max_tokens - request.num_output - 1, self._ctx_room(request))
+        if room <= 0:
+            return 0
+        if st.off:
+            if st.steps < st.probe_at:
+                return 0
+            st.probe_at = st.steps + PROBE_EVERY
+            return min(2, room)  # probe: a short draft measures acceptance again
+        return min(st.k, room)
+
+    def _ctx_room(self, request: Request) -> int:
+        return self.target.n_ctx - len(request.tokens)
+
+    # -- drafting ---------------------------------------------------------------------
+    def propose(self, items: list[tuple[Request, int, int]]) -> dict[Request, Draft]:
+        """Drafts for ``(request, start, k)`` items (``start``: the position of the last token)."""
+        t0 = time.perf_counter()
+        out: dict[Request, Draft] = {}
+        model_items = []
+        for r, start, k in items:
+            if r.spec.mode == NGRAM:
+                found = lookup(r.tokens, k)
+                if found:
+                    out[r] = Draft(found, None if r.params.temperature <= 0 else
+                                   [Candidates(np.array([t], dtype=np.int64), np.ones(1)) for t in found])
+            else:
+                model_items.append((r, start, k))
+        passes = self._draft_model(model_items, out) if model_items else 0
+        seconds = time.perf_counter() - t0
+        self.stats.draft_seconds += seconds
+        if passes:
+            self.costs.observe_draft(passes, seconds)
+        elif out:
+            self.costs.observe_draft(1, seconds)
+        return out
+
+    def _draft_model(self, items: list[tuple[Request, int, int]], out: dict[Request, Draft]) -> int:
+        d, mirror = self.draft, self.mirror
+        batch = d.batch
+        batch.clear()
+        rows: dict[Request, int] = {}
+        before: dict[Request, int] = {}
+        for r, start, k in items:
+            n = mirror.computed(r.seq_id)
+            todo = r.tokens[n:start + 1]
+            before[r] = n
+            if not todo or n > start:
+                mirror.trim(r.seq_id, start)
+                n = mirror.computed(r.seq_id)
+                before[r] = n
+                todo = r.tokens[n:start + 1]
+            if len(todo) > batch.free:
+                if batch.free > 0:  # catch up part of a long prompt; draft in a later step
+                    m = batch.free
+                    batch.add(todo[:m], n, r.seq_id, False)
+                    mirror.set_computed(r.seq_id, n + m)
+                continue
+            rows[r] = batch.add(todo, n, r.seq_id, True)
+            mirror.set_computed(r.seq_id, start + 1)
+        if batch.n == 0:
+            return 0
+        try:
+            d.decode(batch)
+        except NoKVSlotError:
+            for r, n in before.items():
+                mirror.trim(r.seq_id, n)
+            return 0
+        drafts: dict[Request, list[int]] = {r: [] for r in rows}
+        qs: dict[Request, list[Candidates]] = {r: [] for r in rows}
+        want = {r: k for r, _, k in items}
+        self._sample_drafts(rows, drafts, qs)
+        passes = 1
+        for j in range(1, max((want[r] for r in rows), default=0)):
+            batch.clear()
+            rows = {}
+            for r in drafts:
+                if want[r] > j:
+                    pos = mirror.computed(r.seq_id)
+                    rows[r] = batch.add([drafts[r][-1]], pos, r.seq_id, True)
+                    mirror.set_computed(r.seq_id, pos + 1)
+            if not rows:
+                break
+            try:
+                d.decode(batch)
+            except NoKVSlotError:
+                for r in rows:
+                    mirror.trim(r.seq_id, mirror.computed(r.seq_id) - 1)
+                break
+            self._sample_drafts(rows, drafts, qs)
+            passes += 1
+        for r, toks in drafts.items():
+            out[r] = Draft(toks, qs[r] if r.params.temperature > 0 else None)
+        return passes
+
+    def _sample_drafts(self, rows: dict[Request, int], drafts: dict, qs: dict) -> None:
+        for r, index in rows.items():
+            logits = self.draft.logits(index)
+            p = r.params
+            if p.temperature <= 0 and not has_penalties(p):
+                drafts[r].append(int(np.argmax(logits)))
+                continue
+            q = candidates(logits, p, r.tokens + drafts[r] if has_penalties(p) else ())
+            x = int(q.ids[sample(q.probs, r.spec.rng)]) if p.temperature > 0 else int(q.ids[0])
+            drafts[r].append(x)
+            qs[r].append(q)
+
+    # -- verification -----------------------------------------------------------------
+    def verify(self, request: Request, draft: Draft, first_index: int) -> tuple[list[int], int]:
+        """Tokens to emit after the target computed ``[last, *draft.tokens]`` with logits from
+        batch index ``first_index`` on; and how many drafts were accepted."""
+        t0 = time.perf_counter()
+        p = request.params
+        xs = draft.tokens
+        k = len(xs)
+        if p.temperature <= 0 and not has_penalties(p):
+            top = [int(np.argmax(self.target.logits(first_index + j))) for j in range(k + 1)]
+            m, y = verify_greedy(xs, top)
+        else:
+            hist = request.tokens if has_penalties(p) else []
+            rows = [candidates(self.target.logits(first_index + j), p,
+                               hist + xs[:j] if has_penalties(p) else ()) for j in range(k + 1)]
+            if p.temperature <= 0:
+                m, y = verify_greedy(xs, [int(c.ids[0]) for c in rows])
+            else:
+                m, y = verify_candidates(xs, rows, draft.q, request.spec.rng)
+        self._learn(request, k, m)
+        seconds = time.perf_counter() - t0
+        self.costs.observe_verify(k + 1, seconds)
+        self.stats.verify_seconds += seconds
+        return xs[:m] + [y], m
+
+    def _learn(self, request: Request, k: int, m: int) -> None:
+        st: RequestSpec = request.spec
+        st.drafted += k
+        st.accepted += m
+        s = self.stats
+        s.drafted += k
+        s.accepted += m
+        s.verifications += 1
+        s.per_k[k] = s.per_k.get(k, 0) + 1
+        st.accepted_w = st.accepted_w * _DECAY + m
+        st.rejected_w = st.rejected_w * _DECAY + (1 if m < k else 0)
+
+    def adapt(self, requests: list[Request], n_decoding: int) -> None:
+        """Choose K again for the drafting requests, from their acceptance and the costs."""
+        ks, off, on = [], 0, 0
+        for r in requests:
+            st: RequestSpec | None = r.spec
+            if st is None:
+                continue
+            if self.fixed_k is None and self.costs.known:
+                k, speedup = self.costs.choose(st.alpha, n_decoding)
+                was_off = st.off
+                st.off = speedup < 1.0
+                if st.off and not was_off:
+                    st.probe_at = st.steps + PROBE_EVERY
+                st.k = k
+            if st.off:
+                off += 1
+            else:
+                on += 1
+                ks.append(st.k)
+        self.stats.requests_off = off
+        self.stats.requests_drafting = on
+        if ks:
+            self.stats.k = sum(ks) / len(ks)
+
+    def observe_target(self, n_tokens: int, seconds: float, speculative: bool) -> None:
+        self.costs.observe_target(n_tokens, seconds)
+        if speculative:
+            self.stats.verify_seconds += seconds
+
+    def as_dict(self) -> dict:
+        return self.stats.as_dict()

@@ -1,0 +1,132 @@
+"""Small pieces of the app: settings, the numbers under an answer, Markdown, error words, fit badges."""
+
+from __future__ import annotations
+
+from app.chat import _numbers, _title, acceptance_rate
+from app.errors import ApiProblem, NotHearth, ServiceUnreachable, explain
+from app.models import fit_badge
+from app.settings import AppSettings, SettingsStore
+from app.ui.markdown import hard_breaks, markdown_html
+from app.ui.message_view import stats_line
+from app.ui.server_page import counters
+
+
+def test_settings_round_trip_and_damage(tmp_path):
+    store = SettingsStore(tmp_path / "s.json")
+    s = store.load()
+    assert (s.port, s.host, s.keep_in_tray) == (4327, "127.0.0.1", True)
+    s.port, s.kv_type, s.start_on_login = 5000, "q8_0", True
+    store.save(s)
+    assert store.load() == s
+    (tmp_path / "s.json").write_text('{"port": "not a number", "ctx": true, "parallel": 2}')
+    t = store.load()
+    assert (t.port, t.ctx, t.parallel) == (4327, 8192, 2)  # wrong types ignored, good ones kept
+    (tmp_path / "s.json").write_text("{broken")
+    assert store.load() == AppSettings() and (tmp_path / "s.damaged").exists()
+
+
+def test_settings_validation_and_serve_args():
+    assert AppSettings().validate() is None
+    assert "port" in AppSettings(port=0).validate()
+    assert "KV type" in AppSettings(kv_type="q2").validate()
+    s = AppSettings(default_model="gemma-3-270m", draft_model="smollm2-135m", ctx=4096, parallel=2)
+    assert s.serve_args() == ["--model", "gemma-3-270m", "--ctx", "4096", "--parallel", "2", "--kv-type", "f16"]
+    assert s.serve_args(supports_draft=True)[-2:] == ["--draft", "smollm2-135m"]
+
+
+def test_numbers_under_an_answer():
+    usage = {"prompt_tokens": 30, "completion_tokens": 21, "prompt_tokens_details": {"cached_tokens": 16},
+             "speculation": {"drafted": 40, "accepted": 30}}
+    n = _numbers(10.0, 10.25, 12.25, usage)
+    assert n == {"ttft_s": 0.25, "tokens_per_s": 10.0, "completion_tokens": 21, "prompt_tokens": 30,
+                 "cached_tokens": 16, "acceptance_rate": 0.75}
+    line = stats_line({**n, "model": "smollm2-135m", "finish": "stop"})
+    assert line == ("smollm2-135m · 10.0 tok/s · 21 tokens · first token 250 ms · "
+                    "16/30 prompt tokens cached · draft acceptance 75%")
+    assert "acceptance" not in stats_line(_numbers(0, 0.1, 1, {"completion_tokens": 3}))
+    assert acceptance_rate({"completion_tokens_details": {"accepted_prediction_tokens": 3,
+                                                          "rejected_prediction_tokens": 1}}) == 0.75
+    assert acceptance_rate({}) is None
+    assert _numbers(0.0, None, 1.0, {}) == {}  # stopped before the first token
+
+
+def test_titles_are_one_short_line():
+    assert _title("  Hello\n  world ") == "Hello world"
+    long = _title("word " * 40)
+    assert len(long) <= 48 and long.endswith("…")
+
+
+def test_markdown_renders_code_and_keeps_line_breaks(qapp):
+    html = markdown_html("Roses\nViolets\n\n```python\nprint('hi')\nx = 1\n```\n\n**bold**")
+    assert ">Roses<" in html and ">Violets<" in html  # a single newline stays a line break
+    assert "print(&#x27;hi&#x27;)" in html or "print('hi')" in html
+    assert "background-color" in html  # the code block is shaded
+    assert "font-weight" in html  # bold
+    assert hard_breaks("```\na\nb\n```") == "```\na\nb\n```  "[:-2]  # nothing added inside a fence
+
+
+def test_errors_in_plain_words():
+    too_big = explain(ApiProblem("model needs 5.1 GB, 3.2 GB free", status=400, code="model_does_not_fit"))
+    assert too_big.title == "This model is too big for this computer." and "5.1 GB" in too_big.detail
+    assert "smaller" in too_big.action
+    assert "Start the server" in explain(ServiceUnreachable("no answer")).action
+    assert "Port 80 is used by another program" in explain(NotHearth("x"), port=80).title
+    assert explain(ApiProblem("boom", code="download_failed")).title == "The download failed."
+
+
+def test_fit_badges():
+    assert fit_badge({"verdict": "gpu", "predicted_tokens_per_s": 81.2}) == ("Fits on GPU · ~81 tok/s", "#2e7d32")
+    assert fit_badge({"verdict": "too_big", "predicted_tokens_per_s": 3.0})[0] == "Too big"
+    assert fit_badge({"verdict": "cpu"})[0] == "Runs on CPU"
+    assert fit_badge({"verdict": "cpu", "predicted_tokens_per_s": 0.4})[0] == "Runs on CPU · <1 tok/s"
+    assert fit_badge(None) == ("", "")
+
+
+def test_server_counters_from_stats():
+    stats = {"requests_served": 7, "models": [{"id": "m", "running": 1, "waiting": 0, "tokens_generated": 99,
+             "kv": {"cells_used": 40, "capacity": 2048, "preemptions": 0, "block_size": 16, "blocks_total": 128,
+                    "blocks_used": 3, "blocks_cached": 2, "prefix_hit_tokens": 16, "prompt_tokens": 64,
+                    "evictions": 1, "host_entries": 0, "host_hit_tokens": 0, "host_bytes": 0}}]}
+    rows = dict(counters(stats))
+    assert rows["Requests served"] == "7"
+    assert rows["KV blocks in use"] == "3 of 128 (16 tokens each)"
+    assert rows["Prompt tokens from cache"] == "16 of 64 (25%)"
+    assert rows["Prefix cache"] == "2 blocks kept, 1 evicted"
+
+
+def test_chat_settings_dialog_and_request_body(qapp, tmp_path):
+    from app.chat import ChatService
+    from app.conversations import ConversationStore, Sampling
+    from app.ui.chat_page import ConversationSettingsDialog
+
+    store = ConversationStore(tmp_path / "c.sqlite3")
+    c = store.create(model="gemma-3-270m")
+    d = ConversationSettingsDialog(c)
+    d.system.setPlainText("Answer in French.")
+    d.temperature.setValue(0.2)
+    d.max_tokens.setValue(77)
+    d.seed.setValue(5)
+    assert d.sampling() == Sampling(0.2, 0.95, 77, 5)
+    d.seed.setValue(-1)
+    assert d.sampling().seed is None  # "random"
+
+    chat = ChatService(client=None, store=store)
+    chat.select(c.id)
+    chat.configure(system_prompt="Answer in French.", sampling=Sampling(0.2, 0.9, 77, 5))
+    reloaded = store.get(c.id)
+    assert (reloaded.system_prompt, reloaded.sampling) == ("Answer in French.", Sampling(0.2, 0.9, 77, 5))
+    m = store.add_message(c.id, "user", "Hello")
+    body = chat._request_body(reloaded, [m])
+    assert body == {"messages": [{"role": "system", "content": "Answer in French."},
+                                 {"role": "user", "content": "Hello"}],
+                    "temperature": 0.2, "top_p": 0.9, "max_tokens": 77, "seed": 5, "model": "gemma-3-270m"}
+    store.close()
+
+
+def test_hearth_app_command_is_registered():
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "runtime.cli", "app", "--help"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0 and "--port" in r.stdout

@@ -1,0 +1,38 @@
+"""Which draft a model gets: --draft, else the catalog entry's optional ``draft`` field."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime.config import ServeConfig
+from runtime.server.model_manager import DraftRefused, ModelManager
+from runtime.store.catalog import parse_catalog
+from runtime.store.resolve import ResolvedModel
+
+
+def _catalog(draft):
+    m = {"id": "big", "name": "Big", "family": "x", "license": "MIT", "context_length": 2048}
+    if draft is not None:
+        m["draft"] = draft
+    return parse_catalog({"schema_version": 1, "models": [m]})
+
+
+def test_explicit_draft_wins_and_off_disables(tiny, tmp_path):
+    model = ResolvedModel("big", tiny["target"])
+    assert ModelManager(ServeConfig(draft="ngram", data_dir=tmp_path)).draft_for(model, _catalog("x")) == ("ngram", "ngram")
+    assert ModelManager(ServeConfig(draft="off", data_dir=tmp_path)).draft_for(model, _catalog("ngram")) == (None, None)
+    path, draft_id = ModelManager(ServeConfig(draft=str(tiny["close"]), data_dir=tmp_path)).draft_for(model)
+    assert path == str(tiny["close"].resolve()) and draft_id
+    with pytest.raises(DraftRefused, match="does not exist"):
+        ModelManager(ServeConfig(draft=str(tmp_path / "none.gguf"), data_dir=tmp_path)).draft_for(model)
+
+
+def test_catalog_default_draft(tiny, tmp_path):
+    model = ResolvedModel("big", tiny["target"])
+    m = ModelManager(ServeConfig(data_dir=tmp_path))
+    assert m.draft_for(model, _catalog(None)) == (None, None)
+    assert m.draft_for(model, _catalog("ngram")) == ("ngram", "ngram")
+    assert m.draft_for(model, _catalog(str(tiny["close"])))[0] == str(tiny["close"].resolve())
+    assert m.draft_for(model, _catalog({"id": str(tiny["close"])}))[0] == str(tiny["close"].resolve())
+    # a catalog draft that is not downloaded is skipped, not an error
+    assert m.draft_for(model, _catalog("smollm2-not-here")) == (None, None)
