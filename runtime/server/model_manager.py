@@ -158,17 +158,6 @@ class ModelManager:
         self.engine, self.last_error, self.loaded_at, self._plan = engine, None, time.time(), plan
         return engine
 
-    async def unload(self, when=lambda engine: True) -> bool:
-        """Stop the running engine if ``when(engine)`` holds (checked under the load lock, so a
-        request cannot pick the engine up while it stops). True if one was stopped."""
-        async with self._lock:
-            engine = self.engine
-            if engine is None or not when(engine):
-                return False
-            self.engine, self._plan = None, None
-            await engine.stop()
-            return True
-
     def status(self) -> dict:
         e = self.engine
         if e is None:
@@ -180,13 +169,15 @@ class ModelManager:
         return {"state": state, "model": e.model_id if e else None, "pid": e.pid if e else None,
                 "error": (e.error if e and not e.alive else None) or self.last_error}
 
-    async def unload(self) -> str | None:
+    async def unload(self, when=lambda engine: True) -> str | None:
         """Stop the loaded model's worker (its memory goes back); the next request loads a model
-        again. Returns the id of the model that was unloaded."""
+        again. With ``when``, only if ``when(engine)`` holds (checked under the load lock, so a
+        request cannot pick the engine up while it stops). Returns the unloaded model's id."""
         async with self._lock:
-            engine, self.engine, self._plan = self.engine, None, None
-            if engine is None:
+            engine = self.engine
+            if engine is None or not when(engine):
                 return None
+            self.engine, self._plan = None, None
             await engine.stop()
             return engine.model_id
 

@@ -133,6 +133,7 @@ def _q(name: str, schema: dict) -> dict:
 OPERATIONS = {
     ("GET", "/health"): _op("Service and engine state (never needs the API key)", _ref("Health")),
     ("GET", "/hearth/stats"): _op("Engine counters: requests, KV cache, prefix cache", OBJ),
+    ("POST", "/hearth/unload"): _op("Unload the running model (its memory goes back); needs the key if set", OBJ),
     ("GET", "/hearth/hardware"): _op("This machine: CPU, RAM, GPUs, llama.cpp backends", OBJ),
     ("GET", "/hearth/fit"): _op("Will a model fit, at which context, how fast", OBJ, query=[
         _q("model", STR), _q("ctx", {**STR, "pattern": "^[0-9]+$"}), _q("kv_type", {"enum": ["f16", "q8_0", "q4_0"]})]),
