@@ -7,7 +7,7 @@ from aiohttp import web
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import bad_request
 from runtime.server.generation import model_error
-from runtime.server.model_refs import ModelPathRefused
+from runtime.server.model_refs import ModelPathRefused, check_model_ref
 from runtime.store.gguf_file import InvalidModelFile
 from runtime.store.model_shape import model_shape
 from runtime.store.resolve import UnknownModel
@@ -29,7 +29,9 @@ async def fit(request: web.Request) -> web.Response:
             raise bad_request("'ctx' must be a positive integer", "ctx")
         ctx = int(q["ctx"])
     try:
-        shape = model_shape(q.get("model") or config.model, config.data_dir)
+        ref = q.get("model") or config.model
+        check_model_ref(ref, config)  # a request must not read the header of any file it names
+        shape = model_shape(ref, config.data_dir)
         plan = plan_fit(shape, await manager.hardware(), ctx=ctx, kv_type=q.get("kv_type", config.kv_type),
                         n_seq=config.parallel, n_batch=config.n_batch)
     except (UnknownModel, InvalidModelFile, ModelPathRefused) as e:
