@@ -9,6 +9,7 @@ import sys
 
 from runtime import __version__
 from runtime.config import DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT, ServeConfig
+from runtime.server.serve_options import add_api_args, add_key_command, api_config, key_command
 from runtime.store import commands as store_commands
 
 
@@ -32,6 +33,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
                    help="MiB of host memory for prefix cache evicted from the KV pool; 0 disables it")
     p.add_argument("--draft", help="speculative decoding: a draft model with the same tokenizer (catalog id "
                    "or .gguf path), or 'ngram' for prompt lookup; 'off' disables a catalog default")
+    add_api_args(p)
 
 
 def _config(args: argparse.Namespace, **over) -> ServeConfig:
@@ -41,6 +43,10 @@ def _config(args: argparse.Namespace, **over) -> ServeConfig:
                   flash_attn=flash, block_size=args.block_size, prefix_cache=not args.no_prefix_cache,
                   cache_fraction=args.cache_fraction, cache_ram=args.cache_ram, preload=False,
                   draft=getattr(args, "draft", None))
+    if args.command == "serve":
+        from runtime.config import data_dir
+
+        values.update(api_config(args, data_dir()))
     values.update(over)
     return ServeConfig(**values)
 
@@ -62,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--draft", help="a draft model for speculative decoding (id or path)")
     fit.add_argument("--parallel", type=int, default=4, help="sequences planned for (default %(default)s)")
     fit.add_argument("--json", action="store_true")
+    add_key_command(sub)
     run = sub.add_parser("run", help="chat with a model in the terminal")
     run.add_argument("model", nargs="?", default=DEFAULT_MODEL)
     run.add_argument("prompt", nargs="?", help="one prompt; without it, an interactive chat")
@@ -115,7 +122,9 @@ async def serve(config: ServeConfig) -> None:
         print(f"hearth: the default model could not be loaded: {e}", file=sys.stderr, flush=True)
     await stop.wait()
     print("Hearth: stopping", flush=True)
-    await runner.cleanup()
+    from runtime.server.shutdown import graceful_stop
+
+    await graceful_stop(app, runner)
 
 
 def run_service_loop(coro):
@@ -172,6 +181,10 @@ def main(argv: list[str] | None = None) -> int:
         return _probe(args)
     if args.command == "fit":
         return _fit(args)
+    if args.command == "key":
+        from runtime.config import data_dir
+
+        return key_command(args, data_dir())
     if args.command in store_commands.COMMANDS:
         return store_commands.run(args)
     if args.command == "app":

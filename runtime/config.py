@@ -44,3 +44,12 @@ class ServeConfig:
     #: catalog entry's ``draft`` for a catalog model, else off
     draft: str | None = None
     data_dir: Path = field(default_factory=data_dir)
+    # API surface and security (see runtime/server/security.py)
+    api_key: str | None = None
+    cors_origins: list[str] = field(default_factory=list)
+    models_dirs: list[Path] = field(default_factory=list)
+    keep_alive: float = 300.0  # seconds a model stays loaded without requests; < 0: forever
+    max_tokens_limit: int = 16384
+    max_client_requests: int = 16  # in flight or queued per client address
+    max_body_bytes: int = 8 * 1024 * 1024
+    shutdown_grace: float = 5.0  # seconds open streams get to finish on SIGTERM

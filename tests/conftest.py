@@ -20,6 +20,8 @@ os.environ.pop("HF_HUB_CACHE", None)
 os.environ["HF_ENDPOINT"] = "http://127.0.0.1:9"
 atexit.register(shutil.rmtree, _DATA, ignore_errors=True)
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Test servers keep their model loaded however slow the machine (tests of keep-alive set their own).
+os.environ.setdefault("HEARTH_KEEP_ALIVE", "-1")
 
 
 @pytest.fixture(scope="session")

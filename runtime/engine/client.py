@@ -38,6 +38,10 @@ class RequestRefused(EngineError):
     """The worker refused the request (too long, bad tokens): the client's fault."""
 
 
+class ServiceStopping(EngineError):
+    """The service is shutting down: the request was ended before it finished."""
+
+
 @dataclass(slots=True)
 class _Pending:
     accepted: asyncio.Future
@@ -237,6 +241,14 @@ class EngineClient:
                 self._conn.send(Cancel(request_id))
             except OSError:
                 pass
+
+    def fail_all(self, error: EngineError) -> None:
+        """End every request in flight with ``error`` (each is cancelled in the worker)."""
+        for rid, p in list(self._pending.items()):
+            if not p.accepted.done():
+                p.accepted.set_exception(error)
+            p.queue.put_nowait(error)
+            self.cancel(rid)
 
     def _forget(self, request_id: str) -> None:
         self._pending.pop(request_id, None)

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import Counter
 from collections.abc import AsyncIterator
 
 from aiohttp import web
 
 from runtime.config import ServeConfig
-from runtime.server import hardware_api, openai_api, service_api, store_api
+from runtime.server import hardware_api, ollama_api, openai_api, openapi, service_api, store_api
 from runtime.server.app_keys import CONFIG, MANAGER
-from runtime.server.errors import ApiError
+from runtime.server.errors import ApiError, http_error
+from runtime.server.keep_alive import KEEP_ALIVE, KeepAlive, keep_alive_ctx
 from runtime.server.model_manager import ModelManager
+from runtime.server.security import LIMITER, STOPPING, cors_middleware, grant_on_prepare, guard_middleware
 
 log = logging.getLogger("hearth.server")
-MAX_BODY_BYTES = 8 * 1024 * 1024
 
 ROUTES = [
     ("GET", "/health", service_api.health),
@@ -26,6 +28,8 @@ ROUTES = [
     ("GET", "/v1/models", openai_api.list_models),
     ("POST", "/v1/chat/completions", openai_api.chat_completions),
     ("POST", "/v1/completions", openai_api.completions),
+    *ollama_api.ROUTES,
+    ("GET", "/openapi.json", openapi.document),
     *store_api.ROUTES,
 ]
 
@@ -35,16 +39,16 @@ async def error_middleware(request: web.Request, handler) -> web.StreamResponse:
     try:
         return await handler(request)
     except ApiError as e:
-        return e.response()
+        return e.response(request.path)
     except web.HTTPException as e:
         if e.status < 400:
             raise
-        return ApiError(e.status, e.reason or "error", code=str(e.status)).response()
+        return http_error(e).response(request.path)
     except (asyncio.CancelledError, ConnectionResetError):
         raise
     except Exception:
         log.exception("unhandled error in %s %s", request.method, request.path)
-        return ApiError(500, "internal server error (see the service log)", type="server_error").response()
+        return ApiError(500, "internal server error (see the service log)", type="server_error").response(request.path)
 
 
 async def _engine_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -66,11 +70,17 @@ async def _preload(manager: ModelManager) -> None:
 
 
 def create_app(config: ServeConfig) -> web.Application:
-    app = web.Application(middlewares=[error_middleware], client_max_size=MAX_BODY_BYTES)
+    app = web.Application(middlewares=[cors_middleware, error_middleware, guard_middleware],
+                          client_max_size=config.max_body_bytes)
     app[CONFIG] = config
     app[MANAGER] = ModelManager(config)
+    app[KEEP_ALIVE] = KeepAlive(config.keep_alive)
+    app[STOPPING] = {}
+    app[LIMITER] = Counter()
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
+    app.on_response_prepare.append(grant_on_prepare)
     app.cleanup_ctx.append(store_api.store_ctx)
     app.cleanup_ctx.append(_engine_ctx)
+    app.cleanup_ctx.append(keep_alive_ctx)
     return app

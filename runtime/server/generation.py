@@ -5,11 +5,13 @@ from __future__ import annotations
 from aiohttp import web
 
 from runtime.engine.client import (
-    EngineClient, ModelLoadFailed, RequestHandle, RequestRefused, WorkerDied,
+    EngineClient, ModelLoadFailed, RequestHandle, RequestRefused, ServiceStopping, WorkerDied,
 )
-from runtime.server.app_keys import MANAGER
-from runtime.server.errors import ApiError
+from runtime.server.app_keys import CONFIG, MANAGER
+from runtime.server.errors import ApiError, bad_request
+from runtime.server.keep_alive import KEEP_ALIVE
 from runtime.server.model_manager import DraftRefused, ModelDoesNotFit
+from runtime.server.model_refs import ModelPathRefused
 from runtime.server.schemas import GenerationRequest
 from runtime.store.embedded import EmbeddedModelMissing
 from runtime.store.gguf_file import InvalidModelFile
@@ -18,6 +20,8 @@ from runtime.store.resolve import UnknownModel
 
 def engine_error(e: Exception) -> ApiError:
     """The HTTP error for an engine-side failure."""
+    if isinstance(e, ServiceStopping):
+        return ApiError(503, str(e), type="server_error", code="shutting_down")
     if isinstance(e, RequestRefused):
         code = "context_length_exceeded" if "context" in str(e) else None
         return ApiError(400, str(e), code=code)
@@ -35,14 +39,20 @@ def engine_error(e: Exception) -> ApiError:
 async def start_generation(request: web.Request, req: GenerationRequest) -> tuple[EngineClient, list[RequestHandle]]:
     """Pick (load, swap or restart) the engine and submit; raise ``ApiError`` on failure."""
     manager = request.app[MANAGER]
+    limit = request.app[CONFIG].max_tokens_limit
+    if req.params.max_tokens is not None and req.params.max_tokens > limit:
+        raise bad_request(f"'max_tokens' must be at most {limit} on this server, got {req.params.max_tokens}",
+                          req.extra.get("max_tokens_param", "max_tokens"))
+    keep_alive = request.app[KEEP_ALIVE]
+    keep_alive.touch(req.keep_alive)
     try:
         engine = await manager.engine_for(req.model)
-    except UnknownModel as e:
-        raise ApiError(404, str(e), param="model", code="model_not_found") from None
-    except (InvalidModelFile, EmbeddedModelMissing) as e:
-        raise ApiError(400, str(e), param="model", code="invalid_model") from None
-    except ModelLoadFailed as e:
-        raise engine_error(e) from None
+    except Exception as e:
+        raise model_error(e) from None
+    keep_alive.touch(req.keep_alive)
+    loaded = engine.loaded
+    if req.params.max_tokens is None and loaded is not None and limit < loaded.max_request_tokens:
+        req.params.max_tokens = limit  # the limit bounds replies that did not ask for a length too
     try:
         handles = await engine.submit(req.params, prompt=req.prompt, messages=req.messages, tokens=req.tokens,
                                       n=req.n)
@@ -50,6 +60,19 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> tupl
         raise engine_error(e) from None
     manager.requests_served += 1
     return engine, handles
+
+
+def model_error(e: Exception) -> ApiError:
+    """The HTTP error for a ``model`` that cannot be used (re-raises anything else)."""
+    if isinstance(e, ModelPathRefused):
+        return ApiError(403, str(e), param="model", code="model_path_refused")
+    if isinstance(e, UnknownModel):
+        return ApiError(404, str(e), param="model", code="model_not_found")
+    if isinstance(e, (InvalidModelFile, EmbeddedModelMissing)):
+        return ApiError(400, str(e), param="model", code="invalid_model")
+    if isinstance(e, ModelLoadFailed):
+        return engine_error(e)
+    raise e
 
 
 def usage(prompt_tokens: int, completion_tokens: int, last=None) -> dict:

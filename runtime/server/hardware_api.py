@@ -5,7 +5,9 @@ from __future__ import annotations
 from aiohttp import web
 
 from runtime.server.app_keys import CONFIG, MANAGER
-from runtime.server.errors import ApiError, bad_request
+from runtime.server.errors import bad_request
+from runtime.server.generation import model_error
+from runtime.server.model_refs import ModelPathRefused, check_model_ref
 from runtime.store.gguf_file import InvalidModelFile
 from runtime.store.model_shape import model_shape
 from runtime.store.resolve import UnknownModel
@@ -27,13 +29,13 @@ async def fit(request: web.Request) -> web.Response:
             raise bad_request("'ctx' must be a positive integer", "ctx")
         ctx = int(q["ctx"])
     try:
-        shape = model_shape(q.get("model") or config.model, config.data_dir)
+        ref = q.get("model") or config.model
+        check_model_ref(ref, config)  # a request must not read the header of any file it names
+        shape = model_shape(ref, config.data_dir)
         plan = plan_fit(shape, await manager.hardware(), ctx=ctx, kv_type=q.get("kv_type", config.kv_type),
                         n_seq=config.parallel, n_batch=config.n_batch)
-    except UnknownModel as e:
-        raise ApiError(404, str(e), param="model", code="model_not_found") from None
-    except InvalidModelFile as e:
-        raise ApiError(400, str(e), param="model", code="invalid_model") from None
+    except (UnknownModel, InvalidModelFile, ModelPathRefused) as e:
+        raise model_error(e) from None
     except ValueError as e:
         raise bad_request(str(e)) from None
     return web.json_response(plan.to_dict())

@@ -9,6 +9,7 @@ import time
 from runtime.config import ServeConfig
 from runtime.engine.client import EngineClient, ModelLoadFailed
 from runtime.engine.messages import WorkerSpec
+from runtime.server.model_refs import check_model_ref
 from runtime.store.resolve import InvalidModelFile, ResolvedModel, UnknownModel, resolve_model
 
 
@@ -71,8 +72,9 @@ class ModelManager:
             return None
 
     def resolve(self, ref: str | None) -> ResolvedModel:
-        """Raises ``UnknownModel`` or ``InvalidModelFile`` with a message for the user."""
+        """Raises ``UnknownModel``, ``InvalidModelFile`` or ``ModelPathRefused`` with a message for the user."""
         ref = ref or self.config.model
+        check_model_ref(ref, self.config)
         cached = self._resolved.get(ref)
         if cached is not None and cached.path.is_file():
             return cached
@@ -167,13 +169,15 @@ class ModelManager:
         return {"state": state, "model": e.model_id if e else None, "pid": e.pid if e else None,
                 "error": (e.error if e and not e.alive else None) or self.last_error}
 
-    async def unload(self) -> str | None:
+    async def unload(self, when=lambda engine: True) -> str | None:
         """Stop the loaded model's worker (its memory goes back); the next request loads a model
-        again. Returns the id of the model that was unloaded."""
+        again. With ``when``, only if ``when(engine)`` holds (checked under the load lock, so a
+        request cannot pick the engine up while it stops). Returns the unloaded model's id."""
         async with self._lock:
-            engine, self.engine, self._plan = self.engine, None, None
-            if engine is None:
+            engine = self.engine
+            if engine is None or not when(engine):
                 return None
+            self.engine, self._plan = None, None
             await engine.stop()
             return engine.model_id
 

@@ -31,6 +31,7 @@ class GenerationRequest:
     echo: bool = False
     n: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
+    keep_alive: float | None = None  # seconds; None: the service default
 
 
 def _number(body: dict, name: str, default: float, lo: float, hi: float) -> float:
@@ -130,7 +131,7 @@ def parse_chat(body: Any) -> GenerationRequest:
     if not isinstance(messages, list) or not messages:
         raise bad_request("'messages' must be a non-empty list", "messages")
     for i, m in enumerate(messages):
-        if not isinstance(m, dict) or m.get("role") not in _ROLES:
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or m["role"] not in _ROLES:
             raise bad_request(f"messages[{i}] must be an object with a role of {sorted(_ROLES)}", f"messages[{i}].role")
         content = m.get("content")
         if content is not None and not isinstance(content, (str, list)):

@@ -64,8 +64,10 @@ def test_fit_endpoint_for_the_loaded_model(server):
     assert missing.status_code == 404
 
 
-def test_a_model_that_cannot_fit_is_refused_with_numbers(server, tmp_path):
-    path = huge_sparse_gguf(tmp_path / "huge-70b-f16.gguf")
+def test_a_model_that_cannot_fit_is_refused_with_numbers(server, data_dir):
+    # requests may name files under the data directory (or a --models-dir folder) only
+    (data_dir / "models").mkdir(exist_ok=True)
+    path = huge_sparse_gguf(data_dir / "models" / "huge-70b-f16.gguf")
     r = httpx.get(f"{server.url}/hearth/fit", params={"model": str(path)}, timeout=120)
     assert r.status_code == 200 and r.json()["verdict"] == "too_big"
     r = httpx.post(f"{server.url}/v1/completions", json={"model": str(path), "prompt": "hi"}, timeout=120)
@@ -74,6 +76,7 @@ def test_a_model_that_cannot_fit_is_refused_with_numbers(server, tmp_path):
     assert err["code"] == "model_does_not_fit" and "GB" in err["message"]
     # the running model was not unloaded for nothing
     assert server.health()["engine"]["state"] == "running"
+    path.unlink()
 
 
 def cli(*args):

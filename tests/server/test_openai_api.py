@@ -121,8 +121,8 @@ def test_request_longer_than_context_is_refused(server, oai):
         oai.completions.create(model="smollm2-135m", prompt="hello", max_tokens=100000)
 
 
-def test_truncated_model_file_is_refused_before_loading(server, smollm2_path, tmp_path):
-    bad = tmp_path / "cut.gguf"
+def test_truncated_model_file_is_refused_before_loading(server, smollm2_path, data_dir):
+    bad = data_dir / "models" / "cut.gguf"  # requests may name files under the data directory
     bad.write_bytes(smollm2_path.read_bytes()[: 5_000_000])
     r = httpx.post(f"{server.url}/v1/completions", json={"model": str(bad), "prompt": "hi"})
     assert r.status_code == 400 and "truncated" in r.json()["error"]["message"]

@@ -1,0 +1,101 @@
+"""Unloading an idle model after its keep-alive (Ollama's ``keep_alive``; ``--keep-alive``).
+
+Every generation request sets how long the model stays loaded after the last request ends:
+its own ``keep_alive`` or the service default. A background task stops the engine worker
+(all its memory goes back to the system) once no request has run for that long; the next
+request loads the model again. A negative keep-alive keeps the model loaded for good.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import AsyncIterator
+
+from aiohttp import web
+
+from runtime.server.errors import bad_request
+
+log = logging.getLogger("hearth.keep_alive")
+_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+MAX_SECONDS = 10 * 365 * 24 * 3600.0
+
+
+def parse_keep_alive(value: object) -> float | None:
+    """Ollama's ``keep_alive``: seconds as a number, or a Go duration string ("5m", "1h30m",
+    "-1"); negative means forever. None when absent. Raises a 400 ``ApiError`` otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise bad_request("'keep_alive' must be a number of seconds or a duration such as \"5m\"", "keep_alive")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip()
+        sign = -1.0 if text.startswith("-") else 1.0
+        body = text.lstrip("+-")
+        try:
+            seconds = sign * float(body)
+        except ValueError:
+            parts = _PART.findall(body)
+            if not body or "".join(n + u for n, u in parts) != body:
+                raise bad_request(f"'keep_alive' {value!r} is not a duration such as \"5m\", \"1h\" or \"-1\"",
+                                  "keep_alive") from None
+            seconds = sign * sum(float(n) * _UNITS[u] for n, u in parts)
+    else:
+        raise bad_request("'keep_alive' must be a number of seconds or a duration such as \"5m\"", "keep_alive")
+    if seconds != seconds:  # NaN
+        raise bad_request("'keep_alive' must be a number", "keep_alive")
+    return -1.0 if seconds < 0 else min(seconds, MAX_SECONDS)
+
+
+class KeepAlive:
+    """When the loaded model expires: ``touch`` on every request, ``expires_at`` for /api/ps."""
+
+    def __init__(self, default: float, tick: float = 0.5) -> None:
+        self.default = default
+        self.seconds = default
+        self.last_used = time.monotonic()
+        self.tick = tick
+
+    def touch(self, seconds: float | None = None) -> None:
+        self.seconds = self.default if seconds is None else seconds
+        self.last_used = time.monotonic()
+
+    def expired(self, engine) -> bool:
+        if engine.active:
+            self.last_used = time.monotonic()
+            return False
+        return self.seconds >= 0 and time.monotonic() - self.last_used >= self.seconds
+
+    def expires_at(self) -> float | None:
+        """Wall-clock time the loaded model unloads at if no request comes (None: never)."""
+        if self.seconds < 0:
+            return None
+        return time.time() + max(0.0, self.seconds - (time.monotonic() - self.last_used))
+
+    async def run(self, manager) -> None:
+        while True:
+            await asyncio.sleep(self.tick)
+            engine = manager.engine
+            if engine is None or not self.expired(engine):
+                continue
+            try:
+                if await manager.unload(self.expired):
+                    log.info("unloaded %s after %.0f s without requests", engine.model_id, self.seconds)
+            except Exception:  # a failing stop must not end the reaper
+                log.exception("could not unload %s", engine.model_id)
+
+
+KEEP_ALIVE = web.AppKey("keep_alive", KeepAlive)
+
+
+async def keep_alive_ctx(app: web.Application) -> AsyncIterator[None]:
+    from runtime.server.app_keys import MANAGER
+
+    task = asyncio.create_task(app[KEEP_ALIVE].run(app[MANAGER]))
+    yield
+    task.cancel()

@@ -1,0 +1,345 @@
+"""Ollama-compatible endpoints under /api/: chat, generate, tags, show, ps, version, pull, delete.
+
+Generation goes through the same path as the OpenAI endpoints (``generation.start_generation``:
+model choice, limits, keep-alive, engine errors); only the wire format differs: one JSON object
+per line (``application/x-ndjson``), ``done: true`` on the last line with Ollama's counters
+(durations in nanoseconds), and errors as ``{"error": "..."}`` (a line of its own mid-stream).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from runtime import __version__
+from runtime.engine.client import EngineError, RequestHandle
+from runtime.server.app_keys import CONFIG, MANAGER
+from runtime.server.errors import ApiError
+from runtime.server.generation import engine_error, model_error, start_generation
+from runtime.server.keep_alive import KEEP_ALIVE
+from runtime.server.ollama_models import LocalModel, iso, local_models, now_iso, show as show_model, tag_entry
+from runtime.server.ollama_schemas import (
+    OllamaRequest, engine_model, model_name, parse_ollama_chat, parse_ollama_generate,
+)
+from runtime.server.openai_api import read_json
+
+NDJSON = "application/x-ndjson"
+#: the Ollama API release whose shapes these endpoints follow (clients check it for features)
+OLLAMA_COMPAT_VERSION = "0.9.0"
+
+
+def line(obj: dict) -> bytes:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
+
+
+@dataclass(slots=True)
+class _Timing:
+    start: int = field(default_factory=time.perf_counter_ns)
+    loaded: int = 0
+    first: int = 0
+
+    def stats(self, prompt_tokens: int, eval_count: int) -> dict:
+        end = time.perf_counter_ns()
+        first = self.first or end
+        return {"total_duration": end - self.start, "load_duration": self.loaded - self.start,
+                "prompt_eval_count": prompt_tokens, "prompt_eval_duration": first - self.loaded,
+                "eval_count": eval_count, "eval_duration": end - first}
+
+
+class _ChatShape:
+    @staticmethod
+    def piece(text: str) -> dict:
+        return {"message": {"role": "assistant", "content": text}}
+
+
+class _GenerateShape:
+    @staticmethod
+    def piece(text: str) -> dict:
+        return {"response": text}
+
+
+async def chat(request: web.Request) -> web.StreamResponse:
+    return await _respond(request, parse_ollama_chat(await read_json(request)), _ChatShape)
+
+
+async def generate(request: web.Request) -> web.StreamResponse:
+    return await _respond(request, parse_ollama_generate(await read_json(request)), _GenerateShape)
+
+
+async def _respond(request: web.Request, oreq: OllamaRequest, shape) -> web.StreamResponse:
+    if oreq.gen is None:
+        return await _load_or_unload(request, oreq, shape)
+    timing = _Timing()
+    engine, handles = await start_generation(request, oreq.gen)
+    timing.loaded = time.perf_counter_ns()
+    handle = handles[0]
+    head = {"model": oreq.name}
+    try:
+        if oreq.gen.stream:
+            return await _stream(request, handle, head, shape, timing)
+        return await _collect(handle, head, shape, timing)
+    finally:
+        handle.cancel()  # no-op once finished; frees the request's blocks if the client left
+
+
+def _final(head: dict, shape, text: str, finish: str | None, stats: dict) -> dict:
+    return {**head, "created_at": now_iso(), **shape.piece(text), "done": True,
+            "done_reason": finish or "stop", **stats}
+
+
+async def _collect(handle: RequestHandle, head: dict, shape, timing: _Timing) -> web.Response:
+    parts, n, finish = [], 0, None
+    try:
+        async for out in handle:
+            if not timing.first:
+                timing.first = time.perf_counter_ns()
+            parts.append(out.text)
+            n += out.n_tokens
+            finish = out.finish_reason
+    except EngineError as e:
+        raise engine_error(e) from None
+    return web.json_response(_final(head, shape, "".join(parts), finish, timing.stats(handle.prompt_tokens, n)))
+
+
+async def _stream(request: web.Request, handle: RequestHandle, head: dict, shape,
+                  timing: _Timing) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": NDJSON, "Cache-Control": "no-cache",
+                                           "X-Accel-Buffering": "no"})
+    await response.prepare(request)
+    n, finish = 0, None
+    try:
+        async for out in handle:
+            outs = [out, *handle.ready()]
+            if not timing.first:
+                timing.first = time.perf_counter_ns()
+            text = "".join(o.text for o in outs)
+            n += sum(o.n_tokens for o in outs)
+            finish = outs[-1].finish_reason
+            if text:
+                await response.write(line({**head, "created_at": now_iso(), **shape.piece(text), "done": False}))
+        await response.write(line(_final(head, shape, "", finish, timing.stats(handle.prompt_tokens, n))))
+    except EngineError as e:
+        await response.write(line(engine_error(e).ollama_body()))
+    except (ConnectionResetError, asyncio.CancelledError):
+        handle.cancel()
+        raise
+    await response.write_eof()
+    return response
+
+
+async def _load_or_unload(request: web.Request, oreq: OllamaRequest, shape) -> web.Response:
+    """An empty prompt or message list loads the model; with ``keep_alive: 0`` it unloads it."""
+    manager, keep_alive = request.app[MANAGER], request.app[KEEP_ALIVE]
+    ref = engine_model(oreq.name)
+    try:
+        model = manager.resolve(ref)
+        if oreq.keep_alive == 0:
+            keep_alive.touch(0)
+            await manager.unload(lambda e: e.model_id == model.id and not e.active)
+            reason = "unload"
+        else:
+            keep_alive.touch(oreq.keep_alive)
+            await manager.engine_for(ref)
+            keep_alive.touch(oreq.keep_alive)
+            reason = "load"
+    except Exception as e:
+        raise model_error(e) from None
+    return web.json_response({"model": oreq.name, "created_at": now_iso(), **shape.piece(""),
+                              "done": True, "done_reason": reason})
+
+
+def _loaded(request: web.Request) -> LocalModel | None:
+    from pathlib import Path
+
+    from runtime.store.catalog import load_catalog
+
+    engine = request.app[MANAGER].engine
+    if engine is None or not engine.alive:
+        return None
+    return LocalModel(engine.model_id, Path(engine.spec.model_path), load_catalog().get(engine.model_id))
+
+
+def _find(request: web.Request, name: str) -> LocalModel:
+    manager = request.app[MANAGER]
+    ref = engine_model(name)
+    for m in local_models(request.app[CONFIG].data_dir, _loaded(request)):
+        if m.id == ref:
+            break
+    else:
+        m = None
+    try:
+        resolved = manager.resolve(ref)
+    except Exception as e:
+        raise model_error(e) from None
+    if m is None:
+        m = LocalModel(resolved.id, resolved.path)
+    m.path = resolved.path
+    return m
+
+
+async def tags(request: web.Request) -> web.Response:
+    models = local_models(request.app[CONFIG].data_dir, _loaded(request))
+    return web.json_response({"models": [tag_entry(m) for m in models]})
+
+
+async def show(request: web.Request) -> web.Response:
+    body = await read_json(request)
+    m = _find(request, model_name(body))
+    c = request.app[CONFIG]
+    engine = request.app[MANAGER].engine
+    params = {"num_ctx": engine.loaded.max_request_tokens if engine and engine.loaded and engine.model_id == m.id
+              else c.ctx, "temperature": 0.8, "top_k": 40}
+    return web.json_response(show_model(m, params))
+
+
+async def ps(request: web.Request) -> web.Response:
+    m = _loaded(request)
+    if m is None:
+        return web.json_response({"models": []})
+    import psutil
+
+    engine = request.app[MANAGER].engine
+    try:
+        size = psutil.Process(engine.pid).memory_info().rss
+    except (psutil.Error, TypeError):
+        size = m.path.stat().st_size
+    expires = request.app[KEEP_ALIVE].expires_at()
+    entry = tag_entry(m)
+    entry.pop("modified_at")
+    entry.update(size=size, size_vram=0, expires_at=iso(expires) if expires else "9999-12-31T23:59:59Z",
+                 context_length=engine.loaded.max_request_tokens if engine.loaded else request.app[CONFIG].ctx)
+    if engine.spec.n_gpu_layers:
+        entry["size_vram"] = size
+    return web.json_response({"models": [entry]})
+
+
+async def version(request: web.Request) -> web.Response:
+    return web.json_response({"version": OLLAMA_COMPAT_VERSION, "hearth": __version__})
+
+
+def _progress(d: dict) -> list[dict]:
+    """One Ollama progress line per file of a download (the store's event dictionary)."""
+    out = []
+    for f in d["files"]:
+        digest = f"sha256:{f['sha256']}" if f.get("sha256") else f"etag:{f['etag']}"
+        line_ = {"status": f"pulling {digest.split(':', 1)[1][:12]}", "digest": digest, "completed": f["done"]}
+        if f.get("size") is not None:
+            line_["total"] = f["size"]
+        out.append(line_)
+    return out
+
+
+def _pull_error(d: dict) -> str:
+    return d.get("error") or f"the download was {d['state']}"
+
+
+async def pull(request: web.Request) -> web.StreamResponse:
+    """Download a model through the store; progress in Ollama's shape (status, digest, total, completed).
+
+    A model that ships with Hearth, or is already a local file, needs no download: ``success``.
+    Leaving the stream does not stop the download (the store keeps it, as /hearth/downloads shows).
+    """
+    from runtime.server.store_api import DOWNLOADS, store_error
+    from runtime.store.pull_target import NothingToPull
+
+    body = await read_json(request)
+    name = model_name(body)
+    stream = body.get("stream", True)
+    if stream is not None and not isinstance(stream, bool):
+        raise ApiError(400, "'stream' must be true or false", param="stream")
+    stream = stream is not False
+    ref = engine_model(name)
+    downloads = request.app[DOWNLOADS]
+    events = downloads.events()
+    try:
+        try:
+            d = await downloads.pull(ref)
+        except NothingToPull:
+            _find(request, name)  # a local file or embedded model: present (or a clear error)
+            return await _pull_done(request, stream, [{"status": "pulling manifest"}])
+        except Exception as e:
+            raise store_error(e) from None
+        if not stream:
+            final = (await downloads.wait(d.id)).to_dict()
+            if final["state"] != "completed":
+                raise ApiError(502, _pull_error(final), type="server_error")
+            return web.json_response({"status": "success"})
+        response = web.StreamResponse(headers={"Content-Type": NDJSON, "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        await response.write(line({"status": "pulling manifest"}))
+        ended = False
+        async for ev in events:
+            if ev["id"] != d.id:
+                continue
+            for p in _progress(ev):
+                await response.write(line(p))
+            if ev["state"] == "completed":
+                for status in ("verifying sha256 digest", "writing manifest", "success"):
+                    await response.write(line({"status": status}))
+                ended = True
+                break
+            if ev["state"] in ("failed", "cancelled"):
+                await response.write(line({"error": _pull_error(ev)}))
+                ended = True
+                break
+        if not ended:  # the download manager closed: the service is stopping
+            await response.write(line({"error": "the service is shutting down; the download resumes when it "
+                                                "starts again"}))
+        await response.write_eof()
+        return response
+    finally:
+        await events.aclose()
+
+
+async def _pull_done(request: web.Request, stream: bool, before: list[dict]) -> web.StreamResponse:
+    if not stream:
+        return web.json_response({"status": "success"})
+    response = web.StreamResponse(headers={"Content-Type": NDJSON})
+    await response.prepare(request)
+    for s in [*before, {"status": "success"}]:
+        await response.write(line(s))
+    await response.write_eof()
+    return response
+
+
+async def delete(request: web.Request) -> web.Response:
+    """Delete a downloaded model (an imported one is only forgotten), as /hearth/models/{id} does."""
+    from runtime.server.store_api import store_error
+    from runtime.store.registry import ModelNotFound, Registry
+
+    body = await read_json(request)
+    name = model_name(body)
+    ref = engine_model(name)
+    reg = Registry(request.app[CONFIG].data_dir)
+    try:
+        model = await asyncio.to_thread(reg.find, ref)
+    except ModelNotFound:
+        raise ApiError(404, f"model {name!r} not found") from None
+    if model.source == "embedded":
+        raise ApiError(400, f"{model.id} ships with Hearth and cannot be deleted", param="model")
+    engine = request.app[MANAGER].engine
+    if engine is not None and engine.alive and engine.model_id == model.id:
+        if engine.active:
+            raise ApiError(409, f"{model.id} is answering requests; delete it when they finish", code="model_in_use")
+        await request.app[MANAGER].unload(lambda e: e.model_id == model.id and not e.active)
+    try:
+        await asyncio.to_thread(reg.delete, model.id)
+    except ModelNotFound as e:
+        raise store_error(e) from None
+    return web.json_response({})
+
+
+ROUTES = [
+    ("POST", "/api/chat", chat),
+    ("POST", "/api/generate", generate),
+    ("GET", "/api/tags", tags),
+    ("POST", "/api/show", show),
+    ("GET", "/api/ps", ps),
+    ("GET", "/api/version", version),
+    ("POST", "/api/pull", pull),
+    ("DELETE", "/api/delete", delete),
+]

@@ -1,0 +1,201 @@
+"""``GET /openapi.json``: an OpenAPI 3.1 description of every route, with this service's limits.
+
+``OPERATIONS`` holds one entry per (method, path); a test compares it with the live router,
+so a route added without a description fails the suite. Errors are described once per API:
+OpenAI's object everywhere, Ollama's string under /api/.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from runtime import __version__
+from runtime.server.app_keys import CONFIG
+
+OBJ = {"type": "object"}
+STR = {"type": "string"}
+BOOL = {"type": "boolean"}
+INT = {"type": "integer"}
+NUM = {"type": "number"}
+
+
+def _ref(name: str) -> dict:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _schemas(max_tokens: int) -> dict:
+    stop = {"oneOf": [STR, {"type": "array", "items": STR, "maxItems": 16}]}
+    sampling = {
+        "model": STR, "temperature": {**NUM, "minimum": 0, "maximum": 2}, "top_p": {**NUM, "minimum": 0, "maximum": 1},
+        "top_k": {**INT, "minimum": 0}, "min_p": {**NUM, "minimum": 0, "maximum": 1},
+        "presence_penalty": {**NUM, "minimum": -2, "maximum": 2}, "frequency_penalty": {**NUM, "minimum": -2, "maximum": 2},
+        "repeat_penalty": {**NUM, "minimum": 0.01, "maximum": 10}, "seed": INT, "stop": stop,
+        "max_tokens": {**INT, "minimum": 1, "maximum": max_tokens, "examples": [8]},
+        "max_completion_tokens": {**INT, "minimum": 1, "maximum": max_tokens},
+        "n": {**INT, "minimum": 1, "maximum": 16}, "stream": BOOL, "ignore_eos": BOOL,
+        "stream_options": {"type": "object", "properties": {"include_usage": BOOL}},
+    }
+    options = {"type": "object", "properties": {
+        "temperature": {**NUM, "minimum": 0, "maximum": 2}, "top_k": {**INT, "minimum": 0},
+        "top_p": {**NUM, "minimum": 0, "maximum": 1}, "min_p": {**NUM, "minimum": 0, "maximum": 1},
+        "num_predict": {**INT, "minimum": -2, "maximum": max_tokens, "examples": [8]},
+        "num_ctx": {**INT, "minimum": 1}, "seed": INT, "stop": stop,
+        "repeat_penalty": {**NUM, "minimum": 0.01, "maximum": 10}, "repeat_last_n": {**INT, "minimum": -1}}}
+    keep_alive = {"oneOf": [NUM, STR], "description": "seconds, or a duration such as \"5m\"; negative: forever; 0: unload"}
+    ollama_msg = {"type": "object", "required": ["role"], "properties": {
+        "role": {"enum": ["system", "user", "assistant", "tool"]}, "content": STR}}
+    timing = {k: INT for k in ("total_duration", "load_duration", "prompt_eval_count", "prompt_eval_duration",
+                               "eval_count", "eval_duration")}
+    details = {"type": "object", "properties": {"format": STR, "family": STR, "parameter_size": STR,
+                                                "quantization_level": STR}}
+    return {
+        "OpenAIError": {"type": "object", "required": ["error"], "properties": {"error": {
+            "type": "object", "required": ["message", "type", "param", "code"], "properties": {
+                "message": STR, "type": STR, "param": {"type": ["string", "null"]},
+                "code": {"type": ["string", "null"]}}}}},
+        "OllamaError": {"type": "object", "required": ["error"], "properties": {"error": STR}},
+        "ChatCompletionRequest": {"type": "object", "required": ["messages"], "properties": {
+            **sampling, "messages": {"type": "array", "minItems": 1, "items": {
+                "type": "object", "required": ["role"], "properties": {
+                    "role": {"enum": ["system", "developer", "user", "assistant", "tool"]}, "content": STR}}}},
+            "examples": [{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8}]},
+        "CompletionRequest": {"type": "object", "required": ["prompt"], "properties": {
+            **sampling, "echo": BOOL, "prompt": {"oneOf": [{**STR, "minLength": 1},
+                                                          {"type": "array", "minItems": 1, "items": INT}]}},
+            "examples": [{"prompt": "1, 2, 3,", "max_tokens": 8}]},
+        "ChatCompletion": {"type": "object", "required": ["id", "object", "choices"], "properties": {
+            "id": STR, "object": STR, "model": STR, "choices": {"type": "array"}, "usage": OBJ}},
+        "ModelList": {"type": "object", "required": ["data"], "properties": {"object": STR, "data": {"type": "array"}}},
+        "OllamaOptions": options,
+        "OllamaChatRequest": {"type": "object", "required": ["model"], "properties": {
+            "model": {**STR, "minLength": 1}, "messages": {"type": "array", "items": ollama_msg}, "stream": BOOL,
+            "options": _ref("OllamaOptions"), "keep_alive": keep_alive},
+            "examples": [{"model": "smollm2-135m", "messages": [{"role": "user", "content": "Hi"}],
+                          "stream": False, "options": {"num_predict": 8}}]},
+        "OllamaGenerateRequest": {"type": "object", "required": ["model"], "properties": {
+            "model": {**STR, "minLength": 1}, "prompt": STR, "system": STR, "raw": BOOL, "stream": BOOL,
+            "options": _ref("OllamaOptions"), "keep_alive": keep_alive},
+            "examples": [{"model": "smollm2-135m", "prompt": "Hi", "stream": False, "options": {"num_predict": 8}}]},
+        "OllamaChatResponse": {"type": "object", "required": ["model", "created_at", "message", "done"], "properties": {
+            "model": STR, "created_at": STR, "message": ollama_msg, "done": BOOL, "done_reason": STR, **timing}},
+        "OllamaGenerateResponse": {"type": "object", "required": ["model", "created_at", "response", "done"],
+                                   "properties": {"model": STR, "created_at": STR, "response": STR, "done": BOOL,
+                                                  "done_reason": STR, **timing}},
+        "OllamaModelRequest": {"type": "object", "required": ["model"], "properties": {
+            "model": {**STR, "minLength": 1}}, "examples": [{"model": "smollm2-135m"}]},
+        "OllamaPullRequest": {"type": "object", "required": ["model"], "properties": {
+            "model": {**STR, "minLength": 1}, "stream": BOOL, "insecure": BOOL}},
+        "StoreModelRequest": {"type": "object", "required": ["model"], "properties": {"model": {**STR, "minLength": 1}}},
+        "StorePathRequest": {"type": "object", "required": ["path"], "properties": {"path": {**STR, "minLength": 1}}},
+        "OllamaProgress": {"type": "object", "required": ["status"], "properties": {
+            "status": STR, "digest": STR, "total": INT, "completed": INT}},
+        "OllamaTags": {"type": "object", "required": ["models"], "properties": {"models": {"type": "array", "items": {
+            "type": "object", "required": ["name", "model", "size", "digest", "details"], "properties": {
+                "name": STR, "model": STR, "modified_at": STR, "size": INT, "digest": STR, "details": details}}}}},
+        "OllamaShow": {"type": "object", "required": ["details", "model_info"], "properties": {
+            "modelfile": STR, "parameters": STR, "template": STR, "details": details, "model_info": OBJ,
+            "capabilities": {"type": "array", "items": STR}}},
+        "OllamaPs": {"type": "object", "required": ["models"], "properties": {"models": {"type": "array"}}},
+        "Health": {"type": "object", "required": ["status", "engine"], "properties": {
+            "status": STR, "service": STR, "version": STR, "engine": OBJ}},
+    }
+
+
+def _json(schema: dict) -> dict:
+    return {"application/json": {"schema": schema}}
+
+
+def _op(summary: str, ok: dict | None = None, *, body: str | None = None, ollama: bool = False,
+        stream: str | None = None, query: list | None = None, tag: str = "hearth", status: str = "200",
+        path_params: tuple[str, ...] = ()) -> dict:
+    ok_content = _json(ok or OBJ)
+    if stream == "text/event-stream":  # the schema of one event: a JSON chunk (or [DONE]) in ``data``
+        ok_content[stream] = {"schema": {"type": "object", "required": ["data"], "properties": {"data": STR}}}
+        if ok is None:
+            del ok_content["application/json"]
+    elif stream:  # one JSON object per line
+        ok_content[stream] = {"schema": STR}
+    op = {"summary": summary, "tags": [tag], "responses": {
+        status: {"description": "OK", "content": ok_content},
+        "default": {"description": "An error", "content": _json(_ref("OllamaError" if ollama else "OpenAIError"))}}}
+    if body:
+        op["requestBody"] = {"required": True, "content": _json(_ref(body))}
+    params = [{"name": n, "in": "path", "required": True, "schema": STR} for n in path_params] + (query or [])
+    if params:
+        op["parameters"] = params
+    return op
+
+
+def _q(name: str, schema: dict) -> dict:
+    return {"name": name, "in": "query", "required": False, "schema": schema}
+
+
+OPERATIONS = {
+    ("GET", "/health"): _op("Service and engine state (never needs the API key)", _ref("Health")),
+    ("GET", "/hearth/stats"): _op("Engine counters: requests, KV cache, prefix cache", OBJ),
+    ("POST", "/hearth/unload"): _op("Unload the running model (its memory goes back); needs the key if set", OBJ),
+    ("GET", "/hearth/hardware"): _op("This machine: CPU, RAM, GPUs, llama.cpp backends", OBJ),
+    ("GET", "/hearth/fit"): _op("Will a model fit, at which context, how fast", OBJ, query=[
+        _q("model", STR), _q("ctx", {**STR, "pattern": "^[0-9]+$"}), _q("kv_type", {"enum": ["f16", "q8_0", "q4_0"]})]),
+    ("GET", "/v1/models"): _op("Models (OpenAI format)", _ref("ModelList"), tag="openai"),
+    ("POST", "/v1/chat/completions"): _op("Chat completion (OpenAI format; SSE with stream: true)",
+                                          _ref("ChatCompletion"), body="ChatCompletionRequest",
+                                          stream="text/event-stream", tag="openai"),
+    ("POST", "/v1/completions"): _op("Text completion (OpenAI format; SSE with stream: true)",
+                                     _ref("ChatCompletion"), body="CompletionRequest",
+                                     stream="text/event-stream", tag="openai"),
+    ("POST", "/api/chat"): _op("Chat (Ollama format; NDJSON unless stream: false)", _ref("OllamaChatResponse"),
+                               body="OllamaChatRequest", ollama=True, stream="application/x-ndjson", tag="ollama"),
+    ("POST", "/api/generate"): _op("Generate (Ollama format; NDJSON unless stream: false)",
+                                   _ref("OllamaGenerateResponse"), body="OllamaGenerateRequest", ollama=True,
+                                   stream="application/x-ndjson", tag="ollama"),
+    ("GET", "/api/tags"): _op("Local models (Ollama format)", _ref("OllamaTags"), ollama=True, tag="ollama"),
+    ("POST", "/api/show"): _op("One model's details and GGUF metadata", _ref("OllamaShow"),
+                               body="OllamaModelRequest", ollama=True, tag="ollama"),
+    ("GET", "/api/ps"): _op("The loaded model and when it unloads", _ref("OllamaPs"), ollama=True, tag="ollama"),
+    ("GET", "/api/version"): _op("The Ollama API version these endpoints follow", OBJ, ollama=True, tag="ollama"),
+    ("POST", "/api/pull"): _op("Download a model (progress as NDJSON unless stream: false); needs the key if set",
+                               _ref("OllamaProgress"), body="OllamaPullRequest", ollama=True,
+                               stream="application/x-ndjson", tag="ollama"),
+    ("DELETE", "/api/delete"): _op("Delete a downloaded model; needs the key if set", OBJ,
+                                   body="OllamaModelRequest", ollama=True, tag="ollama"),
+    ("GET", "/openapi.json"): _op("This document", OBJ),
+    # the model store
+    ("GET", "/hearth/models"): _op("Local models (embedded, downloaded, imported) and disk use", OBJ, tag="store"),
+    ("POST", "/hearth/models/pull"): _op("Start (or join) a model download; follow it on /hearth/downloads/events",
+                                         OBJ, body="StoreModelRequest", status="202", tag="store"),
+    ("POST", "/hearth/models/import"): _op("Register a local .gguf by reference", OBJ, body="StorePathRequest",
+                                           status="201", tag="store"),
+    ("DELETE", "/hearth/models/{id}"): _op("Delete a downloaded model (an imported one is only forgotten)", OBJ,
+                                           path_params=("id",), tag="store"),
+    ("GET", "/hearth/catalog"): _op("The curated catalog with a fit verdict per model", OBJ, tag="store"),
+    ("GET", "/hearth/downloads"): _op("Downloads and their progress", OBJ, tag="store"),
+    ("GET", "/hearth/downloads/events"): _op("Download progress as Server-Sent Events", stream="text/event-stream",
+                                             tag="store"),
+    ("POST", "/hearth/downloads/{id}/{action}"): _op("Pause, resume or cancel a download", OBJ,
+                                                     path_params=("id", "action"), tag="store"),
+    ("GET", "/hearth/search"): _op("Search the hub for GGUF models", OBJ, query=[
+        _q("q", STR), _q("limit", {**STR, "pattern": "^[0-9]+$"})], tag="store"),
+    ("GET", "/hearth/search/files"): _op("A hub repository's GGUF files", OBJ, query=[_q("repo", STR)], tag="store"),
+}
+
+
+def build(max_tokens: int) -> dict:
+    paths: dict = {}
+    for (method, path), op in OPERATIONS.items():
+        paths.setdefault(path, {})[method.lower()] = op
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Hearth", "version": __version__,
+                 "description": "Local LLM service: OpenAI-compatible (/v1), Ollama-compatible (/api) and "
+                                "Hearth's own (/health, /hearth) endpoints. When the service has an API key, "
+                                "every route but /health needs 'Authorization: Bearer <key>'."},
+        "paths": paths,
+        "components": {"schemas": _schemas(max_tokens),
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "security": [{}, {"bearer": []}],
+    }
+
+
+async def document(request: web.Request) -> web.Response:
+    return web.json_response(build(request.app[CONFIG].max_tokens_limit))

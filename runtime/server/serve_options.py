@@ -1,0 +1,77 @@
+"""``hearth serve``'s options for the API surface and its security, and ``hearth key``."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from runtime.server.api_key import KeyRequired, create_key, key_path, load_key, remove_key, serve_key
+from runtime.server.keep_alive import parse_keep_alive
+
+
+def _keep_alive(text: str) -> float:
+    from runtime.server.errors import ApiError
+
+    try:
+        return parse_keep_alive(text)
+    except ApiError as e:
+        raise argparse.ArgumentTypeError(e.message) from None
+
+
+def add_api_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("API and security")
+    g.add_argument("--api-key", metavar="KEY|generate",
+                   help="require this key ('generate': create one, store it in the data directory, print it); "
+                        "default: $HEARTH_API_KEY or the stored key, if any. Needed to bind a non-loopback address")
+    g.add_argument("--cors-origin", action="append", default=[], metavar="ORIGIN",
+                   help="also allow browser requests from this origin (e.g. https://app.example); "
+                        "localhost origins are always allowed; repeatable")
+    g.add_argument("--models-dir", action="append", default=[], metavar="DIR",
+                   help="a folder whose .gguf files requests may name by path (the data directory always); repeatable")
+    g.add_argument("--keep-alive", type=_keep_alive, default=os.environ.get("HEARTH_KEEP_ALIVE", "5m"),
+                   metavar="DURATION", help="unload a model after this long without requests (e.g. 5m, 30s; "
+                                            "-1: never; default $HEARTH_KEEP_ALIVE or 5m)")
+    g.add_argument("--max-tokens-limit", type=int, default=16384, metavar="N",
+                   help="largest max_tokens / num_predict a request may ask for (default %(default)s)")
+    g.add_argument("--max-client-requests", type=int, default=16, metavar="N",
+                   help="requests one client address may have in flight or queued; more get 429 (default %(default)s)")
+    g.add_argument("--max-body-mb", type=float, default=8.0, metavar="MB",
+                   help="largest request body in MiB; larger ones get 413 (default %(default)s)")
+    g.add_argument("--shutdown-grace", type=float, default=5.0, metavar="SECONDS",
+                   help="on SIGTERM, how long open streams may run before they are ended (default %(default)s)")
+
+
+def api_config(args: argparse.Namespace, data_dir: Path) -> dict:
+    """ServeConfig values from the options; exits with a message when the bind needs a key."""
+    try:
+        key, note = serve_key(args.api_key, args.host, data_dir)
+    except KeyRequired as e:
+        print(f"hearth: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    if note:
+        print(note, flush=True)
+    return dict(api_key=key, cors_origins=list(args.cors_origin),
+                models_dirs=[Path(d).expanduser().resolve() for d in args.models_dir],
+                keep_alive=args.keep_alive, max_tokens_limit=args.max_tokens_limit,
+                max_client_requests=args.max_client_requests, max_body_bytes=int(args.max_body_mb * 1024 * 1024),
+                shutdown_grace=args.shutdown_grace)
+
+
+def add_key_command(sub) -> None:
+    p = sub.add_parser("key", help="show (creating it if needed) the service's API key")
+    p.add_argument("--rotate", action="store_true", help="replace the key with a new one")
+    p.add_argument("--remove", action="store_true", help="delete the stored key (loopback-only use needs none)")
+
+
+def key_command(args: argparse.Namespace, data_dir: Path) -> int:
+    if args.remove:
+        print(f"removed {key_path(data_dir)}" if remove_key(data_dir) else "no stored key")
+        return 0
+    existed = load_key(data_dir) is not None
+    key = create_key(data_dir, rotate=args.rotate)
+    if not existed or args.rotate:
+        print(f"new API key, stored in {key_path(data_dir)} (readable by you only):", file=sys.stderr)
+    print(key)
+    return 0

@@ -1,0 +1,204 @@
+"""Secure by default: loopback bind, API key, CORS allowlist, limits, model path confinement."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import ollama
+import pytest
+
+from runtime.server.launcher import ServiceProcess
+from tests.server.conftest import live_server
+
+KEY = "hearth-test-key-0123456789abcdef"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+
+
+@pytest.fixture(scope="module")
+def server(smollm2_path):
+    s = ServiceProcess("--parallel", "4", "--ctx", "4096", "--api-key", KEY, "--max-client-requests", "2",
+                       "--max-body-mb", "0.01", "--cors-origin", "https://app.example")
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:  # /health needs no key, so the launcher's wait works
+        try:
+            if s.health()["engine"]["state"] == "running":
+                break
+        except Exception:
+            time.sleep(0.2)
+        time.sleep(0.1)
+    yield s
+    s.stop()
+
+
+def hearth(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "runtime.cli", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+@pytest.fixture()
+def own_data_dir(tmp_path):
+    return {**os.environ, "HEARTH_DATA_DIR": str(tmp_path)}
+
+
+def test_non_loopback_bind_without_key_is_refused(own_data_dir):
+    r = hearth("serve", "--host", "0.0.0.0", "--port", "0", env=own_data_dir, timeout=60)
+    assert r.returncode == 2
+    assert "needs an API key" in r.stderr and "--api-key generate" in r.stderr
+
+
+def test_hearth_key_is_stored_owner_only(own_data_dir, tmp_path):
+    r = hearth("key", env=own_data_dir)
+    assert r.returncode == 0
+    key = r.stdout.strip()
+    path = tmp_path / "api_key"
+    assert len(key) >= 32 and path.read_text().strip() == key
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert hearth("key", env=own_data_dir).stdout.strip() == key  # shown again, not replaced
+    assert hearth("key", "--rotate", env=own_data_dir).stdout.strip() != key
+
+
+def test_serve_generates_and_prints_a_key(own_data_dir, tmp_path):
+    p = subprocess.Popen([sys.executable, "-m", "runtime.cli", "serve", "--port", "0", "--api-key", "generate"],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=own_data_dir)
+    try:
+        first = p.stdout.readline()
+    finally:
+        p.terminate()
+        p.wait(30)
+    key = (tmp_path / "api_key").read_text().strip()
+    assert first.startswith("API key") and key in first
+    assert stat.S_IMODE((tmp_path / "api_key").stat().st_mode) == 0o600
+
+
+@pytest.mark.parametrize("headers, code", [
+    ({}, "missing_api_key"),
+    ({"Authorization": "Bearer wrong-key-wrong-key-wrong"}, "invalid_api_key"),
+    ({"Authorization": f"Basic {KEY}"}, "invalid_api_key"),
+    ({"Authorization": f"Bearer {KEY}x"}, "invalid_api_key"),
+])
+def test_missing_or_wrong_key_gets_401(server, headers, code):
+    for method, path in (("POST", "/v1/chat/completions"), ("GET", "/v1/models"), ("GET", "/hearth/stats"),
+                         ("POST", "/api/pull"), ("DELETE", "/api/delete"), ("GET", "/openapi.json")):
+        r = httpx.request(method, f"{server.url}{path}", json=CHAT, headers=headers)
+        assert r.status_code == 401, path
+        assert r.headers["WWW-Authenticate"] == "Bearer"
+        body = r.json()
+        err = body["error"] if path.startswith("/v1") or path.startswith("/hearth") else None
+        if err is not None:
+            assert err["code"] == code
+        elif path.startswith("/api/"):
+            assert isinstance(body["error"], str)
+
+
+def test_right_key_is_served_and_health_needs_none(server):
+    assert httpx.get(f"{server.url}/health").status_code == 200
+    r = httpx.post(f"{server.url}/v1/chat/completions", json=CHAT, headers=AUTH, timeout=60)
+    assert r.status_code == 200 and r.json()["choices"][0]["message"]["content"]
+    c = ollama.Client(host=server.url, headers=AUTH, timeout=60)
+    assert c.chat(model="smollm2-135m", messages=CHAT["messages"], options={"num_predict": 2}).eval_count == 2
+    with pytest.raises(ollama.ResponseError) as e:
+        ollama.Client(host=server.url, timeout=60).list()
+    assert e.value.status_code == 401
+
+
+def test_disallowed_origin_gets_no_cors_grant(server):
+    for origin in ("http://evil.example", "http://localhost.evil.example", "null", "http://127.0.0.1@evil.example"):
+        pre = httpx.options(f"{server.url}/v1/chat/completions", headers={
+            "Origin": origin, "Access-Control-Request-Method": "POST"})
+        assert pre.status_code == 403 and "access-control-allow-origin" not in pre.headers, origin
+        r = httpx.post(f"{server.url}/v1/chat/completions", json=CHAT, headers={**AUTH, "Origin": origin})
+        assert r.status_code == 403 and "access-control-allow-origin" not in r.headers, origin
+        assert r.json()["error"]["code"] == "origin_not_allowed"
+
+
+def test_allowed_origins_get_a_grant_never_a_wildcard(server):
+    for origin in ("http://localhost:5173", "http://127.0.0.1:8080", "https://app.example"):
+        pre = httpx.options(f"{server.url}/api/chat", headers={
+            "Origin": origin, "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization, content-type"})
+        assert pre.status_code == 204
+        assert pre.headers["access-control-allow-origin"] == origin
+        assert "authorization" in pre.headers["access-control-allow-headers"].lower()
+        r = httpx.post(f"{server.url}/v1/chat/completions", json={**CHAT, "stream": True},
+                       headers={**AUTH, "Origin": origin}, timeout=60)
+        assert r.status_code == 200 and r.headers["access-control-allow-origin"] == origin
+
+
+def test_foreign_host_header_is_refused_on_loopback(server):
+    r = httpx.get(f"{server.url}/v1/models", headers={**AUTH, "Host": "attacker.example"})
+    assert r.status_code == 403 and r.json()["error"]["code"] == "host_not_allowed"
+
+
+@pytest.mark.parametrize("ref", ["/etc/passwd", "../../../../etc/passwd.gguf", "~/.ssh/id_rsa.gguf",
+                                 "/tmp/../etc/shadow.gguf", "models/../../../etc/x.gguf"])
+def test_path_traversal_in_model_is_refused(server, ref):
+    r = httpx.post(f"{server.url}/v1/chat/completions", json={**CHAT, "model": ref}, headers=AUTH)
+    assert r.status_code == 403 and r.json()["error"]["code"] == "model_path_refused"
+    r = httpx.post(f"{server.url}/api/show", json={"model": ref}, headers=AUTH)
+    assert r.status_code == 403 and "outside the folders" in r.json()["error"]
+    r = httpx.get(f"{server.url}/hearth/fit", params={"model": ref}, headers=AUTH)
+    assert r.status_code == 403
+
+
+def test_oversized_body_gets_413(server):
+    big = {"messages": [{"role": "user", "content": "x" * 20_000}]}
+    r = httpx.post(f"{server.url}/v1/chat/completions", json=big, headers=AUTH)
+    assert r.status_code == 413 and r.json()["error"]["code"] == "body_too_large"
+    r = httpx.post(f"{server.url}/api/chat", json={"model": "smollm2-135m", **big}, headers=AUTH)
+    assert r.status_code == 413 and "limit" in r.json()["error"]
+
+    def chunks():  # no Content-Length: aiohttp's own limit answers, in the same format
+        for _ in range(40):
+            yield b" " * 1024
+    r = httpx.post(f"{server.url}/v1/completions", content=chunks(),
+                   headers={**AUTH, "Content-Type": "application/json"})
+    assert r.status_code == 413 and r.json()["error"]["message"]
+
+
+def test_max_tokens_over_the_limit_is_refused(server):
+    r = httpx.post(f"{server.url}/v1/completions", json={"prompt": "hi", "max_tokens": 100_000}, headers=AUTH)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "max_tokens"
+
+
+def test_flooding_client_gets_429_while_another_is_served(server):
+    # the flooding client may hold 2 requests; the engine decodes 4 at once, so the other is not queued
+    long = {"prompt": "Write a long story.", "max_tokens": 1000, "ignore_eos": True, "stream": True}
+    flood = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.1"), headers=AUTH, timeout=120)
+    other = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"), headers=AUTH, timeout=120)
+    started, release = threading.Barrier(3), threading.Event()
+
+    def hold():
+        with flood.stream("POST", f"{server.url}/v1/completions", json=long) as r:
+            lines = r.iter_lines()
+            next(lines)
+            started.wait(60)
+            release.wait(120)  # then leave: closing the stream cancels the request
+
+    threads = [threading.Thread(target=hold) for _ in range(2)]
+    for t in threads:
+        t.start()
+    try:
+        started.wait(60)
+        r = flood.post(f"{server.url}/v1/completions", json={"prompt": "hi", "max_tokens": 2})
+        assert r.status_code == 429 and int(r.headers["Retry-After"]) >= 1
+        assert r.json()["error"]["code"] == "too_many_requests"
+        r = flood.post(f"{server.url}/api/generate", json={"model": "smollm2-135m", "prompt": "hi"})
+        assert r.status_code == 429 and isinstance(r.json()["error"], str)
+        served = other.post(f"{server.url}/v1/completions", json={"prompt": "hi", "max_tokens": 2})
+        assert served.status_code == 200
+    finally:
+        release.set()
+        for t in threads:
+            t.join(60)
+    deadline = time.monotonic() + 60  # the held requests end once their streams closed
+    while (r := flood.post(f"{server.url}/v1/completions", json={"prompt": "hi", "max_tokens": 2})).status_code == 429:
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    assert r.status_code == 200
