@@ -60,6 +60,7 @@ serve: $(VENV)/.core
 	$(VENV)/bin/hearth serve --host $(HOST) --port $(PORT)
 
 test: $(VENV)/.test
+	@sh scripts/system-libs.sh
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -ra tests
 
 bench: $(VENV)/.test

@@ -13,14 +13,17 @@ from app.errors import ApiProblem, NotHearth, ServiceUnreachable
 class ApiClient:
     """Wraps one ``aiohttp.ClientSession``; raises ``ApiProblem`` subclasses with the service's message."""
 
-    def __init__(self, base_url: str) -> None:
+    def __init__(self, base_url: str, api_key: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
+        self.api_key = api_key  # the service's key when one is stored: sent with every call
         self._session: aiohttp.ClientSession | None = None
 
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=5))
+            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
+            self._session = aiohttp.ClientSession(headers=headers,
+                                                  timeout=aiohttp.ClientTimeout(total=None, sock_connect=5))
         return self._session
 
     async def close(self) -> None:

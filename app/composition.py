@@ -13,6 +13,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from app.api_client import ApiClient
+from runtime.server.api_key import load_key
 from app.chat import ChatService
 from app.conversations import ConversationStore
 from app.errors import ApiProblem, UserError, explain
@@ -70,7 +71,8 @@ class HearthApp(QObject):
                 self.settings.start_on_login = bool(start_on_login_state())
             except OSError as e:
                 log.warning("cannot read the start-at-login state: %s", e)
-        self.client = ApiClient(f"http://{connect_host(self.settings.host)}:{self.settings.port}")
+        self.client = ApiClient(f"http://{connect_host(self.settings.host)}:{self.settings.port}",
+                                api_key=load_key(data_dir))
         self.service = ServiceController(self.client, self.settings, poll_s=poll_s)
         self.store = ConversationStore(data_dir / "conversations.sqlite3")
         self.chat = ChatService(self.client, self.store)

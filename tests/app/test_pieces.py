@@ -130,3 +130,30 @@ def test_hearth_app_command_is_registered():
     r = subprocess.run([sys.executable, "-m", "runtime.cli", "app", "--help"], capture_output=True, text=True,
                        timeout=60)
     assert r.returncode == 0 and "--port" in r.stdout
+
+
+async def test_api_client_sends_the_stored_key(aiohttp_server, tmp_path):
+    """A service with an API key answers the app's client only when the client has the key."""
+    from dataclasses import replace
+
+    from app.api_client import ApiClient
+    from runtime.config import ServeConfig
+    from runtime.server.app import create_app
+    from runtime.server.api_key import create_key, load_key
+
+    key = create_key(tmp_path)
+    server = await aiohttp_server(create_app(replace(ServeConfig(), preload=False, api_key=key)))
+    base = f"http://127.0.0.1:{server.port}"
+    with_key, without = ApiClient(base, api_key=load_key(tmp_path)), ApiClient(base)
+    try:
+        stats = await with_key.get("/hearth/stats")
+        assert "models" in stats
+        try:
+            await without.get("/hearth/stats")
+        except ApiProblem as e:
+            assert e.status == 401
+        else:
+            raise AssertionError("the service answered a client without its key")
+    finally:
+        await with_key.close()
+        await without.close()
