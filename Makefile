@@ -69,6 +69,7 @@ bench: $(VENV)/.test
 	$(PY) bench/prefix_cache.py
 	$(PY) bench/kv_memory.py
 	$(PY) bench/fit_accuracy.py
+	$(PY) bench/speculative.py
 
 # Screenshots of the desktop app under Xvfb with the default model, into docs/screenshots/.
 screenshots: $(VENV)/.test
