@@ -46,8 +46,9 @@ def _registered(path: Path, config: ServeConfig) -> bool:
 
 
 def check_model_ref(ref: str, config: ServeConfig) -> None:
-    """Raise ``ModelPathRefused`` if ``ref`` is a path outside the allowed files and folders."""
-    if ref == config.model or not _is_path(ref):
+    """Raise ``ModelPathRefused`` if ``ref`` is a path outside the allowed files and folders.
+    The operator's own ``--model`` and ``--draft`` are trusted: only requests are confined."""
+    if ref in (config.model, config.draft) or not _is_path(ref):
         return
     if "\x00" in ref:
         raise ModelPathRefused("the model name contains a NUL character")

@@ -11,7 +11,8 @@ from runtime.server.launcher import ServiceProcess
 @pytest.fixture(scope="module")
 def server(tiny):
     s = ServiceProcess("--model", str(tiny["target"]), "--draft", str(tiny["close"]), "--parallel", "2",
-                       "--ctx", "1024", "--batch", "128", "--threads", "1").wait_ready()
+                       "--ctx", "1024", "--batch", "128", "--threads", "1",
+                       "--models-dir", str(tiny["target"].parent)).wait_ready()
     yield s
     s.stop()
 
