@@ -55,6 +55,7 @@ def test_pull_progress_pause_resume_cancel_delete_import(loopback_hub, tmp_path,
     row.pause.click()
     driver.until(lambda: _download(h, REPO)["state"] == "paused", 30, "the pause")
     assert row.resume.isVisible()
+    loopback_hub.hold_after(REPO, FILE, 1024)  # the resumed GET stalls too, so the cancel meets a live download
     row.resume.click()
     driver.until(lambda: _download(h, REPO)["state"] in ("queued", "downloading", "waiting"), 30, "the resume")
     row.cancel.click()
