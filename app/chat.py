@@ -240,18 +240,9 @@ def _numbers(t0: float, t_first: float | None, t_end: float, usage: dict) -> dic
 
 
 def acceptance_rate(usage: dict) -> float | None:
-    """The draft acceptance rate when speculation ran: a ratio in [0, 1], or None."""
-    for key in ("speculation", "speculative", "draft"):
-        spec = usage.get(key)
-        if isinstance(spec, dict):
-            if isinstance(spec.get("acceptance_rate"), (int, float)):
-                return float(spec["acceptance_rate"])
-            drafted = spec.get("drafted") or spec.get("draft_tokens") or spec.get("proposed")
-            accepted = spec.get("accepted") if spec.get("accepted") is not None else spec.get("accepted_tokens")
-            if drafted and accepted is not None:
-                return accepted / drafted
-    details = usage.get("completion_tokens_details") or {}
-    acc, rej = details.get("accepted_prediction_tokens"), details.get("rejected_prediction_tokens")
-    if acc is not None and rej is not None and acc + rej > 0:
-        return acc / (acc + rej)
+    """The draft acceptance rate when speculation ran (the service's ``usage.speculative``:
+    drafted and accepted tokens), a ratio in [0, 1]; None when nothing was drafted."""
+    spec = usage.get("speculative")
+    if isinstance(spec, dict) and spec.get("drafted"):
+        return spec.get("accepted", 0) / spec["drafted"]
     return None

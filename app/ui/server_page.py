@@ -49,7 +49,7 @@ def counters(stats: dict) -> list[tuple[str, str]]:
                                               f"{kv.get('host_bytes', 0) / 2**20:.0f} MiB, "
                                               f"{kv.get('host_hit_tokens', 0)} tokens restored"))
         rows.append(("Preemptions", str(kv.get("preemptions", m.get("preemptions", 0)))))
-        spec = m.get("speculation") or m.get("spec") or {}
+        spec = m.get("spec") or {}
         for k, v in sorted(spec.items()) if isinstance(spec, dict) else ():
             if isinstance(v, (int, float)):
                 label = "Speculation: " + k.replace("_", " ")

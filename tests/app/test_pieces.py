@@ -36,7 +36,7 @@ def test_settings_validation_and_serve_args():
 
 def test_numbers_under_an_answer():
     usage = {"prompt_tokens": 30, "completion_tokens": 21, "prompt_tokens_details": {"cached_tokens": 16},
-             "speculation": {"drafted": 40, "accepted": 30}}
+             "speculative": {"drafted": 40, "accepted": 30, "acceptance_rate": 0.75}}
     n = _numbers(10.0, 10.25, 12.25, usage)
     assert n == {"ttft_s": 0.25, "tokens_per_s": 10.0, "completion_tokens": 21, "prompt_tokens": 30,
                  "cached_tokens": 16, "acceptance_rate": 0.75}
@@ -44,8 +44,7 @@ def test_numbers_under_an_answer():
     assert line == ("smollm2-135m · 10.0 tok/s · 21 tokens · first token 250 ms · "
                     "16/30 prompt tokens cached · draft acceptance 75%")
     assert "acceptance" not in stats_line(_numbers(0, 0.1, 1, {"completion_tokens": 3}))
-    assert acceptance_rate({"completion_tokens_details": {"accepted_prediction_tokens": 3,
-                                                          "rejected_prediction_tokens": 1}}) == 0.75
+    assert acceptance_rate({"speculative": {"drafted": 0, "accepted": 0}}) is None
     assert acceptance_rate({}) is None
     assert _numbers(0.0, None, 1.0, {}) == {}  # stopped before the first token
 
