@@ -293,10 +293,14 @@ class LlamaBackend:
 
     def chat_prompt(self, messages: list[dict]) -> list[int]:
         """Render messages with the model's chat template (or the plain fallback) and tokenize."""
+        text, add_special = self.chat_text(messages)
+        return self.tokenize(text, add_special=add_special, parse_special=True)
+
+    def chat_text(self, messages: list[dict]) -> tuple[str, bool]:
+        """The rendered prompt, and whether tokenizing it must add the BOS token."""
         text = self.chat_template.render(messages)
         bos = self.chat_template.bos
-        add_special = self.add_bos and not (bos and text.startswith(bos))
-        return self.tokenize(text, add_special=add_special, parse_special=True)
+        return text, self.add_bos and not (bos and text.startswith(bos))
 
     # -- decoding ---------------------------------------------------------------------
     def decode(self, batch: TokenBatch) -> None:

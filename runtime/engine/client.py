@@ -35,7 +35,21 @@ class ModelLoadFailed(EngineError):
 
 
 class RequestRefused(EngineError):
-    """The worker refused the request (too long, bad tokens): the client's fault."""
+    """The worker refused the request (too long, bad tokens): the client's fault.
+
+    ``code``: the worker's reason (``runtime.engine.engine``'s codes, "template_error")."""
+
+    def __init__(self, message: str, code: str = "invalid_request") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class RequestFailed(EngineError):
+    """The engine could not finish this one request (the others went on); ``code`` says why."""
+
+    def __init__(self, message: str, code: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class ServiceStopping(EngineError):
@@ -71,6 +85,8 @@ class RequestHandle:
         if item.finish_reason is not None:
             self.finished = True
             self.client._forget(self.request_id)
+            if item.error_code is not None:
+                raise RequestFailed(item.error or "the request failed", item.error_code)
         return item
 
     def ready(self) -> list[RequestOutput]:
@@ -79,7 +95,7 @@ class RequestHandle:
         queue = self._pending.queue
         while not self.finished and not queue.empty():
             item = queue.get_nowait()
-            if isinstance(item, Exception):
+            if isinstance(item, Exception) or item.error_code is not None:
                 queue.put_nowait(item)  # raised by the next __anext__
                 break
             items.append(item)
@@ -166,7 +182,7 @@ class EngineClient:
         elif isinstance(msg, Accepted):
             self._resolve(msg.request_id, msg.prompt_tokens)
         elif isinstance(msg, Rejected):
-            self._resolve(msg.request_id, RequestRefused(msg.message))
+            self._resolve(msg.request_id, RequestRefused(msg.message, msg.code))
             self._drop_group(msg.request_id)
         elif isinstance(msg, Loaded):
             self._ready.set_result(msg)

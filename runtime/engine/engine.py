@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
-from runtime.backends.errors import NoKVSlotError
+from runtime.backends.errors import InvalidBatchError, NoKVSlotError
 from runtime.engine.kv_cache_manager import KVCacheManager, KVStats
 from runtime.engine.request import FinishReason, Request
 from runtime.engine.sampling_params import SamplingParams
@@ -25,7 +25,20 @@ from runtime.engine.text_stream import TextStream
 
 
 class RequestRejected(ValueError):
-    """A request that can never run (empty prompt, longer than the context, ...)."""
+    """A request that can never run (empty prompt, longer than the context, ...).
+
+    ``code`` says which (it crosses the pipe: the service maps it, never the text)."""
+
+    def __init__(self, message: str, code: str = "invalid_request") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+#: the codes of ``RequestRejected`` and of a failed request's output
+CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+INVALID_REQUEST = "invalid_request"
+INVALID_TOKEN = "invalid_token"
+REQUEST_FAILED = "request_failed"
 
 
 @dataclass(slots=True)
@@ -41,6 +54,9 @@ class RequestOutput:
     #: speculative decoding: drafted and accepted tokens of the request (on the final output)
     drafted: int = 0
     accepted: int = 0
+    #: set when ``finish_reason`` is "error": what went wrong with this request (the others go on)
+    error: str | None = None
+    error_code: str | None = None
 
 
 @dataclass(slots=True)
@@ -91,24 +107,37 @@ class Engine:
         self.requests: dict[str, Request] = {}
         self.tokens_generated = 0
         self.requests_finished = 0
+        #: the requests of the step in progress (``fail_step`` ends them if it raises)
+        self._stepping: list[Request] = []
 
     # -- requests ---------------------------------------------------------------------
     def add_request(self, request_id: str, prompt: list[int], params: SamplingParams,
                     extra_stop: list[str] | None = None, follows: Request | None = None) -> Request:
         limit = self.max_request_tokens
+        if not isinstance(params, SamplingParams):
+            raise RequestRejected("the sampling parameters are missing")
+        if (why := params.problem()) is not None:
+            raise RequestRejected(why)
         if not prompt:
             raise RequestRejected("the prompt is empty")
+        n_vocab = self.backend.n_vocab
+        bad = next((t for t in prompt if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < n_vocab), None)
+        if bad is not None:
+            raise RequestRejected(f"token id {bad!r} is outside the vocabulary (0..{n_vocab - 1})", INVALID_TOKEN)
         if len(prompt) >= limit:
             raise RequestRejected(
                 f"the prompt has {len(prompt)} tokens; this model's context holds {limit}: "
-                "shorten the conversation or start the server with a larger --ctx"
+                "shorten the conversation or start the server with a larger --ctx", CONTEXT_LENGTH_EXCEEDED
             )
         max_tokens = params.max_tokens if params.max_tokens is not None else limit - len(prompt)
         if len(prompt) + max_tokens > limit:
             raise RequestRejected(
                 f"prompt ({len(prompt)} tokens) + max_tokens ({max_tokens}) exceeds this model's "
-                f"context of {limit} tokens: lower max_tokens to at most {limit - len(prompt)}"
+                f"context of {limit} tokens: lower max_tokens to at most {limit - len(prompt)}",
+                CONTEXT_LENGTH_EXCEEDED,
             )
+        if params.penalty_last_n > limit:
+            params = replace(params, penalty_last_n=limit)  # a window past the context adds nothing
         if request_id in self.requests:
             raise RequestRejected(f"duplicate request id {request_id}")
         request = Request(request_id, len(prompt), list(prompt), params, max_tokens)
@@ -155,10 +184,23 @@ class Engine:
 
     def _finish(self, request: Request, reason: FinishReason) -> None:
         request.finish_reason = reason
-        self.scheduler.remove(request)
+        self.scheduler.remove(request, keep_cache=reason is not FinishReason.ERROR)
         request.sampler.close()
         del self.requests[request.request_id]
         self.requests_finished += 1
+
+    def fail(self, request: Request, code: str, message: str) -> RequestOutput:
+        """End one request with an error; the other requests go on."""
+        if request.request_id in self.requests:
+            self._finish(request, FinishReason.ERROR)
+        return RequestOutput(request.request_id, "", 0, FinishReason.ERROR.value, request.cached_tokens,
+                             error=message, error_code=code)
+
+    def fail_step(self, error: Exception) -> list[RequestOutput]:
+        """The step raised ``error`` outside any one request's part of it: end the requests it
+        had scheduled (their cells are not trusted), keep the waiting ones."""
+        message = f"the engine could not compute this request ({type(error).__name__}: {error})"
+        return [self.fail(r, REQUEST_FAILED, message) for r in self._stepping if r.request_id in self.requests]
 
     def has_work(self) -> bool:
         return self.scheduler.has_work()
@@ -172,6 +214,7 @@ class Engine:
     # -- the step ---------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
         chunks = self.scheduler.schedule()
+        self._stepping = [c.request for c in chunks]
         if not chunks:
             return []
         drafts = {}
@@ -199,14 +242,19 @@ class Engine:
                 for c in chunks:
                     self.spec.mirror.trim(c.request.seq_id, c.start)
             return self._recover_no_slot(chunks)
+        except InvalidBatchError as e:
+            if self.spec is not None and self.spec.mirror is not None:
+                for c in chunks:
+                    self.spec.mirror.trim(c.request.seq_id, c.start)
+            return self._recover_invalid_batch(chunks, e)
         if self.spec is not None:
             self.spec.observe_target(batch.n, time.perf_counter() - t0, bool(verified))
         for c in chunks:
             c.request.num_computed = c.end
             if c.request not in drafts:
                 self.kv.commit(c.request)
-        outputs = [self._sample(r, index) for r, index in sampled]
-        outputs += [self._verify(c, drafts[c.request], first) for c, first in verified]
+        outputs = [self._isolated(r, self._sample, r, index) for r, index in sampled]
+        outputs += [self._isolated(c.request, self._verify, c, drafts[c.request], first) for c, first in verified]
         if self.spec is not None:
             self.spec.adapt(self.scheduler.running, sum(1 for c in chunks if c.samples))
         return outputs
@@ -229,6 +277,28 @@ class Engine:
                 out.text, out.n_tokens = text, n
                 return out
         return RequestOutput(r.request_id, text, n)
+
+    def _isolated(self, request: Request, fn, *args) -> RequestOutput:
+        """``fn(*args)`` for one request; if it raises, only that request fails. The failure is
+        in Python or in one request's sampler (the shared decode already succeeded), so every
+        error type counts here, not only the ones we foresaw."""
+        try:
+            return fn(*args)
+        except Exception as e:  # noqa: BLE001 - one request's failure must not end the others
+            return self.fail(request, REQUEST_FAILED, f"sampling failed for this request ({type(e).__name__}: {e})")
+
+    def _recover_invalid_batch(self, chunks: list[ScheduledChunk], error: Exception) -> list[RequestOutput]:
+        """llama_decode refused the batch (-1) before touching the cache: end the requests whose
+        tokens it cannot take (or all of them when none is found), recompute the others."""
+        n_vocab = self.backend.n_vocab
+        culprits = [c.request for c in chunks
+                    if any(not 0 <= t < n_vocab for t in c.request.tokens[c.start:c.end])]
+        outputs = [self.fail(r, INVALID_TOKEN, f"a token of this request is outside the vocabulary (0..{n_vocab - 1})")
+                   for r in culprits]
+        if not culprits:
+            outputs = [self.fail(c.request, REQUEST_FAILED, f"the engine refused this request's batch ({error})")
+                       for c in chunks]
+        return outputs
 
     def _recover_no_slot(self, chunks: list[ScheduledChunk]) -> list[RequestOutput]:
         """The pool was fuller than the accounting said: undo the step, preempt the newest.

@@ -79,6 +79,8 @@ class Accepted:
 class Rejected:
     request_id: str
     message: str
+    #: why, for the service to map (``runtime.engine.engine``'s codes, or "template_error")
+    code: str = "invalid_request"
 
 
 @dataclass(slots=True)

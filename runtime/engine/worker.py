@@ -7,20 +7,33 @@ the service sees the pipe close and fails the waiting requests.
 from __future__ import annotations
 
 import os
-from pathlib import Path
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from multiprocessing.connection import Connection
+from pathlib import Path
 
 from runtime.backends.chat_template import ChatTemplateError
 from runtime.backends.errors import BackendError, ModelLoadError
 from runtime.backends.llama import ContextConfig, LlamaBackend
 from runtime.backends.vocab_match import vocab_mismatch
-from runtime.engine.engine import CacheConfig, Engine, RequestRejected
+from runtime.engine.engine import INVALID_REQUEST, REQUEST_FAILED, CacheConfig, Engine, RequestRejected
 from runtime.engine.speculator import MODEL, NGRAM, Speculator
 from runtime.engine.messages import (
     Accepted, Cancel, Fatal, Loaded, LoadFailed, Rejected, Shutdown, Stats, StepResult, Submit,
     WorkerSpec,
 )
+from runtime.engine.submit_check import check_submit
+
+TEMPLATE_ERROR = "template_error"
+
+
+#: prompts longer than this (characters) are tokenized on a helper thread: llama_tokenize
+#: only reads the vocabulary and ctypes releases the GIL around it, so the step loop keeps
+#: decoding the other requests meanwhile (llama.cpp's own server tokenizes in its HTTP
+#: threads the same way). Shorter ones take well under a millisecond inline.
+INLINE_TOKENIZE_CHARS = 16 * 1024
+#: how long an idle loop waits for the pipe while a prompt is being tokenized
+_TOKENIZE_POLL_S = 0.002
 
 
 class _Worker:
@@ -30,50 +43,119 @@ class _Worker:
         self.backend = backend
         cache = CacheConfig(spec.block_size, spec.prefix_cache, spec.cache_fraction, spec.cache_ram_mib)
         self.engine = Engine(backend, spec.parallel, cache, speculator)
+        self._tokenizer = ThreadPoolExecutor(1, thread_name_prefix="hearth-tokenize")
+        #: submits whose prompt is being tokenized, in arrival order
+        self._tokenizing: dict[str, tuple[Submit, list[str], Future]] = {}
 
     def handle(self, msg: object) -> bool:
         """Apply one message; False means stop."""
         if isinstance(msg, Submit):
             self._submit(msg)
         elif isinstance(msg, Cancel):
-            self.engine.cancel(msg.request_id)
+            if self._tokenizing.pop(msg.request_id, None) is None:
+                self.engine.cancel(msg.request_id)
         elif isinstance(msg, Shutdown):
             return False
         return True
 
     def _submit(self, msg: Submit) -> None:
+        """Check, render and tokenize (inline, or on the helper thread for a long prompt).
+
+        Any failure here belongs to this one request: it gets ``Rejected`` with a code.
+        """
         try:
+            check_submit(msg)
             extra_stop: list[str] = []
+            add_special, parse_special = True, False
             if msg.messages is not None:
-                tokens = self.backend.chat_prompt(msg.messages)
+                text, add_special = self.backend.chat_text(msg.messages)
+                parse_special = True
                 extra_stop = self.backend.chat_template.stop
             elif msg.tokens is not None:
-                tokens = msg.tokens
+                self._admit(msg, list(msg.tokens), extra_stop)
+                return
             else:
-                tokens = self.backend.tokenize(msg.prompt or "", add_special=True, parse_special=False)
-            bad = [t for t in tokens if not 0 <= t < self.backend.n_vocab]
-            if bad:
-                raise RequestRejected(f"token id {bad[0]} is outside the vocabulary (0..{self.backend.n_vocab - 1})")
+                text = msg.prompt or ""
+            if len(text) > INLINE_TOKENIZE_CHARS:
+                future = self._tokenizer.submit(self.backend.tokenize, text, add_special, parse_special)
+                self._tokenizing[msg.request_id] = (msg, extra_stop, future)
+                return
+            tokens = self.backend.tokenize(text, add_special=add_special, parse_special=parse_special)
+        except RequestRejected as e:
+            self.conn.send(Rejected(msg.request_id, str(e), e.code))
+            return
+        except ChatTemplateError as e:
+            self.conn.send(Rejected(msg.request_id, str(e), TEMPLATE_ERROR))
+            return
+        except Exception as e:  # noqa: BLE001 - one request's bad data must not end the worker
+            self.conn.send(Rejected(msg.request_id, f"the request could not be prepared ({type(e).__name__}: {e})",
+                                    INVALID_REQUEST))
+            return
+        self._admit(msg, tokens, extra_stop)
+
+    def _admit(self, msg: Submit, tokens: list[int], extra_stop: list[str]) -> None:
+        try:
             self.engine.add_group(msg.request_id, tokens, msg.params, msg.n, extra_stop)
-        except (RequestRejected, ChatTemplateError) as e:
-            self.conn.send(Rejected(msg.request_id, str(e)))
+        except RequestRejected as e:
+            self.conn.send(Rejected(msg.request_id, str(e), e.code))
+            return
+        except Exception as e:  # noqa: BLE001 - e.g. a sampler llama.cpp could not make
+            self.conn.send(Rejected(msg.request_id, f"the request could not be started ({type(e).__name__}: {e})",
+                                    REQUEST_FAILED))
             return
         self.conn.send(Accepted(msg.request_id, len(tokens)))
 
+    def _admit_tokenized(self) -> None:
+        """Admit the prompts the helper thread has finished, in arrival order."""
+        while self._tokenizing:
+            request_id, (msg, extra_stop, future) = next(iter(self._tokenizing.items()))
+            if not future.done():
+                return
+            del self._tokenizing[request_id]
+            try:
+                tokens = future.result()
+            except Exception as e:  # noqa: BLE001 - the tokenizer's failure is this request's
+                self.conn.send(Rejected(request_id, f"the prompt could not be tokenized ({type(e).__name__}: {e})",
+                                        INVALID_REQUEST))
+                continue
+            self._admit(msg, tokens, extra_stop)
+
+    def _step(self) -> list:
+        """One engine step. A failure the step could not pin on one request ends the requests
+        it had scheduled and nothing else; only a decode that left the context in an unknown
+        state (``BackendError``) ends the worker."""
+        try:
+            return self.engine.step()
+        except BackendError:
+            raise
+        except Exception as e:  # noqa: BLE001 - see the docstring: never one request's end for all
+            return self.engine.fail_step(e)
+
     def run(self) -> None:
         conn, engine = self.conn, self.engine
+        idle_reported = False
         while True:
+            self._admit_tokenized()
             if not engine.has_work():
-                conn.send(Stats(engine.stats()))
+                if not idle_reported:
+                    conn.send(Stats(engine.stats()))
+                    idle_reported = True
+                if self._tokenizing and not conn.poll(_TOKENIZE_POLL_S):
+                    continue
                 if not self.handle(conn.recv()):
                     return
             while conn.poll():
                 if not self.handle(conn.recv()):
                     return
+            self._admit_tokenized()
             if engine.has_work():
-                outputs = engine.step()
+                idle_reported = False
+                outputs = self._step()
                 if outputs:
                     conn.send(StepResult(outputs, engine.stats()))
+
+    def close(self) -> None:
+        self._tokenizer.shutdown(wait=True, cancel_futures=True)
 
 
 def load_speculator(backend: LlamaBackend, draft: str | None, config: ContextConfig,
@@ -118,6 +200,7 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
     except BackendError as e:
         conn.send(Fatal(f"the engine stopped: {e}"))
     finally:
+        worker.close()
         if speculator is not None and speculator.draft is not None:
             speculator.draft.close()
         backend.close()

@@ -5,14 +5,16 @@ from __future__ import annotations
 from aiohttp import web
 
 from runtime.engine.client import (
-    EngineClient, ModelLoadFailed, RequestHandle, RequestRefused, ServiceStopping, WorkerDied,
+    EngineClient, ModelLoadFailed, RequestFailed, RequestHandle, RequestRefused, ServiceStopping, WorkerDied,
 )
+from runtime.engine.engine import INVALID_TOKEN
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, bad_request
 from runtime.server.keep_alive import KEEP_ALIVE
 from runtime.server.model_manager import DraftRefused, ModelDoesNotFit
 from runtime.server.model_refs import ModelPathRefused
 from runtime.server.schemas import GenerationRequest
+from runtime.server.validation import token_ids
 from runtime.store.embedded import EmbeddedModelMissing
 from runtime.store.gguf_file import InvalidModelFile
 from runtime.store.resolve import UnknownModel
@@ -23,8 +25,11 @@ def engine_error(e: Exception) -> ApiError:
     if isinstance(e, ServiceStopping):
         return ApiError(503, str(e), type="server_error", code="shutting_down")
     if isinstance(e, RequestRefused):
-        code = "context_length_exceeded" if "context" in str(e) else None
-        return ApiError(400, str(e), code=code)
+        return ApiError(400, str(e), code=e.code)
+    if isinstance(e, RequestFailed):
+        if e.code == INVALID_TOKEN:
+            return ApiError(400, str(e), code=e.code)
+        return ApiError(500, str(e), type="server_error", code=e.code)
     if isinstance(e, WorkerDied):
         return ApiError(503, f"{e}; the next request restarts it", type="server_error", code="engine_stopped")
     if isinstance(e, DraftRefused):
@@ -51,6 +56,8 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> tupl
         raise model_error(e) from None
     keep_alive.touch(req.keep_alive)
     loaded = engine.loaded
+    if req.tokens is not None and loaded is not None:
+        token_ids(req.tokens, "prompt", loaded.info.get("n_vocab"))
     if req.params.max_tokens is None and loaded is not None and limit < loaded.max_request_tokens:
         req.params.max_tokens = limit  # the limit bounds replies that did not ask for a length too
     try:

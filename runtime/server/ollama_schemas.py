@@ -13,47 +13,36 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.engine.sampling_params import DEFAULT_TOP_K, SamplingParams
+from runtime.engine.sampling_params import DEFAULT_TOP_K, LIMITS, SamplingParams
+from runtime.server import validation as v
 from runtime.server.errors import bad_request
 from runtime.server.keep_alive import parse_keep_alive
 from runtime.server.schemas import DEFAULT_TEMPERATURE, GenerationRequest
 
-ROLES = {"system", "user", "assistant", "tool"}
+ROLES = frozenset({"system", "user", "assistant", "tool"})
 
 
-def _opt_number(options: dict, name: str, default: float, lo: float, hi: float) -> float:
-    v = options.get(name)
-    if v is None:
-        return default
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v:
-        raise bad_request(f"'options.{name}' must be a number", f"options.{name}")
-    if not lo <= v <= hi:
-        raise bad_request(f"'options.{name}' must be between {lo} and {hi}, got {v}", f"options.{name}")
-    return float(v)
+OPTIONS = "options."
+#: options Ollama knows that do not apply to a running Hearth model: checked (type and range,
+#: so nothing absurd is accepted silently) and then ignored. name -> (lowest, highest)
+IGNORED_INT_OPTIONS: dict[str, tuple[int, int]] = {
+    "num_ctx": (1, 1 << 20), "num_batch": (1, 1 << 16), "num_keep": (-1, 1 << 20), "num_thread": (0, 1024),
+    "num_gpu": (-1, 1 << 16), "main_gpu": (0, 256), "mirostat": (0, 2),
+}
+IGNORED_FLOAT_OPTIONS: dict[str, tuple[float, float]] = {
+    "typical_p": (0.0, 1.0), "tfs_z": (0.0, 100.0), "mirostat_tau": (0.0, 100.0), "mirostat_eta": (0.0, 1.0),
+}
+IGNORED_BOOL_OPTIONS = ("penalize_newline", "numa", "low_vram", "f16_kv", "vocab_only", "use_mmap", "use_mlock")
+#: ``repeat_last_n`` when absent, and its -1 ("the whole context", bounded by the engine's range)
+DEFAULT_REPEAT_LAST_N = 64
 
 
-def _opt_int(options: dict, name: str, lo: int, hi: int) -> int | None:
-    v = options.get(name)
-    if v is None:
-        return None
-    if isinstance(v, float) and v.is_integer():
-        v = int(v)
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise bad_request(f"'options.{name}' must be an integer", f"options.{name}")
-    if not lo <= v <= hi:
-        raise bad_request(f"'options.{name}' must be between {lo} and {hi}, got {v}", f"options.{name}")
-    return v
-
-
-def _stop(options: dict) -> list[str]:
-    v = options.get("stop")
-    if v is None:
-        return []
-    if isinstance(v, str):
-        return [v] if v else []
-    if isinstance(v, list) and len(v) <= 16 and all(isinstance(s, str) for s in v):
-        return [s for s in v if s]
-    raise bad_request("'options.stop' must be a string or a list of at most 16 strings", "options.stop")
+def _repeat_last_n(options: dict) -> int:
+    lo, hi = LIMITS["penalty_last_n"]
+    n = v.integer(options, "repeat_last_n", -1, int(hi), OPTIONS, whole_floats=True)
+    if n is None:
+        return DEFAULT_REPEAT_LAST_N
+    return int(hi) if n == -1 else n  # the engine bounds the window by the request's own length
 
 
 def sampling_from_options(options: Any) -> SamplingParams:
@@ -61,24 +50,29 @@ def sampling_from_options(options: Any) -> SamplingParams:
         options = {}
     if not isinstance(options, dict):
         raise bad_request("'options' must be an object", "options")
-    num_predict = _opt_int(options, "num_predict", -2, 2**31 - 1)
+    num_predict = v.integer(options, "num_predict", -2, int(LIMITS["max_tokens"][1]), OPTIONS, whole_floats=True)
     # The context window is the service's (--ctx, shared by the requests decoded together):
-    # num_ctx is checked and accepted, and a reply is bounded by that window.
-    _opt_int(options, "num_ctx", 1, 2**31 - 1)
+    # num_ctx and the others above are checked and accepted, and a reply is bounded by that window.
+    for name, (lo, hi) in IGNORED_INT_OPTIONS.items():
+        v.integer(options, name, lo, hi, OPTIONS, whole_floats=True)
+    for name, (flo, fhi) in IGNORED_FLOAT_OPTIONS.items():
+        v.number(options, name, 0.0, flo, fhi, OPTIONS)
+    for name in IGNORED_BOOL_OPTIONS:
+        v.boolean(options, name, prefix=OPTIONS)
     max_tokens = None if num_predict is None or num_predict < 0 else max(1, num_predict)
-    top_k = _opt_int(options, "top_k", 0, 2**31 - 1)
+    top_k = v.int_option(options, "top_k", OPTIONS, whole_floats=True)
     return SamplingParams(
-        temperature=_opt_number(options, "temperature", DEFAULT_TEMPERATURE, 0.0, 2.0),
+        temperature=v.option(options, "temperature", DEFAULT_TEMPERATURE, OPTIONS),
         top_k=DEFAULT_TOP_K if top_k is None else top_k,
-        top_p=_opt_number(options, "top_p", 1.0, 0.0, 1.0),
-        min_p=_opt_number(options, "min_p", 0.0, 0.0, 1.0),
-        repeat_penalty=_opt_number(options, "repeat_penalty", 1.0, 0.01, 10.0),
-        presence_penalty=_opt_number(options, "presence_penalty", 0.0, -2.0, 2.0),
-        frequency_penalty=_opt_number(options, "frequency_penalty", 0.0, -2.0, 2.0),
-        penalty_last_n=max(0, _opt_int(options, "repeat_last_n", -1, 2**31 - 1) or 64),
-        seed=_opt_int(options, "seed", -(2**63), 2**64 - 1),
+        top_p=v.option(options, "top_p", 1.0, OPTIONS),
+        min_p=v.option(options, "min_p", 0.0, OPTIONS),
+        repeat_penalty=v.option(options, "repeat_penalty", 1.0, OPTIONS),
+        presence_penalty=v.option(options, "presence_penalty", 0.0, OPTIONS),
+        frequency_penalty=v.option(options, "frequency_penalty", 0.0, OPTIONS),
+        penalty_last_n=_repeat_last_n(options),
+        seed=v.int_option(options, "seed", OPTIONS, whole_floats=True),
         max_tokens=max_tokens,
-        stop=_stop(options),
+        stop=v.stop_list(options, prefix=OPTIONS),
     )
 
 
@@ -92,12 +86,11 @@ class OllamaRequest:
 
 
 def model_name(body: Any) -> str:
-    if not isinstance(body, dict):
-        raise bad_request("the request body must be a JSON object")
+    body = v.require_object(body)
     model = body.get("model")
     if not isinstance(model, str) or not model.strip():
         raise bad_request("'model' is required: a model name such as \"smollm2-135m\"", "model")
-    return model
+    return v.text(model, "model", max_chars=1024)
 
 
 def engine_model(name: str) -> str:
@@ -125,28 +118,15 @@ def _refuse_unsupported(body: dict) -> None:
 
 
 def _stream(body: dict) -> bool:
-    v = body.get("stream", True)
-    if v is None:
-        return True
-    if not isinstance(v, bool):
-        raise bad_request("'stream' must be true or false", "stream")
-    return v
+    return v.boolean(body, "stream", default=True)
 
 
 def _messages(raw: Any) -> list[dict]:
-    if not isinstance(raw, list):
-        raise bad_request("'messages' must be a list", "messages")
-    out = []
-    for i, m in enumerate(raw):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or m["role"] not in ROLES:
-            raise bad_request(f"messages[{i}] must be an object with a role of {sorted(ROLES)}", f"messages[{i}].role")
-        content = m.get("content")
-        if content is not None and not isinstance(content, str):
-            raise bad_request(f"messages[{i}].content must be a string", f"messages[{i}].content")
-        if m.get("images"):
-            raise bad_request(f"messages[{i}].images: the models served here take text only", f"messages[{i}].images")
-        out.append({"role": m["role"], "content": content or ""})
-    return out
+    if isinstance(raw, list):
+        for i, m in enumerate(raw):
+            if isinstance(m, dict) and m.get("images"):
+                raise bad_request(f"messages[{i}].images: the models served here take text only", f"messages[{i}].images")
+    return v.messages(raw, ROLES, parts=False, empty=True)
 
 
 def parse_ollama_chat(body: Any) -> OllamaRequest:
@@ -169,13 +149,8 @@ def parse_ollama_generate(body: Any) -> OllamaRequest:
     keep_alive = parse_keep_alive(body.get("keep_alive"))
     stream = _stream(body)
     params = sampling_from_options(body.get("options"))
-    prompt, system, raw = body.get("prompt"), body.get("system"), body.get("raw", False)
-    if prompt is not None and not isinstance(prompt, str):
-        raise bad_request("'prompt' must be a string", "prompt")
-    if system is not None and not isinstance(system, str):
-        raise bad_request("'system' must be a string", "system")
-    if raw is not None and not isinstance(raw, bool):
-        raise bad_request("'raw' must be true or false", "raw")
+    prompt, system = v.optional_text(body, "prompt"), v.optional_text(body, "system")
+    raw = v.boolean(body, "raw")
     if not prompt:
         return OllamaRequest(name, None, keep_alive)
     gen = GenerationRequest(engine_model(name), params, stream, keep_alive=keep_alive,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 import uuid
 
@@ -15,14 +14,8 @@ from runtime.server.app_keys import MANAGER
 from runtime.server.errors import bad_request
 from runtime.server.generation import engine_error, start_generation, usage
 from runtime.server.schemas import GenerationRequest, parse_chat, parse_completion
+from runtime.server.validation import read_json  # noqa: F401 - the other routes import it from here
 from runtime.store.catalog import load_catalog
-
-
-async def read_json(request: web.Request) -> object:
-    try:
-        return await request.json(loads=json.loads)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise bad_request(f"the request body is not valid JSON: {e}") from None
 
 
 class _Chat:
@@ -31,7 +24,7 @@ class _Chat:
 
     @staticmethod
     def full(index: int, text: str, finish: str | None) -> dict:
-        return {"index": index, "message": {"role": "assistant", "content": text},
+        return {"index": index, "message": {"role": "assistant", "content": text, "refusal": None},
                 "logprobs": None, "finish_reason": finish}
 
     @staticmethod

@@ -10,6 +10,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from runtime import __version__
+from runtime.engine.sampling_params import LIMITS, MAX_STOP_CHARS, MAX_STOPS
 from runtime.server.app_keys import CONFIG
 
 OBJ = {"type": "object"}
@@ -23,24 +24,35 @@ def _ref(name: str) -> dict:
     return {"$ref": f"#/components/schemas/{name}"}
 
 
+def _range(name: str, kind: dict = NUM) -> dict:
+    lo, hi = LIMITS[name]
+    return {**kind, "minimum": lo, "maximum": hi}
+
+
 def _schemas(max_tokens: int) -> dict:
-    stop = {"oneOf": [STR, {"type": "array", "items": STR, "maxItems": 16}]}
+    from runtime.server.ollama_schemas import IGNORED_INT_OPTIONS
+
+    text = {**STR, "maxLength": MAX_STOP_CHARS}
+    stop = {"oneOf": [text, {"type": "array", "items": text, "maxItems": MAX_STOPS}]}
+    seed = _range("seed", INT)
     sampling = {
-        "model": STR, "temperature": {**NUM, "minimum": 0, "maximum": 2}, "top_p": {**NUM, "minimum": 0, "maximum": 1},
-        "top_k": {**INT, "minimum": 0}, "min_p": {**NUM, "minimum": 0, "maximum": 1},
-        "presence_penalty": {**NUM, "minimum": -2, "maximum": 2}, "frequency_penalty": {**NUM, "minimum": -2, "maximum": 2},
-        "repeat_penalty": {**NUM, "minimum": 0.01, "maximum": 10}, "seed": INT, "stop": stop,
+        "model": STR, "temperature": _range("temperature"), "top_p": _range("top_p"),
+        "top_k": _range("top_k", INT), "min_p": _range("min_p"),
+        "presence_penalty": _range("presence_penalty"), "frequency_penalty": _range("frequency_penalty"),
+        "repeat_penalty": _range("repeat_penalty"), "seed": seed, "stop": stop,
         "max_tokens": {**INT, "minimum": 1, "maximum": max_tokens, "examples": [8]},
         "max_completion_tokens": {**INT, "minimum": 1, "maximum": max_tokens},
         "n": {**INT, "minimum": 1, "maximum": 16}, "stream": BOOL, "ignore_eos": BOOL,
         "stream_options": {"type": "object", "properties": {"include_usage": BOOL}},
     }
     options = {"type": "object", "properties": {
-        "temperature": {**NUM, "minimum": 0, "maximum": 2}, "top_k": {**INT, "minimum": 0},
-        "top_p": {**NUM, "minimum": 0, "maximum": 1}, "min_p": {**NUM, "minimum": 0, "maximum": 1},
+        "temperature": _range("temperature"), "top_k": _range("top_k", INT),
+        "top_p": _range("top_p"), "min_p": _range("min_p"),
+        "presence_penalty": _range("presence_penalty"), "frequency_penalty": _range("frequency_penalty"),
         "num_predict": {**INT, "minimum": -2, "maximum": max_tokens, "examples": [8]},
-        "num_ctx": {**INT, "minimum": 1}, "seed": INT, "stop": stop,
-        "repeat_penalty": {**NUM, "minimum": 0.01, "maximum": 10}, "repeat_last_n": {**INT, "minimum": -1}}}
+        **{k: {**INT, "minimum": lo, "maximum": hi} for k, (lo, hi) in IGNORED_INT_OPTIONS.items()},
+        "seed": seed, "stop": stop, "repeat_penalty": _range("repeat_penalty"),
+        "repeat_last_n": {**INT, "minimum": -1, "maximum": LIMITS["penalty_last_n"][1]}}}
     keep_alive = {"oneOf": [NUM, STR], "description": "seconds, or a duration such as \"5m\"; negative: forever; 0: unload"}
     ollama_msg = {"type": "object", "required": ["role"], "properties": {
         "role": {"enum": ["system", "user", "assistant", "tool"]}, "content": STR}}

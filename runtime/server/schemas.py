@@ -10,13 +10,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.engine.sampling_params import DEFAULT_TOP_K, SamplingParams
+from runtime.server import validation as v
 from runtime.server.errors import bad_request
 
 DEFAULT_TEMPERATURE = 0.8
 MAX_N = 16
-_ROLES = {"system", "developer", "user", "assistant", "tool"}
+ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 _UNSUPPORTED = {"tools": "tool calling", "functions": "function calling", "logprobs": "logprobs",
-                "top_logprobs": "logprobs", "suffix": "suffix", "best_of": "best_of"}
+                "top_logprobs": "logprobs", "suffix": "suffix", "best_of": "best_of",
+                "response_format": "structured output is not supported yet"}
 
 
 @dataclass(slots=True)
@@ -34,109 +36,57 @@ class GenerationRequest:
     keep_alive: float | None = None  # seconds; None: the service default
 
 
-def _number(body: dict, name: str, default: float, lo: float, hi: float) -> float:
-    v = body.get(name)
-    if v is None:
-        return default
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        raise bad_request(f"'{name}' must be a number", name)
-    if not lo <= v <= hi:
-        raise bad_request(f"'{name}' must be between {lo} and {hi}, got {v}", name)
-    return float(v)
-
-
-def _integer(body: dict, name: str, lo: int, hi: int | None = None) -> int | None:
-    v = body.get(name)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise bad_request(f"'{name}' must be an integer", name)
-    if v < lo or (hi is not None and v > hi):
-        raise bad_request(f"'{name}' must be an integer >= {lo}" + (f" and <= {hi}" if hi is not None else "") + f", got {v}", name)
-    return v
-
-
-def _boolean(body: dict, name: str) -> bool:
-    v = body.get(name, False)
-    if v is None:
-        return False
-    if not isinstance(v, bool):
-        raise bad_request(f"'{name}' must be true or false", name)
-    return v
-
-
-def _stop(body: dict) -> list[str]:
-    v = body.get("stop")
-    if v is None:
-        return []
-    if isinstance(v, str):
-        return [v]
-    if isinstance(v, list) and all(isinstance(s, str) for s in v) and len(v) <= 16:
-        return [s for s in v if s]
-    raise bad_request("'stop' must be a string or a list of at most 16 strings", "stop")
-
-
 def _draft(body: dict) -> str | None:
     """Speculative decoding for this request: true / omitted (the server's default), false
     (off), "ngram" (prompt lookup), "model" or the loaded draft model's id."""
-    v = body.get("draft")
-    if v is None or v is True:
+    d = body.get("draft")
+    if d is None or d is True:
         return None
-    if v is False:
+    if d is False:
         return "off"
-    if isinstance(v, str) and v:
-        return v
+    if isinstance(d, str) and d:
+        return v.text(d, "draft", max_chars=1024)
     raise bad_request("'draft' must be true, false, \"ngram\", \"model\" or a draft model id", "draft")
 
 
 def _common(body: Any) -> GenerationRequest:
-    if not isinstance(body, dict):
-        raise bad_request("the request body must be a JSON object")
+    body = v.require_object(body)
     for name, what in _UNSUPPORTED.items():
         if body.get(name) not in (None, False, [], ""):
             raise bad_request(f"'{name}' ({what}) is not supported by this server", name)
     model = body.get("model")
-    if model is not None and not isinstance(model, str):
-        raise bad_request("'model' must be a string", "model")
-    n = _integer(body, "n", 1, MAX_N) or 1
-    max_tokens = _integer(body, "max_completion_tokens", 1)
+    if model is not None:
+        model = v.text(model, "model", max_chars=1024)
+    n = v.integer(body, "n", 1, MAX_N) or 1
+    max_tokens = v.int_option(body, "max_completion_tokens", limit="max_tokens")
     if max_tokens is None:
-        max_tokens = _integer(body, "max_tokens", 1)
-    seed = _integer(body, "seed", -(2**63), 2**64 - 1)
+        max_tokens = v.int_option(body, "max_tokens")
+    top_k = v.int_option(body, "top_k")
     params = SamplingParams(
-        temperature=_number(body, "temperature", DEFAULT_TEMPERATURE, 0.0, 2.0),
-        top_k=int(_integer(body, "top_k", 0) if body.get("top_k") is not None else DEFAULT_TOP_K),
-        top_p=_number(body, "top_p", 1.0, 0.0, 1.0),
-        min_p=_number(body, "min_p", 0.0, 0.0, 1.0),
-        repeat_penalty=_number(body, "repeat_penalty", 1.0, 0.01, 10.0),
-        presence_penalty=_number(body, "presence_penalty", 0.0, -2.0, 2.0),
-        frequency_penalty=_number(body, "frequency_penalty", 0.0, -2.0, 2.0),
-        seed=seed,
+        temperature=v.option(body, "temperature", DEFAULT_TEMPERATURE),
+        top_k=DEFAULT_TOP_K if top_k is None else top_k,
+        top_p=v.option(body, "top_p", 1.0),
+        min_p=v.option(body, "min_p", 0.0),
+        repeat_penalty=v.option(body, "repeat_penalty", 1.0),
+        presence_penalty=v.option(body, "presence_penalty", 0.0),
+        frequency_penalty=v.option(body, "frequency_penalty", 0.0),
+        seed=v.int_option(body, "seed"),
         max_tokens=max_tokens,
-        stop=_stop(body),
-        ignore_eos=_boolean(body, "ignore_eos"),
+        stop=v.stop_list(body),
+        ignore_eos=v.boolean(body, "ignore_eos"),
         draft=_draft(body),
     )
-    stream = _boolean(body, "stream")
+    stream = v.boolean(body, "stream")
     options = body.get("stream_options")
     if options is not None and not isinstance(options, dict):
         raise bad_request("'stream_options' must be an object", "stream_options")
-    include_usage = bool(options and _boolean(options, "include_usage"))
+    include_usage = bool(options and v.boolean(options, "include_usage", prefix="stream_options."))
     return GenerationRequest(model, params, stream, include_usage, n=n)
 
 
 def parse_chat(body: Any) -> GenerationRequest:
     req = _common(body)
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        raise bad_request("'messages' must be a non-empty list", "messages")
-    for i, m in enumerate(messages):
-        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or m["role"] not in _ROLES:
-            raise bad_request(f"messages[{i}] must be an object with a role of {sorted(_ROLES)}", f"messages[{i}].role")
-        content = m.get("content")
-        if content is not None and not isinstance(content, (str, list)):
-            raise bad_request(f"messages[{i}].content must be a string or a list of parts", f"messages[{i}].content")
-    req.messages = [{"role": m["role"], "content": m.get("content") or ""} for m in messages]
+    req.messages = v.messages(body.get("messages"), ROLES)
     return req
 
 
@@ -146,12 +96,10 @@ def parse_completion(body: Any) -> GenerationRequest:
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str):
         prompt = prompt[0]
     if isinstance(prompt, str):
-        if not prompt:
-            raise bad_request("'prompt' must not be empty", "prompt")
-        req.prompt = prompt
+        req.prompt = v.text(prompt, "prompt", empty=False)
     elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-        req.tokens = prompt
+        req.tokens = v.token_ids(prompt, "prompt")  # the vocabulary is checked once the model is known
     else:
         raise bad_request("'prompt' must be a non-empty string, a list of one string, or a list of token ids", "prompt")
-    req.echo = _boolean(body, "echo")
+    req.echo = v.boolean(body, "echo")
     return req
