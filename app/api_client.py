@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from urllib.parse import urlsplit
 
 import aiohttp
 
 from app.errors import ApiProblem, NotHearth, ServiceUnreachable
+from runtime import identity
 
 
 class ApiClient:
@@ -15,16 +17,32 @@ class ApiClient:
 
     def __init__(self, base_url: str, api_key: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
-        self.api_key = api_key  # the service's key when one is stored: sent with every call
+        #: the stored key: sent only once the service has proved it holds it (``health``)
+        self.api_key = api_key
+        self.key_trusted = False
         self._session: aiohttp.ClientSession | None = None
 
     @property
     def session(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
-            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else None
-            self._session = aiohttp.ClientSession(headers=headers,
-                                                  timeout=aiohttp.ClientTimeout(total=None, sock_connect=5))
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=5))
         return self._session
+
+    def _headers(self) -> dict[str, str] | None:
+        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key and self.key_trusted else None
+
+    async def _verify_identity(self) -> None:
+        """Trust the service with the key only when it proves it holds the same key
+        (``runtime/identity.py``); a service without a key, or another program, gets none."""
+        if not self.api_key or self.key_trusted:
+            return
+        nonce = identity.new_nonce()
+        try:
+            answer = await self._request("GET", f"{identity.PATH}?nonce={nonce}", timeout=3.0)
+        except ApiProblem:
+            return  # an older service or another program: no proof, no key
+        port = urlsplit(self.base_url).port or 80
+        self.key_trusted = identity.proves(answer, self.api_key, port, nonce)
 
     async def close(self) -> None:
         if self._session is not None:
@@ -34,7 +52,7 @@ class ApiClient:
     async def _request(self, method: str, path: str, *, json_body: dict | None = None,
                        timeout: float | None = 10.0) -> dict:
         try:
-            async with self.session.request(method, self.base_url + path, json=json_body,
+            async with self.session.request(method, self.base_url + path, json=json_body, headers=self._headers(),
                                             timeout=aiohttp.ClientTimeout(total=timeout)) as r:
                 raw = await r.read()
                 body = _json(raw)
@@ -58,6 +76,10 @@ class ApiClient:
             raise NotHearth(f"It answered /health with HTTP {e.status}.") from None
         if body.get("service") != "hearth":
             raise NotHearth("It answered /health, but not as Hearth does.")
+        if self.api_key and not self.key_trusted:
+            await self._verify_identity()
+            if self.key_trusted and "engine" not in body:  # the minimal answer: ask again with the key
+                body = await self._request("GET", "/health", timeout=3.0)
         return body
 
     async def get(self, path: str, timeout: float | None = 10.0) -> dict:
@@ -72,7 +94,7 @@ class ApiClient:
     async def events(self, method: str, path: str, body: dict | None = None) -> AsyncIterator[dict]:
         """Server-sent events: each ``data:`` payload decoded; ends at ``[DONE]`` or when the stream closes."""
         try:
-            async with self.session.request(method, self.base_url + path, json=body) as r:
+            async with self.session.request(method, self.base_url + path, json=body, headers=self._headers()) as r:
                 if r.status >= 400:
                     raw = await r.read()
                     raise _problem(r.status, _json(raw), raw)

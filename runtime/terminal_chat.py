@@ -7,11 +7,14 @@ in-process service on a free loopback port for the duration of the chat.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import aiohttp
 
-from runtime.config import ServeConfig
+from runtime import identity
+from runtime.config import ServeConfig, data_dir
+from runtime.server.api_key import ENV_VAR, load_key
 
 
 async def _hearth_at(session: aiohttp.ClientSession, base: str) -> bool:
@@ -22,9 +25,26 @@ async def _hearth_at(session: aiohttp.ClientSession, base: str) -> bool:
         return False
 
 
-async def _stream_reply(session: aiohttp.ClientSession, base: str, body: dict) -> str:
+async def _auth_headers(session: aiohttp.ClientSession, base: str, port: int) -> dict[str, str]:
+    """The stored key (or ``$HEARTH_API_KEY``) as a header, once the service proves it holds
+    that key (``runtime/identity.py``): it is never sent to another program on the port."""
+    key = os.environ.get(ENV_VAR) or load_key(data_dir())
+    if not key:
+        return {}
+    nonce = identity.new_nonce()
+    try:
+        async with session.get(f"{base}{identity.PATH}", params={"nonce": nonce},
+                               timeout=aiohttp.ClientTimeout(total=3)) as r:
+            answer = await r.json() if r.status == 200 else None
+    except (aiohttp.ClientError, TimeoutError, ValueError):
+        return {}
+    return {"Authorization": f"Bearer {key}"} if identity.proves(answer, key, port, nonce) else {}
+
+
+async def _stream_reply(session: aiohttp.ClientSession, base: str, body: dict,
+                        headers: dict[str, str] | None = None) -> str:
     parts: list[str] = []
-    async with session.post(f"{base}/v1/chat/completions", json=body) as r:
+    async with session.post(f"{base}/v1/chat/completions", json=body, headers=headers) as r:
         if r.status != 200:
             err = await r.json(content_type=None)
             raise RuntimeError(err.get("error", {}).get("message", f"HTTP {r.status}"))
@@ -48,7 +68,10 @@ async def run_chat(args, start_site) -> int:
     runner = None
     async with aiohttp.ClientSession() as session:
         base = f"http://127.0.0.1:{args.port}"
-        if not await _hearth_at(session, base):
+        headers: dict[str, str] = {}
+        if await _hearth_at(session, base):
+            headers = await _auth_headers(session, base, args.port)
+        else:
             _, runner, port = await start_site(ServeConfig(port=0, model=args.model, preload=False))
             base = f"http://127.0.0.1:{port}"
         try:
@@ -72,7 +95,7 @@ async def run_chat(args, start_site) -> int:
                 body = {"model": args.model, "messages": messages, "stream": True,
                         "max_tokens": args.max_tokens, "temperature": args.temperature}
                 try:
-                    reply = await _stream_reply(session, base, body)
+                    reply = await _stream_reply(session, base, body, headers)
                 except RuntimeError as e:
                     print(f"hearth: {e}", file=sys.stderr)
                     messages.pop()

@@ -32,6 +32,8 @@ class WorkerSpec:
     #: speculative decoding: a draft model's file, or "ngram" (prompt lookup); None: off
     draft: str | None = None
     draft_id: str | None = None
+    #: prompts longer than this (characters) are tokenized on a helper thread (worker.py)
+    inline_tokenize_chars: int = 16 * 1024
 
 
 # service -> worker

@@ -27,11 +27,10 @@ from runtime.engine.submit_check import check_submit
 TEMPLATE_ERROR = "template_error"
 
 
-#: prompts longer than this (characters) are tokenized on a helper thread: llama_tokenize
-#: only reads the vocabulary and ctypes releases the GIL around it, so the step loop keeps
-#: decoding the other requests meanwhile (llama.cpp's own server tokenizes in its HTTP
-#: threads the same way). Shorter ones take well under a millisecond inline.
-INLINE_TOKENIZE_CHARS = 16 * 1024
+# Prompts longer than ``WorkerSpec.inline_tokenize_chars`` are tokenized on a helper thread:
+# llama_tokenize only reads the vocabulary and ctypes releases the GIL around it, so the step
+# loop keeps decoding the other requests meanwhile (llama.cpp's own server tokenizes in its
+# HTTP threads the same way). Shorter ones take well under a millisecond inline.
 #: how long an idle loop waits for the pipe while a prompt is being tokenized
 _TOKENIZE_POLL_S = 0.002
 
@@ -43,6 +42,7 @@ class _Worker:
         self.backend = backend
         cache = CacheConfig(spec.block_size, spec.prefix_cache, spec.cache_fraction, spec.cache_ram_mib)
         self.engine = Engine(backend, spec.parallel, cache, speculator)
+        self.inline_tokenize_chars = spec.inline_tokenize_chars
         self._tokenizer = ThreadPoolExecutor(1, thread_name_prefix="hearth-tokenize")
         #: submits whose prompt is being tokenized, in arrival order
         self._tokenizing: dict[str, tuple[Submit, list[str], Future]] = {}
@@ -76,7 +76,7 @@ class _Worker:
                 return
             else:
                 text = msg.prompt or ""
-            if len(text) > INLINE_TOKENIZE_CHARS:
+            if len(text) > self.inline_tokenize_chars:
                 future = self._tokenizer.submit(self.backend.tokenize, text, add_special, parse_special)
                 self._tokenizing[msg.request_id] = (msg, extra_stop, future)
                 return

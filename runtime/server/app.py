@@ -21,6 +21,7 @@ log = logging.getLogger("hearth.server")
 
 ROUTES = [
     ("GET", "/health", service_api.health),
+    ("GET", "/hearth/identity", service_api.identity_proof),
     ("GET", "/hearth/stats", service_api.stats),
     ("POST", "/hearth/unload", service_api.unload),
     ("GET", "/hearth/hardware", hardware_api.hardware),

@@ -108,8 +108,11 @@ def _schemas(max_tokens: int) -> dict:
             "modelfile": STR, "parameters": STR, "template": STR, "details": details, "model_info": OBJ,
             "capabilities": {"type": "array", "items": STR}}},
         "OllamaPs": {"type": "object", "required": ["models"], "properties": {"models": {"type": "array"}}},
-        "Health": {"type": "object", "required": ["status", "engine"], "properties": {
-            "status": STR, "service": STR, "version": STR, "engine": OBJ}},
+        "Health": {"type": "object", "required": ["status", "service"], "properties": {
+            "status": {"enum": ["ok", "error"]}, "service": STR, "version": STR, "engine": OBJ},
+            "description": "version and engine only on a loopback bind and Host, or with the API key"},
+        "Identity": {"type": "object", "required": ["service", "proof"], "properties": {
+            "service": STR, "proof": {"type": ["string", "null"]}}},
     }
 
 
@@ -144,6 +147,10 @@ def _q(name: str, schema: dict) -> dict:
 
 OPERATIONS = {
     ("GET", "/health"): _op("Service and engine state (never needs the API key)", _ref("Health")),
+    ("GET", "/hearth/identity"): _op("HMAC-SHA256 of 'hearth-identity|PORT|NONCE' under the API key (null without "
+                                     "one): a client proves the service holds its key before sending it",
+                                     _ref("Identity"), query=[{**_q("nonce", {**STR, "pattern": "^[A-Za-z0-9_-]{16,128}$"}),
+                                                              "required": True}]),
     ("GET", "/hearth/stats"): _op("Engine counters: requests, KV cache, prefix cache", OBJ),
     ("POST", "/hearth/unload"): _op("Unload the running model (its memory goes back); needs the key if set", OBJ),
     ("GET", "/hearth/hardware"): _op("This machine: CPU, RAM, GPUs, llama.cpp backends", OBJ),

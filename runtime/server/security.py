@@ -8,8 +8,8 @@ origin is answered here; a request from any other origin is refused (403) and ge
 ``guard_middleware`` (inside the error middleware, so its refusals are in the API's format):
 503 while the service stops; 403 for a Host that is not loopback while bound to loopback
 (DNS rebinding); 401 without the API key when one is set (all routes but /health); 413 for
-a body over the limit; 429 with Retry-After when one client already has too many requests
-in flight.
+a body over the limit; 429 with Retry-After when one client (address and Origin) already
+has too many generation requests in flight (other routes are not counted).
 """
 
 from __future__ import annotations
@@ -23,7 +23,11 @@ from runtime.server.api_key import is_loopback, key_matches
 from runtime.server.app_keys import CONFIG
 from runtime.server.errors import ApiError
 
-OPEN_PATHS = frozenset({"/health"})
+OPEN_PATHS = frozenset({"/health", "/hearth/identity"})
+#: the routes that count against a client's in-flight limit: the ones that run the model.
+#: A web page can make simple GETs to the service without CORS (an <img>, no Origin header);
+#: those must not use up the desktop app's share. New generation routes are added here.
+GENERATION_PATHS = {"/v1/chat/completions", "/v1/completions", "/api/chat", "/api/generate"}
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 ALLOW_METHODS = "GET, POST, DELETE, OPTIONS"
 ALLOW_HEADERS = "Authorization, Content-Type"
@@ -83,8 +87,15 @@ def request_hostname(request: web.Request) -> str:
         return ""
 
 
-def client_id(request: web.Request) -> str:
-    return request.remote or "?"
+def host_is_loopback(request: web.Request) -> bool:
+    host = request_hostname(request)
+    return host in LOOPBACK_NAMES or host.endswith(".localhost")
+
+
+def client_id(request: web.Request) -> tuple[str, str]:
+    """Who a request counts against: its address and its Origin (a browser page's requests
+    do not share the quota of the app on the same machine)."""
+    return request.remote or "?", request.headers.get("Origin", "")
 
 
 @web.middleware
@@ -94,8 +105,8 @@ async def guard_middleware(request: web.Request, handler) -> web.StreamResponse:
     if request.app[STOPPING].get("stopping"):
         raise ApiError(503, "the service is shutting down", type="server_error", code="shutting_down")
     if is_loopback(config.host) and path not in OPEN_PATHS:
-        host = request_hostname(request)
-        if host not in LOOPBACK_NAMES and not host.endswith(".localhost"):
+        if not host_is_loopback(request):
+            host = request_hostname(request)
             raise ApiError(403, f"this service is bound to loopback and answers only to localhost, not {host!r}",
                            code="host_not_allowed")
     if config.api_key and path not in OPEN_PATHS and not key_matches(
@@ -108,7 +119,7 @@ async def guard_middleware(request: web.Request, handler) -> web.StreamResponse:
     if request.content_length is not None and request.content_length > config.max_body_bytes:
         raise ApiError(413, f"the request body is {request.content_length} bytes; the limit is "
                             f"{config.max_body_bytes}", code="body_too_large")
-    if path in OPEN_PATHS:
+    if path not in GENERATION_PATHS:
         return await handler(request)
     counts = request.app[LIMITER]
     who = client_id(request)

@@ -1,4 +1,4 @@
-"""Hearth's own endpoints: /health and /hearth/stats."""
+"""Hearth's own endpoints: /health, /hearth/identity and /hearth/stats."""
 
 from __future__ import annotations
 
@@ -6,14 +6,40 @@ from dataclasses import asdict
 
 from aiohttp import web
 
-from runtime import __version__
-from runtime.server.app_keys import MANAGER
+from runtime import __version__, identity
+from runtime.server.api_key import is_loopback, key_matches
+from runtime.server.app_keys import CONFIG, MANAGER
+from runtime.server.errors import bad_request
+from runtime.server.security import host_is_loopback
+
+
+def _detailed(request: web.Request) -> bool:
+    """Whether /health may say more than ok / not ok: to the API key's holder, or on a loopback
+    bind asked through a loopback Host (another machine, or a page through DNS rebinding, sees
+    no model paths, pids or error text)."""
+    config = request.app[CONFIG]
+    if config.api_key and key_matches(request.headers.get("Authorization"), config.api_key):
+        return True
+    return is_loopback(config.host) and host_is_loopback(request)
 
 
 async def health(request: web.Request) -> web.Response:
     """200 while the service runs; ``engine.state`` says whether the worker is up or crashed."""
-    return web.json_response({"status": "ok", "service": "hearth", "version": __version__,
-                              "engine": request.app[MANAGER].status()})
+    status = request.app[MANAGER].status()
+    if not _detailed(request):
+        return web.json_response({"status": "error" if status["state"] == "crashed" else "ok", "service": "hearth"})
+    return web.json_response({"status": "ok", "service": "hearth", "version": __version__, "engine": status})
+
+
+async def identity_proof(request: web.Request) -> web.Response:
+    """``identity.proof`` of the service's key for the client's nonce (null without a key)."""
+    nonce = request.query.get("nonce", "")
+    if not identity.NONCE.fullmatch(nonce):
+        raise bad_request("'nonce' must be 16 to 128 characters of A-Z, a-z, 0-9, '_' and '-'", "nonce")
+    key = request.app[CONFIG].api_key
+    sockname = request.transport.get_extra_info("sockname") if request.transport else None
+    port = sockname[1] if sockname else request.app[CONFIG].port
+    return web.json_response({"service": "hearth", "proof": identity.proof(key, port, nonce) if key else None})
 
 
 async def stats(request: web.Request) -> web.Response:

@@ -145,6 +145,8 @@ async def test_api_client_sends_the_stored_key(aiohttp_server, tmp_path):
     base = f"http://127.0.0.1:{server.port}"
     with_key, without = ApiClient(base, api_key=load_key(tmp_path)), ApiClient(base)
     try:
+        await with_key.health()  # the service proves it holds the key; then the client sends it
+        assert with_key.key_trusted
         stats = await with_key.get("/hearth/stats")
         assert "models" in stats
         try:
@@ -156,3 +158,36 @@ async def test_api_client_sends_the_stored_key(aiohttp_server, tmp_path):
     finally:
         await with_key.close()
         await without.close()
+
+
+async def test_api_client_keeps_the_key_from_a_service_that_cannot_prove_it_is_this_hearth(aiohttp_server, tmp_path):
+    """Another program on the port that answers like Hearth (even relaying a real Hearth's
+    proof for another port) never receives the stored key."""
+    from aiohttp import web
+
+    from app.api_client import ApiClient
+    from runtime import identity
+    from runtime.server.api_key import create_key
+
+    key = create_key(tmp_path)
+    seen: list[str | None] = []
+
+    async def any_route(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization"))
+        if request.path == "/health":
+            return web.json_response({"status": "ok", "service": "hearth"})
+        if request.path == identity.PATH:  # a proof made for a different port
+            return web.json_response({"service": "hearth", "proof": identity.proof(key, 1, request.query["nonce"])})
+        return web.json_response({"models": []})
+
+    app = web.Application()
+    app.router.add_route("*", "/{tail:.*}", any_route)
+    server = await aiohttp_server(app)
+    client = ApiClient(f"http://127.0.0.1:{server.port}", api_key=key)
+    try:
+        await client.health()
+        await client.get("/hearth/stats")
+        assert not client.key_trusted
+        assert len(seen) == 3 and seen == [None, None, None]
+    finally:
+        await client.close()

@@ -202,3 +202,50 @@ def test_flooding_client_gets_429_while_another_is_served(server):
         assert time.monotonic() < deadline
         time.sleep(0.2)
     assert r.status_code == 200
+
+
+def test_hearth_run_uses_the_stored_key(server, tmp_path):
+    """``hearth run`` against a keyed service: the stored key is sent once the service proves
+    it holds it, so the chat works (without it the service answers 401)."""
+    (tmp_path / "api_key").write_text(KEY + "\n")
+    os.chmod(tmp_path / "api_key", 0o600)
+    env = {**os.environ, "HEARTH_DATA_DIR": str(tmp_path)}
+    env.pop("HEARTH_API_KEY", None)
+    r = hearth("run", "smollm2-135m", "Say hi.", "--max-tokens", "3", "--temperature", "0",
+               "--port", str(server.port), env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip()
+
+
+def test_identity_proof_is_an_hmac_of_the_port_and_nonce(server):
+    from runtime import identity
+
+    nonce = identity.new_nonce()
+    answer = httpx.get(f"{server.url}/hearth/identity", params={"nonce": nonce}).json()
+    assert identity.proves(answer, KEY, server.port, nonce)
+    assert not identity.proves(answer, KEY, server.port + 1, nonce)  # relayed from another port
+    assert not identity.proves(answer, "hearth-some-other-key-0123456789", server.port, nonce)
+    assert httpx.get(f"{server.url}/hearth/identity", params={"nonce": "short"}).status_code == 400
+
+
+def test_health_tells_another_machine_only_ok(smollm2_path):
+    """Bound to all interfaces (with a key): /health says ok / not ok, no model path, pid,
+    version or error text, unless the caller has the key."""
+    from runtime.server.launcher import free_port
+
+    port = free_port("0.0.0.0")
+    s = ServiceProcess("--api-key", KEY, "--model", "no-such-model", port=port, host="0.0.0.0")
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                body = httpx.get(f"http://127.0.0.1:{port}/health", timeout=5).json()
+                break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline and s.proc.poll() is None
+                time.sleep(0.2)
+        assert body == {"status": "ok", "service": "hearth"}
+        full = httpx.get(f"http://127.0.0.1:{port}/health", headers=AUTH, timeout=5).json()
+        assert "engine" in full and "version" in full
+    finally:
+        s.stop()
