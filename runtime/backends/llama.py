@@ -207,6 +207,7 @@ class LlamaBackend:
         self.n_batch = config.n_batch
         self.batch = TokenBatch(config.n_batch)
         self._pieces: dict[int, bytes] = {}
+        self._max_piece: int | None = None
         self._piece_buf = ctypes.create_string_buffer(256)
         template = self.meta("tokenizer.chat_template")
         self.chat_template = ChatTemplate(
@@ -271,6 +272,17 @@ class LlamaBackend:
                 piece = self._piece_buf.raw[:n]
             self._pieces[token] = piece
         return piece
+
+    @property
+    def max_piece_bytes(self) -> int:
+        """The longest text any one token stands for, special tokens included (computed once:
+        ~1 us a token). A prompt longer than ``n`` times this cannot fit in ``n`` tokens."""
+        if self._max_piece is None:
+            buf = ctypes.create_string_buffer(1024)
+            self._max_piece = max((lc.llama_token_to_piece(self.vocab, t, buf, 1024, 0, True)
+                                   for t in range(self.n_vocab)), default=1)
+            self._max_piece = max(1, min(abs(self._max_piece), 1024))
+        return self._max_piece
 
     def token_text(self, token: int) -> str:
         buf = ctypes.create_string_buffer(256)

@@ -16,7 +16,9 @@ from runtime.backends.chat_template import ChatTemplateError
 from runtime.backends.errors import BackendError, ModelLoadError
 from runtime.backends.llama import ContextConfig, LlamaBackend
 from runtime.backends.vocab_match import vocab_mismatch
-from runtime.engine.engine import INVALID_REQUEST, REQUEST_FAILED, CacheConfig, Engine, RequestRejected
+from runtime.engine.engine import (
+    CONTEXT_LENGTH_EXCEEDED, INVALID_REQUEST, REQUEST_FAILED, CacheConfig, Engine, RequestRejected,
+)
 from runtime.engine.speculator import MODEL, NGRAM, Speculator
 from runtime.engine.messages import (
     Accepted, Cancel, Fatal, Loaded, LoadFailed, Rejected, Shutdown, Stats, StepResult, Submit,
@@ -77,6 +79,7 @@ class _Worker:
             else:
                 text = msg.prompt or ""
             if len(text) > self.inline_tokenize_chars:
+                self._check_fits(text)
                 future = self._tokenizer.submit(self.backend.tokenize, text, add_special, parse_special)
                 self._tokenizing[msg.request_id] = (msg, extra_stop, future)
                 return
@@ -92,6 +95,19 @@ class _Worker:
                                     INVALID_REQUEST))
             return
         self._admit(msg, tokens, extra_stop)
+
+    def _check_fits(self, text: str) -> None:
+        """Refuse at once a prompt too long for the context whatever its tokens: each token
+        stands for at most ``max_piece_bytes`` of text, so more bytes than the context times
+        that can never fit (and tokenizing megabytes would only take CPU from the others)."""
+        limit = self.engine.max_request_tokens
+        most = limit * self.backend.max_piece_bytes
+        size = len(text.encode("utf-8"))
+        if size > most:
+            raise RequestRejected(
+                f"the prompt is {size:,} bytes of text; this model's context of {limit} tokens holds at most "
+                f"{most:,} (every token stands for at most {self.backend.max_piece_bytes} bytes): shorten it",
+                CONTEXT_LENGTH_EXCEEDED)
 
     def _admit(self, msg: Submit, tokens: list[int], extra_stop: list[str]) -> None:
         try:
