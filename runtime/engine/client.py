@@ -11,7 +11,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 import multiprocessing as mp
+import os
+import struct
 from dataclasses import dataclass
+from multiprocessing.reduction import ForkingPickler
 
 from runtime.engine.engine import EngineStats, RequestOutput
 from runtime.engine.messages import (
@@ -126,6 +129,8 @@ class EngineClient:
         self._exited = asyncio.Event()
         self._stopping = False
         self._groups: dict[str, list[str]] = {}  # submitted, not yet accepted
+        self._out = bytearray()  # framed messages not yet written to the pipe
+        self._writing = False
 
     @property
     def pid(self) -> int | None:
@@ -154,6 +159,35 @@ class EngineClient:
         return self.loaded
 
     # -- pipe -----------------------------------------------------------------------
+    def _send(self, msg: object) -> None:
+        """Queue one message for the worker in ``Connection``'s framing and write what the
+        pipe takes now; the loop writes the rest. uvloop makes the pipe non-blocking, and a
+        blocking ``Connection.send`` of a megabyte prompt would fail half-way through and
+        leave a torn frame on the pipe. Raises ``OSError`` when the pipe is gone."""
+        data = ForkingPickler.dumps(msg)
+        self._out += struct.pack("!i", len(data)) + data
+        if not self._writing:
+            self._flush()
+
+    def _flush(self, from_loop: bool = False) -> None:
+        fd = self._conn.fileno()
+        try:
+            while self._out:
+                n = os.write(fd, self._out)
+                del self._out[:n]
+        except BlockingIOError:
+            if not self._writing:
+                self._writing = True
+                self._loop.add_writer(fd, self._flush, True)
+            return
+        except OSError:
+            self._out.clear()  # the worker is gone: the reader sees it and fails the requests
+            if not from_loop:
+                raise
+        if self._writing:
+            self._writing = False
+            self._loop.remove_writer(fd)
+
     def _read(self) -> None:
         """Called by the loop when the pipe is readable: one message per call.
 
@@ -166,6 +200,10 @@ class EngineClient:
         except (EOFError, OSError):
             self.alive = False
             self._loop.remove_reader(conn.fileno())
+            if self._writing:
+                self._writing = False
+                self._loop.remove_writer(conn.fileno())
+            self._out.clear()
             self._loop.run_in_executor(None, self.process.join, 5).add_done_callback(
                 lambda _: self._on_exit(self.process.exitcode))
 
@@ -231,7 +269,7 @@ class EngineClient:
             handles.append(RequestHandle(self, rid, pending))
         self._groups[request_id] = ids
         try:
-            self._conn.send(Submit(request_id, params, prompt, messages, tokens, n))
+            self._send(Submit(request_id, params, prompt, messages, tokens, n))
         except OSError:
             self._drop_group(request_id)
             raise WorkerDied(self.error or "the engine worker is not running") from None
@@ -254,7 +292,7 @@ class EngineClient:
     def cancel(self, request_id: str) -> None:
         if self._pending.pop(request_id, None) is not None and self.alive:
             try:
-                self._conn.send(Cancel(request_id))
+                self._send(Cancel(request_id))
             except OSError:
                 pass
 
@@ -274,7 +312,7 @@ class EngineClient:
         self._stopping = True
         if self.alive:
             try:
-                self._conn.send(Shutdown())
+                self._send(Shutdown())
             except OSError:
                 pass
             try:

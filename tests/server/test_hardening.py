@@ -149,6 +149,6 @@ def test_a_prompt_no_context_could_hold_is_refused_without_tokenizing_it(server)
     """2.4 MB of text cannot fit in 2,048 tokens whatever it tokenizes to: refused at once."""
     before = pid(server)
     r = httpx.post(f"{server.url}/v1/completions", json={"prompt": "hello " * 400_000, "max_tokens": 2}, timeout=60)
-    assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded", r.text
+    assert r.status_code == 400 and r.json()["error"]["code"] == "context_length_exceeded", r.text[:500]
     assert "bytes of text" in r.json()["error"]["message"]
     assert pid(server) == before
