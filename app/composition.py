@@ -62,6 +62,7 @@ class HearthApp(QObject):
         super().__init__()
         self.qapp = qapp
         qapp.setQuitOnLastWindowClosed(False)  # the tray keeps running; quitting is explicit
+        self.data_dir = data_dir
         self.settings_store = SettingsStore(data_dir / "app-settings.json")
         self.settings = self.settings_store.load()
         if port is not None:
@@ -110,7 +111,7 @@ class HearthApp(QObject):
         from app.models import ModelStoreService
         from app.ui.models_page import ModelsPage
 
-        self.models = ModelStoreService(self.client)
+        self.models = ModelStoreService(self.client, self.data_dir)
         self.models.error.connect(self.show_error)
         self.models.local_changed.connect(self._local_models)
         return ModelsPage(self.models, self.spawn)

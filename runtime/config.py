@@ -53,3 +53,4 @@ class ServeConfig:
     max_client_requests: int = 16  # in flight or queued per client address
     max_body_bytes: int = 8 * 1024 * 1024
     shutdown_grace: float = 5.0  # seconds open streams get to finish on SIGTERM
+    load_timeout: float = 600.0  # seconds a model may take to load before its worker is killed

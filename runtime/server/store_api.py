@@ -15,7 +15,9 @@ from aiohttp import web
 
 from runtime.server import sse
 from runtime.server.app_keys import CONFIG, MANAGER
+from runtime.server.api_key import is_loopback
 from runtime.server.errors import ApiError, bad_request
+from runtime.server.import_confirm import CONFIRM_HEADER, confirmed, ensure_token
 from runtime.store import hub
 from runtime.store.catalog import CatalogEntry, load_catalog
 from runtime.store.downloads import DownloadManager, DownloadNotFound, NotEnoughSpace
@@ -30,6 +32,7 @@ HEARTBEAT_S = 15.0
 
 
 async def store_ctx(app: web.Application) -> AsyncIterator[None]:
+    await asyncio.to_thread(ensure_token, app[CONFIG].data_dir)
     manager = DownloadManager(app[CONFIG].data_dir / "downloads.json")
     app[DOWNLOADS] = manager
     await manager.start()
@@ -88,14 +91,31 @@ async def delete_model(request: web.Request) -> web.Response:
         return web.json_response(await asyncio.to_thread(reg.delete, model_id))
     except ModelNotFound as e:
         raise store_error(e) from None
+    finally:
+        request.app[MANAGER].forget_resolved()
+
+
+def _import_consented(request: web.Request) -> None:
+    """An import over the API is the user's own act (see ``runtime.server.import_confirm``)."""
+    config = request.app[CONFIG]
+    if config.api_key:  # the guard checked the request carried it
+        return
+    if is_loopback(request.remote or "") and confirmed(request.headers.get(CONFIRM_HEADER), config.data_dir):
+        return
+    raise ApiError(403, "importing a file over the API needs the user's confirmation: import it in the app, "
+                        f"run `hearth import PATH`, or send {CONFIRM_HEADER} with the data directory's "
+                        "import token from this machine", code="import_not_confirmed")
 
 
 async def import_model(request: web.Request) -> web.Response:
+    _import_consented(request)
     path = await _body(request, "path")
     try:
         model = await asyncio.to_thread(_registry(request).import_file, path)
     except InvalidModelFile as e:
         raise store_error(e) from None
+    finally:
+        request.app[MANAGER].forget_resolved()
     return web.json_response(model.to_dict(), status=201)
 
 
