@@ -19,21 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from runtime.store.gguf_file import SHAPE_BOUNDS as BOUNDS
 from runtime.store.gguf_file import GGUFHeader, InvalidModelFile, read_header
 
 #: llama.cpp's built-in SWA period per architecture (llama-model.cpp ``set_swa_pattern``)
 SWA_PATTERNS = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "exaone4": 4, "gpt-oss": 2}
 _INPUT_TENSORS = ("token_embd.", "token_embd_norm.", "position_embd.", "token_types.",
                   "per_layer_token_embd.")
-
-
-#: the largest architecture numbers accepted from a header (``block_count``: llama.cpp's
-#: LLAMA_MAX_LAYERS); every real model is far inside them
-BOUNDS = {
-    "block_count": 512, "embedding_length": 1 << 20, "head_count": 1 << 14, "head_count_kv": 1 << 14,
-    "context_length": 1 << 30, "key_length": 1 << 16, "value_length": 1 << 16,
-    "sliding_window": 1 << 30, "vocab_size": 1 << 26, "feed_forward_length": 1 << 24,
-}
 
 
 def _brief(value: object) -> str:

@@ -55,7 +55,8 @@ class ModelManager:
 
     async def plan(self, model: ResolvedModel, freed_bytes: int = 0):
         """The fit plan for loading ``model`` with this service's settings (None if the
-        probe fails: loading then goes ahead with the settings as given). ``freed_bytes``:
+        probe fails: loading then goes ahead with the settings as given; a file whose header
+        is refused raises ``InvalidModelFile``). ``freed_bytes``:
         RAM that unloading the current model will give back."""
         from runtime.hardware.fit import plan_fit
         from runtime.store.model_shape import shape_of_file
@@ -75,6 +76,8 @@ class ModelManager:
             hw = await self.hardware()
             hw.ram.available += freed_bytes
             return await asyncio.to_thread(blocking, hw)
+        except InvalidModelFile:
+            raise  # a damaged or hostile file is refused; it must not unload the running model
         except (RuntimeError, OSError, ValueError) as e:
             log.warning("no fit plan for %s: %s", model.id, e)
             return None

@@ -26,8 +26,10 @@ or smaller):
   element count below 2**63, a known ggml type, rows a whole number of blocks, offsets
   aligned (llama.cpp: GGML_MAX_NAME 64, GGML_MAX_DIMS 4, the same overflow and block checks).
 
-The architecture numbers (``block_count`` and the rest) are bounded where they are used, in
-``runtime.hardware.shape``.
+The architecture numbers that size a model are bounded too (``SHAPE_BOUNDS``: ``block_count``
+at most 512, llama.cpp's LLAMA_MAX_LAYERS; ``context_length`` at most 2**30; heads, lengths and
+the vocabulary likewise), so a 400-byte file cannot make the fit planner build a tuple of
+2**32 layers; ``runtime.hardware.shape`` applies the same bounds to values it derives.
 """
 
 from __future__ import annotations
@@ -56,6 +58,15 @@ MAX_TENSOR_NAME_BYTES = 63
 MAX_DIMS = 4
 _INT64_MAX = (1 << 63) - 1
 _U64 = struct.Struct("<Q")
+
+
+#: ``{arch}.KEY`` -> the largest value accepted (every real model is far inside these)
+SHAPE_BOUNDS = {
+    "block_count": 512, "embedding_length": 1 << 20, "head_count": 1 << 14, "head_count_kv": 1 << 14,
+    "context_length": 1 << 30, "key_length": 1 << 16, "value_length": 1 << 16,
+    "sliding_window": 1 << 30, "vocab_size": 1 << 26, "feed_forward_length": 1 << 24,
+}
+_PER_LAYER_KEYS = ("head_count", "head_count_kv", "feed_forward_length")
 
 
 class InvalidModelFile(ValueError):
@@ -220,6 +231,7 @@ def read_header(path: str | Path) -> GGUFHeader:
         _read_metadata(cur, header, n_kv)
         align = _alignment(cur, header)
         _read_tensors(cur, header, n_tensors, align)
+        _check_shape_numbers(cur, header)
     header.data_offset = (cur.pos + align - 1) // align * align
     end = max((t.offset + t.n_bytes for t in header.tensors), default=0) + header.data_offset
     if end > size:
@@ -246,6 +258,24 @@ def _alignment(cur: _Cursor, header: GGUFHeader) -> int:
     if isinstance(align, bool) or not isinstance(align, int) or align <= 0 or align & (align - 1) or align >= 1 << 32:
         raise cur.damaged(f"general.alignment is {align!r}; it must be a power of two")
     return align
+
+
+def _check_shape_numbers(cur: _Cursor, header: GGUFHeader) -> None:
+    """The architecture numbers present must be integers inside ``SHAPE_BOUNDS`` (per-layer
+    ones may be arrays of them); absent ones are the planner's concern."""
+    arch = header.architecture
+    if arch is None:
+        return
+    for key, value in header.metadata.items():
+        prefix, _, name = key.rpartition(".")
+        if not (prefix == arch or prefix == f"{arch}.attention") or name not in SHAPE_BOUNDS:
+            continue
+        values = value if isinstance(value, list) and name in _PER_LAYER_KEYS else [value]
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise cur.damaged(f"'{key}' is {str(v)[:40]!r}, not an integer")
+            if not 0 <= v <= SHAPE_BOUNDS[name]:
+                raise cur.damaged(f"'{key}' = {v:,}; Hearth accepts 0 to {SHAPE_BOUNDS[name]:,}")
 
 
 def _read_tensors(cur: _Cursor, header: GGUFHeader, n_tensors: int, align: int) -> None:
