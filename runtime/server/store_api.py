@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -189,23 +190,45 @@ async def download_action(request: web.Request) -> web.Response:
         raise store_error(e) from None
 
 
+def heartbeat_s() -> float:
+    """Seconds between ``: ping`` comments on an idle event stream (``HEARTH_SSE_HEARTBEAT_S``)."""
+    try:
+        value = float(os.environ.get("HEARTH_SSE_HEARTBEAT_S", HEARTBEAT_S))
+    except ValueError:
+        return HEARTBEAT_S
+    return value if 0.05 <= value <= 3600 else HEARTBEAT_S
+
+
 async def download_events(request: web.Request) -> web.StreamResponse:
-    """SSE: each download's state first, then every change; ``: ping`` comments keep it open."""
+    """SSE: each download's state first, then every change; ``: ping`` comments keep it open.
+
+    The wait for the next event is one task that outlives each heartbeat: cancelling it on
+    a timeout (``asyncio.wait_for``) would close the subscription and end the stream."""
     response = await sse.open_stream(request)
     events = request.app[DOWNLOADS].events()
+    pending: asyncio.Future | None = None
+    beat = heartbeat_s()
     try:
         while True:
-            try:
-                item = await asyncio.wait_for(anext(events), HEARTBEAT_S)
-            except asyncio.TimeoutError:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(events))
+            done, _ = await asyncio.wait({pending}, timeout=beat)
+            if not done:
                 await response.write(b": ping\n\n")
                 continue
+            finished, pending = pending, None
+            try:
+                item = finished.result()
             except StopAsyncIteration:
                 break
             await response.write(sse.frame(item))
     except ConnectionResetError:
         pass
     finally:
+        if pending is not None:
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, Exception):
+                await pending
         with contextlib.suppress(Exception):
             await events.aclose()
     with contextlib.suppress(ConnectionResetError):

@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import shutil
 import time
 import uuid
@@ -29,9 +28,10 @@ from pathlib import Path
 import aiohttp
 
 from runtime.store import hub
+from runtime.private_files import move_aside, write_private
 from runtime.store.download_state import ACTIVE, FINAL, Download, FileJob
 from runtime.store.fetch import FetchError, RetryPolicy, fetch_file, resolve_url
-from runtime.store.hf_cache import CachedFile, cache_dir, hub_endpoint
+from runtime.store.hf_cache import CachedFile, cache_dir, checked_commit, checked_etag, hub_endpoint
 from runtime.store.pull_target import PullTarget, pull_target
 
 log = logging.getLogger("hearth.store")
@@ -72,6 +72,7 @@ class DownloadManager:
         self._subscribers: set[asyncio.Queue] = set()
         self._session: aiohttp.ClientSession | None = None
         self._done: dict[str, asyncio.Event] = {}
+        self.load_problem: str | None = None  #: the download list was damaged (what happened)
 
     # --- lifecycle --------------------------------------------------------------------------
     @property
@@ -141,13 +142,26 @@ class DownloadManager:
         self._emit(d, force=True)
         return d
 
+    def _still_needs(self, d: Download) -> dict[str, int]:
+        """Bytes each blob of ``d`` still needs on disk (by etag: a shared blob counts once)."""
+        return {j.etag: max((j.size or 0) - j.progress.done, 0) for j in d.files
+                if not self._cached(d, j).present(j.size)}
+
     def check_space(self, d: Download) -> None:
-        need = sum(max((j.size or 0) - j.progress.done, 0) for j in d.files
-                   if not self._cached(d, j).present(j.size))
+        """Refuse ``d`` unless the disk holds it beside what every download in progress still
+        needs (free space is counted once for all of them, not once for each)."""
+        mine = self._still_needs(d)
+        need = sum(mine.values())
+        reserved: dict[str, int] = {}
+        for other in self.downloads.values():
+            if other.id != d.id and other.state in ACTIVE:
+                reserved.update({k: v for k, v in self._still_needs(other).items() if k not in mine})
+        held = sum(reserved.values())
         free = free_bytes(self.root)
-        if need and need + self.reserve_bytes > free:
+        if need and need + held + self.reserve_bytes > free:
+            busy = f", {_gb(held)} of it promised to the downloads in progress" if held else ""
             raise NotEnoughSpace(
-                f"{d.model_id} needs {_gb(need)} more disk space and {_gb(free)} is free in {self.root} "
+                f"{d.model_id} needs {_gb(need)} more disk space and {_gb(free)} is free in {self.root}{busy} "
                 f"(keeping {_gb(self.reserve_bytes)} spare): free some space, delete a model "
                 "(hearth rm), choose a smaller quantization, or set HF_HOME to a larger disk")
 
@@ -301,11 +315,13 @@ class DownloadManager:
         return paths[0]
 
     def _finish(self, d: Download) -> None:
-        self._save()
-        self._emit(d, force=True)
-        ev = self._done.get(d.id)
-        if ev is not None:
-            ev.set()
+        try:
+            self._save()
+            self._emit(d, force=True)
+        finally:  # whoever waits (``/api/pull`` without a stream) learns the outcome regardless
+            ev = self._done.get(d.id)
+            if ev is not None:
+                ev.set()
 
     def _emit(self, d: Download, force: bool = False) -> None:
         now = time.monotonic()
@@ -331,29 +347,60 @@ class DownloadManager:
                  "state": d.state, "error": d.error, "path": d.path, "created": d.created,
                  "files": [{"name": j.name, "size": j.size, "sha256": j.sha256, "etag": j.etag} for j in d.files]}
                 for d in self.list()]
-        self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_path.with_suffix(f".tmp-{os.getpid()}")
-        tmp.write_text(json.dumps({"downloads": rows}, indent=1))
-        os.replace(tmp, self.state_path)
+        try:
+            write_private(self.state_path, json.dumps({"downloads": rows}, indent=1))
+        except OSError as e:  # a full disk: the list stays in memory and is written at the next change
+            log.warning("cannot write the download list %s: %s", self.state_path, e)
 
     def _load(self) -> list[Download]:
-        if self.state_path is None or not self.state_path.is_file():
+        """The persisted downloads; a damaged file is moved aside and its readable rows kept."""
+        if self.state_path is None:
             return []
         try:
-            rows = json.loads(self.state_path.read_text())["downloads"]
-            out = []
-            for r in rows:
-                jobs = [FileJob(f["name"], f["size"], f["sha256"], f["etag"]) for f in r["files"]]
-                d = Download(r["id"], r["ref"], r["model"], r["repo"], r["commit"], jobs, r["state"],
-                             r.get("error"), r.get("path"), r.get("created", time.time()))
-                for j in jobs:
-                    c = self._cached(d, j)
-                    j.progress.done = c.blob.stat().st_size if c.present(j.size) else c.partial_bytes()
-                out.append(d)
-            return out
-        except (ValueError, KeyError, TypeError) as e:
-            log.warning("ignoring the unreadable download list %s: %s", self.state_path, e)
+            raw = self.state_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
             return []
+        except (OSError, UnicodeDecodeError) as e:
+            self._set_aside(str(e))
+            return []
+        try:
+            rows = json.loads(raw)["downloads"]
+            if not isinstance(rows, list):
+                raise TypeError("'downloads' is not a list")
+        except (ValueError, KeyError, TypeError) as e:
+            self._set_aside(str(e) or type(e).__name__)
+            return []
+        out = []
+        for r in rows:
+            try:
+                out.append(self._row(r))
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                log.warning("skipping an unreadable download in %s: %s", self.state_path, e)
+        if len(out) < len(rows):
+            self._set_aside(f"{len(rows) - len(out)} unreadable entries")
+        return out
+
+    def _row(self, r: dict) -> Download:
+        jobs = [FileJob(f["name"], f["size"], f["sha256"], f["etag"]) for f in r["files"]]
+        for j in jobs:
+            checked_etag(j.etag, j.name)
+            if j.size is not None and (not isinstance(j.size, int) or j.size < 0):
+                raise ValueError(f"size {j.size!r} of {j.name!r}")
+        if not all(isinstance(r[k], str) for k in ("id", "ref", "model", "repo", "commit", "state")):
+            raise TypeError("a field that must be text is not")
+        d = Download(r["id"], r["ref"], r["model"], r["repo"], checked_commit(r["commit"]), jobs, r["state"],
+                     r.get("error"), r.get("path"), r.get("created", time.time()))
+        for j in jobs:
+            c = self._cached(d, j)
+            j.progress.done = c.blob.stat().st_size if c.present(j.size) else c.partial_bytes()
+        return d
+
+    def _set_aside(self, reason: str) -> None:
+        """Keep the damaged list for the user to look at; the service starts with what was read."""
+        try:
+            self.load_problem = f"{self.state_path} was damaged ({reason}); moved to {move_aside(self.state_path, reason)}"
+        except OSError as e:
+            log.warning("cannot set aside the damaged download list %s: %s", self.state_path, e)
 
 
 def free_bytes(path: Path) -> int:
