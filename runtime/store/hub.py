@@ -160,6 +160,8 @@ def repo_info(repo_id: str, endpoint: str | None = None) -> RemoteRepo:
         raise HubError(f"the hub refused the request for {repo_id}: {e}") from None
     except (httpx2.TransportError, OSError) as e:
         raise HubUnreachable(f"cannot reach the hub at {endpoint or hub_endpoint()}: {e}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as e:  # huggingface_hub parsing a malformed answer
+        raise UntrustedMetadata(f"the hub's answer for {repo_id} is malformed ({type(e).__name__}: {e})") from None
     files = [RemoteFile(s.rfilename, s.size, s.lfs.sha256 if s.lfs else None, s.blob_id)
              for s in info.siblings or []]
     try:
