@@ -142,17 +142,21 @@ class DownloadManager:
         self._emit(d, force=True)
         return d
 
-    def _still_needs(self, d: Download) -> dict[str, int]:
-        """Bytes each blob of ``d`` still needs on disk (by etag: a shared blob counts once)."""
-        return {j.etag: max((j.size or 0) - j.progress.done, 0) for j in d.files
-                if not self._cached(d, j).present(j.size)}
+    def _still_needs(self, d: Download) -> dict[Path, int]:
+        """Bytes each blob of ``d`` still needs on disk (by blob path: a shared blob counts once)."""
+        out = {}
+        for j in d.files:
+            cached = self._cached(d, j)
+            if not cached.present(j.size):
+                out[cached.blob] = max((j.size or 0) - j.progress.done, 0)
+        return out
 
     def check_space(self, d: Download) -> None:
         """Refuse ``d`` unless the disk holds it beside what every download in progress still
         needs (free space is counted once for all of them, not once for each)."""
         mine = self._still_needs(d)
         need = sum(mine.values())
-        reserved: dict[str, int] = {}
+        reserved: dict[Path, int] = {}
         for other in self.downloads.values():
             if other.id != d.id and other.state in ACTIVE:
                 reserved.update({k: v for k, v in self._still_needs(other).items() if k not in mine})
