@@ -89,6 +89,9 @@ class HearthApp(QObject):
         if self.models_page is not None:
             pages["Models"] = self.models_page
         self.window = MainWindow(pages)
+        if self.store.problem:  # the damaged history was set aside: say so where the user looks
+            self.show_error(UserError("The chat history was damaged.", self.store.problem,
+                                      "Nothing else is needed; the damaged file is kept for you to inspect."))
         self.window.setWindowIcon(state_icon(RUNNING))
         self.window.close_handler = self._window_closing
         self.tray = Tray(self.service, open_window=self.open_window,

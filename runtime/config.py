@@ -12,7 +12,8 @@ DEFAULT_MODEL = "smollm2-135m"
 
 
 def data_dir() -> Path:
-    """The user data directory (platformdirs), or ``$HEARTH_DATA_DIR`` when set."""
+    """The user data directory (platformdirs), or ``$HEARTH_DATA_DIR`` when set; created
+    owner-only (0700)."""
     override = os.environ.get("HEARTH_DATA_DIR")
     if override:
         path = Path(override)
@@ -20,8 +21,9 @@ def data_dir() -> Path:
         import platformdirs
 
         path = Path(platformdirs.user_data_dir("hearth", appauthor=False))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    from runtime.private_files import private_dir
+
+    return private_dir(path)  # 0700: it holds the chat history, the keys and the model list
 
 
 @dataclass(slots=True)
