@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import shutil
 import time
@@ -28,10 +27,10 @@ from pathlib import Path
 import aiohttp
 
 from runtime.store import hub
-from runtime.private_files import move_aside, write_private
+from runtime.store.download_list import load_list, save_list
 from runtime.store.download_state import ACTIVE, FINAL, Download, FileJob
 from runtime.store.fetch import FetchError, RetryPolicy, fetch_file, resolve_url
-from runtime.store.hf_cache import CachedFile, cache_dir, checked_commit, checked_etag, hub_endpoint
+from runtime.store.hf_cache import CachedFile, cache_dir, hub_endpoint
 from runtime.store.pull_target import PullTarget, pull_target
 
 log = logging.getLogger("hearth.store")
@@ -345,66 +344,18 @@ class DownloadManager:
             self._done.pop(d.id, None)
 
     def _save(self) -> None:
-        if self.state_path is None:
-            return
-        rows = [{"id": d.id, "ref": d.ref, "model": d.model_id, "repo": d.repo_id, "commit": d.commit,
-                 "state": d.state, "error": d.error, "path": d.path, "created": d.created,
-                 "files": [{"name": j.name, "size": j.size, "sha256": j.sha256, "etag": j.etag} for j in d.files]}
-                for d in self.list()]
-        try:
-            write_private(self.state_path, json.dumps({"downloads": rows}, indent=1))
-        except OSError as e:  # a full disk: the list stays in memory and is written at the next change
-            log.warning("cannot write the download list %s: %s", self.state_path, e)
+        if self.state_path is not None:
+            save_list(self.state_path, self.list())
 
     def _load(self) -> list[Download]:
-        """The persisted downloads; a damaged file is moved aside and its readable rows kept."""
         if self.state_path is None:
             return []
-        try:
-            raw = self.state_path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return []
-        except (OSError, UnicodeDecodeError) as e:
-            self._set_aside(str(e))
-            return []
-        try:
-            rows = json.loads(raw)["downloads"]
-            if not isinstance(rows, list):
-                raise TypeError("'downloads' is not a list")
-        except (ValueError, KeyError, TypeError) as e:
-            self._set_aside(str(e) or type(e).__name__)
-            return []
-        out = []
-        for r in rows:
-            try:
-                out.append(self._row(r))
-            except (ValueError, KeyError, TypeError, AttributeError) as e:
-                log.warning("skipping an unreadable download in %s: %s", self.state_path, e)
-        if len(out) < len(rows):
-            self._set_aside(f"{len(rows) - len(out)} unreadable entries")
-        return out
-
-    def _row(self, r: dict) -> Download:
-        jobs = [FileJob(f["name"], f["size"], f["sha256"], f["etag"]) for f in r["files"]]
-        for j in jobs:
-            checked_etag(j.etag, j.name)
-            if j.size is not None and (not isinstance(j.size, int) or j.size < 0):
-                raise ValueError(f"size {j.size!r} of {j.name!r}")
-        if not all(isinstance(r[k], str) for k in ("id", "ref", "model", "repo", "commit", "state")):
-            raise TypeError("a field that must be text is not")
-        d = Download(r["id"], r["ref"], r["model"], r["repo"], checked_commit(r["commit"]), jobs, r["state"],
-                     r.get("error"), r.get("path"), r.get("created", time.time()))
-        for j in jobs:
-            c = self._cached(d, j)
-            j.progress.done = c.blob.stat().st_size if c.present(j.size) else c.partial_bytes()
-        return d
-
-    def _set_aside(self, reason: str) -> None:
-        """Keep the damaged list for the user to look at; the service starts with what was read."""
-        try:
-            self.load_problem = f"{self.state_path} was damaged ({reason}); moved to {move_aside(self.state_path, reason)}"
-        except OSError as e:
-            log.warning("cannot set aside the damaged download list %s: %s", self.state_path, e)
+        downloads, self.load_problem = load_list(self.state_path)
+        for d in downloads:
+            for j in d.files:
+                c = self._cached(d, j)
+                j.progress.done = c.blob.stat().st_size if c.present(j.size) else c.partial_bytes()
+        return downloads
 
 
 def free_bytes(path: Path) -> int:
