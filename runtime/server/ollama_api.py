@@ -211,7 +211,7 @@ async def ps(request: web.Request) -> web.Response:
     except (psutil.Error, TypeError):
         size = m.path.stat().st_size
     expires = request.app[KEEP_ALIVE].expires_at()
-    entry = tag_entry(m)
+    entry = await asyncio.to_thread(tag_entry, m)  # reads the header: off the event loop
     entry.pop("modified_at")
     entry.update(size=size, size_vram=0, expires_at=iso(expires) if expires else "9999-12-31T23:59:59Z",
                  context_length=engine.loaded.max_request_tokens if engine.loaded else request.app[CONFIG].ctx)
