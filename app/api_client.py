@@ -50,9 +50,10 @@ class ApiClient:
             self._session = None
 
     async def _request(self, method: str, path: str, *, json_body: dict | None = None,
-                       timeout: float | None = 10.0) -> dict:
+                       timeout: float | None = 10.0, headers: dict[str, str] | None = None) -> dict:
         try:
-            async with self.session.request(method, self.base_url + path, json=json_body, headers=self._headers(),
+            async with self.session.request(method, self.base_url + path, json=json_body,
+                                            headers={**(self._headers() or {}), **(headers or {})},
                                             timeout=aiohttp.ClientTimeout(total=timeout)) as r:
                 raw = await r.read()
                 body = _json(raw)
@@ -85,8 +86,9 @@ class ApiClient:
     async def get(self, path: str, timeout: float | None = 10.0) -> dict:
         return await self._request("GET", path, timeout=timeout)
 
-    async def post(self, path: str, body: dict | None = None, timeout: float | None = 30.0) -> dict:
-        return await self._request("POST", path, json_body=body or {}, timeout=timeout)
+    async def post(self, path: str, body: dict | None = None, timeout: float | None = 30.0,
+                   headers: dict[str, str] | None = None) -> dict:
+        return await self._request("POST", path, json_body=body or {}, timeout=timeout, headers=headers)
 
     async def delete(self, path: str) -> dict:
         return await self._request("DELETE", path)

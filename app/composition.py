@@ -62,6 +62,7 @@ class HearthApp(QObject):
         super().__init__()
         self.qapp = qapp
         qapp.setQuitOnLastWindowClosed(False)  # the tray keeps running; quitting is explicit
+        self.data_dir = data_dir
         self.settings_store = SettingsStore(data_dir / "app-settings.json")
         self.settings = self.settings_store.load()
         if port is not None:
@@ -88,6 +89,9 @@ class HearthApp(QObject):
         if self.models_page is not None:
             pages["Models"] = self.models_page
         self.window = MainWindow(pages)
+        if self.store.problem:  # the damaged history was set aside: say so where the user looks
+            self.show_error(UserError("The chat history was damaged.", self.store.problem,
+                                      "Nothing else is needed; the damaged file is kept for you to inspect."))
         self.window.setWindowIcon(state_icon(RUNNING))
         self.window.close_handler = self._window_closing
         self.tray = Tray(self.service, open_window=self.open_window,
@@ -110,7 +114,7 @@ class HearthApp(QObject):
         from app.models import ModelStoreService
         from app.ui.models_page import ModelsPage
 
-        self.models = ModelStoreService(self.client)
+        self.models = ModelStoreService(self.client, self.data_dir)
         self.models.error.connect(self.show_error)
         self.models.local_changed.connect(self._local_models)
         return ModelsPage(self.models, self.spawn)

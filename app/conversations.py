@@ -1,8 +1,16 @@
-"""Conversations and their messages in SQLite, in the data directory; they survive restarts."""
+"""Conversations and their messages in SQLite, in the data directory; they survive restarts.
+
+The database is owner-only (0600, and so are SQLite's -wal and -shm files, which take its
+mode). A database that cannot be opened or fails SQLite's quick check never stops the app:
+it is moved aside (``conversations.sqlite3.corrupt-TIMESTAMP``), the rows that can still be
+read are copied into a new one, and ``problem`` says what happened for the app to show.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -70,16 +78,77 @@ class Message:
     meta: dict = field(default_factory=dict)  # model, tokens_per_s, ttft_s, cached_tokens, finish, ...
 
 
+log = logging.getLogger("hearth.app")
+_TABLES = {"conversations": ("id", "title", "model", "system_prompt", "sampling", "created", "updated"),
+           "messages": ("id", "conversation_id", "role", "content", "meta", "created")}
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    if not path.exists():
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))  # created owner-only, not by the umask
+    if os.name == "posix":
+        os.chmod(path, 0o600)
+    db = sqlite3.connect(str(path))
+    try:
+        db.execute("PRAGMA foreign_keys = ON")
+        db.execute("PRAGMA journal_mode = WAL")
+        db.executescript(_SCHEMA)
+        check = db.execute("PRAGMA quick_check").fetchone()
+        if not check or check[0] != "ok":
+            raise sqlite3.DatabaseError(f"quick_check: {check[0] if check else 'no answer'}")
+    except sqlite3.DatabaseError:
+        db.close()
+        raise
+    return db
+
+
+def _salvage(old: Path, db: sqlite3.Connection) -> int:
+    """Copy the rows a damaged database still gives into ``db``; returns how many."""
+    copied = 0
+    try:
+        src = sqlite3.connect(f"file:{old}?mode=ro", uri=True)
+    except sqlite3.DatabaseError:
+        return 0
+    try:
+        for table, cols in _TABLES.items():
+            try:
+                rows = src.execute(f"SELECT {', '.join(cols)} FROM {table} ORDER BY id").fetchall()
+            except sqlite3.DatabaseError:
+                continue
+            with db:
+                db.executemany(f"INSERT OR IGNORE INTO {table} ({', '.join(cols)}) VALUES "
+                               f"({', '.join('?' * len(cols))})", rows)
+            copied += len(rows)
+    except sqlite3.DatabaseError as e:
+        log.warning("stopped copying from the damaged chat database: %s", e)
+    finally:
+        src.close()
+    return copied
+
+
 class ConversationStore:
     """All reads and writes of the chat history. Each write commits: a crash loses nothing saved."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        from runtime.private_files import move_aside, private_dir
+
+        private_dir(path.parent)
         self.path = path
-        self.db = sqlite3.connect(str(path))
-        self.db.execute("PRAGMA foreign_keys = ON")
-        self.db.execute("PRAGMA journal_mode = WAL")
-        self.db.executescript(_SCHEMA)
+        self.problem: str | None = None  #: the database was damaged and set aside (for the user)
+        try:
+            self.db = _open(path)
+        except sqlite3.DatabaseError as e:
+            aside = move_aside(path, str(e))
+            for extra in ("-wal", "-shm"):  # SQLite's companions belong to the damaged file
+                companion = path.with_name(path.name + extra)
+                if companion.exists():
+                    os.replace(companion, aside.with_name(aside.name + extra))
+            self.db = _open(path)
+            kept = _salvage(aside, self.db)
+            self.problem = (f"The chat history could not be read ({e}); it was moved to {aside}"
+                            + (f" and {kept} records that could still be read were kept." if kept
+                               else " and a new history was started."))
+            log.warning("%s", self.problem)
 
     def close(self) -> None:
         self.db.close()

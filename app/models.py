@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from urllib.parse import quote
 
 from PySide6.QtCore import QObject, Signal
@@ -49,9 +50,10 @@ class ModelStoreService(QObject):
     local_changed = Signal(list)  # ids of the models the chat can use
     running_changed = Signal(dict)  # the running model: id, pid, memory bytes; {} when none
 
-    def __init__(self, client: ApiClient) -> None:
+    def __init__(self, client: ApiClient, data_dir: Path | None = None) -> None:
         super().__init__()
         self.client = client
+        self.data_dir = data_dir  # where the service keeps the import token (see import_file)
         self.catalog = CatalogListModel()
         self.local = LocalModelListModel()
         self.downloads = DownloadListModel()
@@ -183,8 +185,14 @@ class ModelStoreService(QObject):
         return True
 
     async def import_file(self, path: str) -> bool:
+        """Import the file the user chose in the file dialog: that choice is the confirmation
+        the service asks for (the data directory's import token in a header)."""
+        from runtime.server.import_confirm import CONFIRM_HEADER, load_token
+
+        token = load_token(self.data_dir) if self.data_dir is not None else None
         try:
-            await self.client.post("/hearth/models/import", {"path": path}, timeout=300)
+            await self.client.post("/hearth/models/import", {"path": path}, timeout=300,
+                                   headers={CONFIRM_HEADER: token} if token else None)
         except ApiProblem as e:
             self.error.emit(UserError("The file could not be imported.", e.message,
                                       "Choose a .gguf model file that is complete and readable."))

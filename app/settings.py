@@ -73,7 +73,6 @@ class SettingsStore:
         return settings
 
     def save(self, settings: AppSettings) -> None:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(settings), indent=2))
-        tmp.replace(self.path)
+        from runtime.private_files import write_private
+
+        write_private(self.path, json.dumps(asdict(settings), indent=2))  # owner-only, atomic

@@ -12,7 +12,8 @@ DEFAULT_MODEL = "smollm2-135m"
 
 
 def data_dir() -> Path:
-    """The user data directory (platformdirs), or ``$HEARTH_DATA_DIR`` when set."""
+    """The user data directory (platformdirs), or ``$HEARTH_DATA_DIR`` when set; created
+    owner-only (0700)."""
     override = os.environ.get("HEARTH_DATA_DIR")
     if override:
         path = Path(override)
@@ -20,8 +21,9 @@ def data_dir() -> Path:
         import platformdirs
 
         path = Path(platformdirs.user_data_dir("hearth", appauthor=False))
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    from runtime.private_files import private_dir
+
+    return private_dir(path)  # 0700: it holds the chat history, the keys and the model list
 
 
 @dataclass(slots=True)
@@ -53,3 +55,4 @@ class ServeConfig:
     max_client_requests: int = 16  # in flight or queued per client address
     max_body_bytes: int = 8 * 1024 * 1024
     shutdown_grace: float = 5.0  # seconds open streams get to finish on SIGTERM
+    load_timeout: float = 600.0  # seconds a model may take to load before its worker is killed

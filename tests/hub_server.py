@@ -22,6 +22,8 @@ Test controls (the ``loopback_hub`` fixture in ``tests/conftest.py`` yields a ``
     hub.release()                                       # lets held responses go on
     hub.corrupt("owner/repo", "x.gguf", offset)         # serve the file with one byte flipped
     hub.fail_repo("owner/repo", 404)                    # every request for the repo answers 404
+    hub.lie("owner/repo", "x.gguf", lfs=None, blobId="") # hostile listing fields (None: left out)
+    hub.lie("owner/repo", commit="../../x")             # a hostile commit in the listing
     hub.ranges("owner/repo", "x.gguf")                  # Range headers of the GETs received (None: no Range)
     hub.gets("owner/repo", "x.gguf")                    # how many GETs of the file were received
     hub.bytes_sent("owner/repo", "x.gguf")              # body bytes sent for the file, over all GETs
@@ -57,13 +59,14 @@ class HubFile:
     cut_after: list[int] = field(default_factory=list)  #: one entry per upcoming GET
     hold_after: list[int] = field(default_factory=list)
     corrupt_at: int | None = None
+    listing: dict = field(default_factory=dict)  #: sibling fields served instead (None: left out)
 
     @property
     def blob_id(self) -> str:
         if self.lfs:
             pointer = f"version https://git-lfs.github.com/spec/v1\noid sha256:{self.sha256}\nsize {self.size}\n"
             return _git_blob_id(pointer.encode())
-        return _git_blob_id(self.read(0, self.size))
+        return _git_blob_id(self.data if self.data is not None else self.path.read_bytes())  # the true bytes
 
     @property
     def etag(self) -> str:
@@ -94,6 +97,7 @@ class HubRepo:
     tags: list[str] = field(default_factory=list)
     downloads: int = 0
     fail_status: int | None = None
+    listed_commit: str | None = None  #: the ``sha`` the listing claims, instead of the true one
 
     @property
     def commit(self) -> str:
@@ -186,6 +190,14 @@ class LoopbackHub:
     def corrupt(self, repo_id: str, name: str, offset: int) -> None:
         """Serve the file with the byte at ``offset`` flipped; the listed sha256 stays the true one."""
         self.file(repo_id, name).corrupt_at = offset
+
+    def lie(self, repo_id: str, name: str | None = None, *, commit: str | None = None, **fields) -> None:
+        """Serve hostile metadata: sibling ``fields`` of file ``name`` replaced (a value of None
+        leaves the field out, e.g. ``lfs=None``), or the repo's listed ``commit``."""
+        if name is not None:
+            self.file(repo_id, name).listing.update(fields)
+        if commit is not None:
+            self.repos[repo_id].listed_commit = commit
 
     def fail_repo(self, repo_id: str, status: int = 404) -> None:
         self.repos.setdefault(repo_id, HubRepo(repo_id)).fail_status = status
@@ -280,9 +292,10 @@ class LoopbackHub:
                 s.update(size=f.listed_size, blobId=f.blob_id)
                 if f.lfs:
                     s["lfs"] = {"sha256": f.sha256, "size": f.listed_size, "pointerSize": 135}
-            siblings.append(s)
+                s.update(f.listing)
+            siblings.append({k: v for k, v in s.items() if v is not None})
         return web.json_response({
-            **self._summary(repo), "sha": repo.commit, "siblings": siblings, "disabled": False,
+            **self._summary(repo), "sha": repo.commit if repo.listed_commit is None else repo.listed_commit, "siblings": siblings, "disabled": False,
             "createdAt": "2025-01-01T00:00:00.000Z", "usedStorage": sum(f.size for f in repo.files.values()),
         })
 

@@ -19,12 +19,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from runtime.store.gguf_file import SHAPE_BOUNDS as BOUNDS
 from runtime.store.gguf_file import GGUFHeader, InvalidModelFile, read_header
 
 #: llama.cpp's built-in SWA period per architecture (llama-model.cpp ``set_swa_pattern``)
 SWA_PATTERNS = {"gemma2": 2, "gemma3": 6, "cohere2": 4, "exaone4": 4, "gpt-oss": 2}
 _INPUT_TENSORS = ("token_embd.", "token_embd_norm.", "position_embd.", "token_types.",
                   "per_layer_token_embd.")
+
+
+def _brief(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 class ModelShapeError(InvalidModelFile):
@@ -99,16 +105,23 @@ def swa_layers(n_layer: int, window: int, pattern: object, arch: str) -> tuple[t
     return tuple(period == 0 or il % period < period - 1 for il in range(n_layer)), assumed
 
 
+def _ints(value: list) -> list[int]:
+    """The integers of a header array (a damaged file may hold strings or floats there)."""
+    return [int(v) for v in value if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v
+            and abs(v) < 1 << 62]
+
+
 def _per_layer(value: object, n_layer: int, default: int) -> tuple[int, ...]:
-    if isinstance(value, list) and value:
-        vals = [int(v) for v in value[:n_layer]]
+    vals = _ints(value[:n_layer]) if isinstance(value, list) else []
+    if vals:
         return tuple(vals + [vals[-1]] * (n_layer - len(vals)))
     return (int(value) if isinstance(value, int) else default,) * n_layer
 
 
 def _largest(value: object, default: int) -> int:
-    if isinstance(value, list) and value:
-        return max(int(v) for v in value)
+    vals = _ints(value) if isinstance(value, list) else []
+    if vals:
+        return max(vals)
     return int(value) if isinstance(value, int) else default
 
 
@@ -128,6 +141,25 @@ class _Keys:
 
     def get(self, key: str) -> object | None:
         return self.header.arch_value(key)
+
+    def count(self, key: str, default: int | None = None) -> int:
+        """An integer key, required when ``default`` is None, inside ``BOUNDS``."""
+        value = self.need(key) if default is None else self.get(key)
+        if value is None or value == 0 and default is not None:
+            value = default
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ModelShapeError(f"{self.file}: '{self.arch}.{key}' is {_brief(value)}, not an integer: "
+                                  "the header is damaged")
+        return self.check(key, value)
+
+    def check(self, key: str, value: int) -> int:
+        """``value`` of ``key`` when it lies inside ``BOUNDS`` (a hostile file cannot make the
+        planner build a tuple of 2**32 layers)."""
+        high = BOUNDS.get(key.rsplit(".", 1)[-1], 1 << 32)
+        if not 0 <= value <= high:
+            raise ModelShapeError(f"{self.file} declares '{self.arch}.{key}' = {value:,}; Hearth accepts 0 to "
+                                  f"{high:,}: the header is damaged or not a model llama.cpp can run")
+        return value
 
     def need(self, key: str) -> object:
         value = self.get(key)
@@ -160,27 +192,30 @@ def _tensor_groups(header: GGUFHeader, n_layer: int) -> tuple[list[int], int, in
 
 
 def shape_from_header(header: GGUFHeader) -> ModelShape:
-    """The shape of a model from its parsed GGUF header."""
+    """The shape of a model from its parsed GGUF header (numbers outside ``BOUNDS`` refused)."""
     k = _Keys(header)
-    n_layer = int(k.need("block_count"))
-    n_embd = int(k.need("embedding_length"))
+    n_layer = k.count("block_count")
+    n_embd = k.count("embedding_length")
     n_head = _largest(k.need("attention.head_count"), 0)
-    ctx_train = int(k.need("context_length"))
+    ctx_train = k.count("context_length")
     if n_layer <= 0 or n_head <= 0 or n_embd <= 0:
         raise ModelShapeError(f"{k.file} declares {n_layer} layers and {n_head} heads: the header is damaged")
+    k.check("attention.head_count", n_head)
     n_head_kv = _per_layer(k.get("attention.head_count_kv"), n_layer, n_head)
-    head_k = int(k.get("attention.key_length") or n_embd // n_head)
-    head_v = int(k.get("attention.value_length") or n_embd // n_head)
-    window = int(k.get("attention.sliding_window") or 0)
+    k.check("attention.head_count_kv", max(n_head_kv))
+    head_k = k.count("attention.key_length", n_embd // n_head)
+    head_v = k.count("attention.value_length", n_embd // n_head)
+    window = k.count("attention.sliding_window", 0)
     swa, assumed = swa_layers(n_layer, window, k.get("attention.sliding_window_pattern"), k.arch)
     layers, input_bytes, output_bytes, tied, n_params = _tensor_groups(header, n_layer)
     embd = next((t for t in header.tensors if t.name == "token_embd.weight"), None)
-    n_vocab = int(k.get("vocab_size") or (embd.shape[-1] if embd else 0))
+    n_vocab = k.count("vocab_size", embd.shape[-1] if embd and embd.shape else 0)
+    n_ff = k.check("feed_forward_length", _largest(k.get("feed_forward_length"), 4 * n_embd))
     name = header.metadata.get("general.name")
     return ModelShape(
         name=name if isinstance(name, str) else Path(header.path).stem, architecture=k.arch,
         n_layer=n_layer, n_head=n_head, n_head_kv=n_head_kv, head_dim_k=head_k, head_dim_v=head_v,
-        n_embd=n_embd, n_ff=_largest(k.get("feed_forward_length"), 4 * n_embd), n_vocab=n_vocab,
+        n_embd=n_embd, n_ff=n_ff, n_vocab=n_vocab,
         ctx_train=ctx_train, sliding_window=window, swa_layers=swa, layer_bytes=tuple(layers),
         input_bytes=input_bytes, output_bytes=output_bytes, tied_output=tied, n_params=n_params,
         file_bytes=header.file_size, source="gguf", path=header.path, swa_assumed=assumed,

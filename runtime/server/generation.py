@@ -11,7 +11,7 @@ from runtime.engine.engine import INVALID_TOKEN
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, bad_request
 from runtime.server.keep_alive import KEEP_ALIVE
-from runtime.server.model_manager import DraftRefused, ModelDoesNotFit
+from runtime.server.model_manager import DraftRefused, ModelDoesNotFit, ModelLoadTimeout
 from runtime.server.model_refs import ModelPathRefused
 from runtime.server.schemas import GenerationRequest
 from runtime.server.validation import token_ids
@@ -34,6 +34,8 @@ def engine_error(e: Exception) -> ApiError:
         return ApiError(503, f"{e}; the next request restarts it", type="server_error", code="engine_stopped")
     if isinstance(e, DraftRefused):
         return ApiError(400, str(e), param="draft", code="draft_refused")
+    if isinstance(e, ModelLoadTimeout):
+        return ApiError(504, str(e), type="server_error", param="model", code="model_load_timeout")
     if isinstance(e, ModelDoesNotFit):
         return ApiError(400, str(e), param="model", code="model_does_not_fit")
     if isinstance(e, ModelLoadFailed):

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from aiohttp import web
 
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import bad_request
 from runtime.server.generation import model_error
-from runtime.server.model_refs import ModelPathRefused, check_model_ref
+from runtime.server.model_refs import ModelPathRefused, confinement
 from runtime.store.gguf_file import InvalidModelFile
 from runtime.store.model_shape import model_shape
 from runtime.store.resolve import UnknownModel
@@ -30,10 +32,14 @@ async def fit(request: web.Request) -> web.Response:
         ctx = int(q["ctx"])
     try:
         ref = q.get("model") or config.model
-        check_model_ref(ref, config)  # a request must not read the header of any file it names
-        shape = model_shape(ref, config.data_dir)
-        plan = plan_fit(shape, await manager.hardware(), ctx=ctx, kv_type=q.get("kv_type", config.kv_type),
-                        n_seq=config.parallel, n_batch=config.n_batch)
+        hw = await manager.hardware()
+
+        def blocking():  # the header is read, and the plan made, off the event loop
+            shape = model_shape(ref, config.data_dir, confinement(config))
+            return plan_fit(shape, hw, ctx=ctx, kv_type=q.get("kv_type", config.kv_type),
+                            n_seq=config.parallel, n_batch=config.n_batch)
+
+        plan = await asyncio.to_thread(blocking)
     except (UnknownModel, InvalidModelFile, ModelPathRefused) as e:
         raise model_error(e) from None
     except ValueError as e:

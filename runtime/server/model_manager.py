@@ -9,8 +9,8 @@ import time
 from runtime.config import ServeConfig
 from runtime.engine.client import EngineClient, ModelLoadFailed
 from runtime.engine.messages import WorkerSpec
-from runtime.server.model_refs import check_model_ref
-from runtime.store.resolve import InvalidModelFile, ResolvedModel, UnknownModel, resolve_model
+from runtime.server.model_refs import resolve_request_model
+from runtime.store.resolve import InvalidModelFile, ModelPathRefused, ResolvedModel, UnknownModel
 
 
 log = logging.getLogger("hearth.models")
@@ -22,6 +22,10 @@ class ModelDoesNotFit(ModelLoadFailed):
 
 class DraftRefused(ModelLoadFailed):
     """The draft model cannot serve this model (another vocabulary, a missing file)."""
+
+
+class ModelLoadTimeout(ModelLoadFailed):
+    """The worker did not finish loading the model within ``load_timeout``; it was killed."""
 
 
 class ModelManager:
@@ -51,15 +55,15 @@ class ModelManager:
 
     async def plan(self, model: ResolvedModel, freed_bytes: int = 0):
         """The fit plan for loading ``model`` with this service's settings (None if the
-        probe fails: loading then goes ahead with the settings as given). ``freed_bytes``:
+        probe fails: loading then goes ahead with the settings as given; a file whose header
+        is refused raises ``InvalidModelFile``). ``freed_bytes``:
         RAM that unloading the current model will give back."""
         from runtime.hardware.fit import plan_fit
         from runtime.store.model_shape import shape_of_file
 
         c = self.config
-        try:
-            hw = await self.hardware()
-            hw.ram.available += freed_bytes
+
+        def blocking(hw):  # headers are read in a thread: the event loop keeps answering
             try:
                 draft_path, _ = self.draft_for(model)
             except DraftRefused:
@@ -67,24 +71,38 @@ class ModelManager:
             draft = shape_of_file(draft_path) if draft_path and draft_path != "ngram" else None
             return plan_fit(shape_of_file(model.path), hw, ctx=c.ctx, kv_type=c.kv_type,
                             n_seq=c.parallel, n_batch=c.n_batch, draft=draft)
+
+        try:
+            hw = await self.hardware()
+            hw.ram.available += freed_bytes
+            return await asyncio.to_thread(blocking, hw)
+        except InvalidModelFile:
+            raise  # a damaged or hostile file is refused; it must not unload the running model
         except (RuntimeError, OSError, ValueError) as e:
             log.warning("no fit plan for %s: %s", model.id, e)
             return None
 
     def resolve(self, ref: str | None) -> ResolvedModel:
-        """Raises ``UnknownModel``, ``InvalidModelFile`` or ``ModelPathRefused`` with a message for the user."""
+        """Raises ``UnknownModel``, ``InvalidModelFile`` or ``ModelPathRefused`` with a message for the user.
+        Blocking (a header is read): async code calls ``resolve_async``."""
         ref = ref or self.config.model
-        check_model_ref(ref, self.config)
         cached = self._resolved.get(ref)
         if cached is not None and cached.path.is_file():
             return cached
-        resolved = resolve_model(ref, self.config.data_dir)
+        resolved = resolve_request_model(ref, self.config)
         self._resolved[ref] = resolved
         return resolved
 
+    async def resolve_async(self, ref: str | None) -> ResolvedModel:
+        return await asyncio.to_thread(self.resolve, ref)
+
+    def forget_resolved(self) -> None:
+        """Models were imported or deleted: references are resolved again."""
+        self._resolved.clear()
+
     async def engine_for(self, ref: str | None) -> EngineClient:
         """The running engine for ``ref``: loads it, swaps the current model, or restarts a dead worker."""
-        model = self.resolve(ref)
+        model = await self.resolve_async(ref)
         engine = self.engine
         if engine is not None and engine.alive and engine.model_id == model.id:
             return engine
@@ -130,7 +148,7 @@ class ModelManager:
             return "ngram", "ngram"
         try:
             draft = self.resolve(ref)
-        except (UnknownModel, InvalidModelFile) as e:
+        except (UnknownModel, InvalidModelFile, ModelPathRefused) as e:
             if explicit:
                 raise DraftRefused(f"draft model: {e}") from None
             log.warning("no draft model for %s: %s", model.id, e)
@@ -139,7 +157,7 @@ class ModelManager:
 
     async def _load(self, model: ResolvedModel, plan) -> EngineClient:
         c = self.config
-        draft, draft_id = self.draft_for(model)
+        draft, draft_id = await asyncio.to_thread(self.draft_for, model)
         n_ctx = min(c.ctx, plan.ctx) if plan is not None else c.ctx
         gpu_layers = plan.gpu_layers if plan is not None else 0
         engine = EngineClient(WorkerSpec(
@@ -149,7 +167,12 @@ class ModelManager:
             prefix_cache=c.prefix_cache, cache_fraction=c.cache_fraction, cache_ram_mib=c.cache_ram,
             draft=draft, draft_id=draft_id))
         try:
-            await engine.start()
+            await asyncio.wait_for(engine.start(), c.load_timeout)
+        except asyncio.TimeoutError:
+            self.last_error = (f"loading {model.id} took longer than {c.load_timeout:g} s (--load-timeout); "
+                               "its worker was stopped")
+            await _kill(engine)
+            raise ModelLoadTimeout(self.last_error) from None
         except Exception as e:
             self.last_error = str(e)
             if isinstance(e, ModelLoadFailed) and str(e).startswith("draft model"):
@@ -185,3 +208,11 @@ class ModelManager:
         if self.engine is not None:
             await self.engine.stop()
             self.engine = None
+
+
+async def _kill(engine: EngineClient) -> None:
+    """End a worker that is stuck loading (it cannot read a shutdown message meanwhile)."""
+    process = getattr(engine, "process", None)
+    if process is not None and process.is_alive():
+        process.kill()
+    await engine.stop(timeout=5.0)

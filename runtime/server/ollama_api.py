@@ -136,7 +136,7 @@ async def _load_or_unload(request: web.Request, oreq: OllamaRequest, shape) -> w
     manager, keep_alive = request.app[MANAGER], request.app[KEEP_ALIVE]
     ref = engine_model(oreq.name)
     try:
-        model = manager.resolve(ref)
+        model = await manager.resolve_async(ref)
         if oreq.keep_alive == 0:
             keep_alive.touch(0)
             await manager.unload(lambda e: e.model_id == model.id and not e.active)
@@ -163,37 +163,40 @@ def _loaded(request: web.Request) -> LocalModel | None:
     return LocalModel(engine.model_id, Path(engine.spec.model_path), load_catalog().get(engine.model_id))
 
 
-def _find(request: web.Request, name: str) -> LocalModel:
-    manager = request.app[MANAGER]
+async def _find(request: web.Request, name: str) -> LocalModel:
+    """The local model ``name`` names, through the service's one resolver (in a thread: it
+    reads headers)."""
+    manager, data_dir, loaded = request.app[MANAGER], request.app[CONFIG].data_dir, _loaded(request)
     ref = engine_model(name)
-    for m in local_models(request.app[CONFIG].data_dir, _loaded(request)):
-        if m.id == ref:
-            break
-    else:
-        m = None
-    try:
+
+    def blocking() -> LocalModel:
+        m = next((m for m in local_models(data_dir, loaded) if m.id == ref), None)
         resolved = manager.resolve(ref)
+        if m is None:
+            m = LocalModel(resolved.id, resolved.path)
+        m.path = resolved.path
+        return m
+
+    try:
+        return await asyncio.to_thread(blocking)
     except Exception as e:
         raise model_error(e) from None
-    if m is None:
-        m = LocalModel(resolved.id, resolved.path)
-    m.path = resolved.path
-    return m
 
 
 async def tags(request: web.Request) -> web.Response:
-    models = local_models(request.app[CONFIG].data_dir, _loaded(request))
-    return web.json_response({"models": [tag_entry(m) for m in models]})
+    data_dir, loaded = request.app[CONFIG].data_dir, _loaded(request)
+    entries = await asyncio.to_thread(lambda: [tag_entry(m) for m in local_models(data_dir, loaded)])
+    return web.json_response({"models": entries})
 
 
 async def show(request: web.Request) -> web.Response:
     body = await read_json(request)
-    m = _find(request, model_name(body))
+    m = await _find(request, model_name(body))
     c = request.app[CONFIG]
     engine = request.app[MANAGER].engine
     params = {"num_ctx": engine.loaded.max_request_tokens if engine and engine.loaded and engine.model_id == m.id
               else c.ctx, "temperature": 0.8, "top_k": 40}
-    return web.json_response(show_model(m, params))
+    return web.json_response(await asyncio.to_thread(show_model, m, params))
 
 
 async def ps(request: web.Request) -> web.Response:
@@ -208,7 +211,7 @@ async def ps(request: web.Request) -> web.Response:
     except (psutil.Error, TypeError):
         size = m.path.stat().st_size
     expires = request.app[KEEP_ALIVE].expires_at()
-    entry = tag_entry(m)
+    entry = await asyncio.to_thread(tag_entry, m)  # reads the header: off the event loop
     entry.pop("modified_at")
     entry.update(size=size, size_vram=0, expires_at=iso(expires) if expires else "9999-12-31T23:59:59Z",
                  context_length=engine.loaded.max_request_tokens if engine.loaded else request.app[CONFIG].ctx)
@@ -259,7 +262,7 @@ async def pull(request: web.Request) -> web.StreamResponse:
         try:
             d = await downloads.pull(ref)
         except NothingToPull:
-            _find(request, name)  # a local file or embedded model: present (or a clear error)
+            await _find(request, name)  # a local file or embedded model: present (or a clear error)
             return await _pull_done(request, stream, [{"status": "pulling manifest"}])
         except Exception as e:
             raise store_error(e) from None

@@ -41,6 +41,19 @@ def add_api_args(p: argparse.ArgumentParser) -> None:
                    help="largest request body in MiB; larger ones get 413 (default %(default)s)")
     g.add_argument("--shutdown-grace", type=float, default=5.0, metavar="SECONDS",
                    help="on SIGTERM, how long open streams may run before they are ended (default %(default)s)")
+    g.add_argument("--load-timeout", type=_positive, default=600.0, metavar="SECONDS",
+                   help="longest a model may take to load; its worker is then stopped and the request "
+                        "gets 504 model_load_timeout (default %(default)s)")
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive number of seconds")
+    return value
 
 
 def api_config(args: argparse.Namespace, data_dir: Path) -> dict:
@@ -56,7 +69,7 @@ def api_config(args: argparse.Namespace, data_dir: Path) -> dict:
                 models_dirs=[Path(d).expanduser().resolve() for d in args.models_dir],
                 keep_alive=args.keep_alive, max_tokens_limit=args.max_tokens_limit,
                 max_client_requests=args.max_client_requests, max_body_bytes=int(args.max_body_mb * 1024 * 1024),
-                shutdown_grace=args.shutdown_grace)
+                shutdown_grace=args.shutdown_grace, load_timeout=args.load_timeout)
 
 
 def add_key_command(sub) -> None:

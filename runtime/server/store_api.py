@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -15,7 +16,9 @@ from aiohttp import web
 
 from runtime.server import sse
 from runtime.server.app_keys import CONFIG, MANAGER
+from runtime.server.api_key import is_loopback
 from runtime.server.errors import ApiError, bad_request
+from runtime.server.import_confirm import CONFIRM_HEADER, confirmed, ensure_token
 from runtime.store import hub
 from runtime.store.catalog import CatalogEntry, load_catalog
 from runtime.store.downloads import DownloadManager, DownloadNotFound, NotEnoughSpace
@@ -30,6 +33,7 @@ HEARTBEAT_S = 15.0
 
 
 async def store_ctx(app: web.Application) -> AsyncIterator[None]:
+    await asyncio.to_thread(ensure_token, app[CONFIG].data_dir)
     manager = DownloadManager(app[CONFIG].data_dir / "downloads.json")
     app[DOWNLOADS] = manager
     await manager.start()
@@ -88,14 +92,31 @@ async def delete_model(request: web.Request) -> web.Response:
         return web.json_response(await asyncio.to_thread(reg.delete, model_id))
     except ModelNotFound as e:
         raise store_error(e) from None
+    finally:
+        request.app[MANAGER].forget_resolved()
+
+
+def _import_consented(request: web.Request) -> None:
+    """An import over the API is the user's own act (see ``runtime.server.import_confirm``)."""
+    config = request.app[CONFIG]
+    if config.api_key:  # the guard checked the request carried it
+        return
+    if is_loopback(request.remote or "") and confirmed(request.headers.get(CONFIRM_HEADER), config.data_dir):
+        return
+    raise ApiError(403, "importing a file over the API needs the user's confirmation: import it in the app, "
+                        f"run `hearth import PATH`, or send {CONFIRM_HEADER} with the data directory's "
+                        "import token from this machine", code="import_not_confirmed")
 
 
 async def import_model(request: web.Request) -> web.Response:
+    _import_consented(request)
     path = await _body(request, "path")
     try:
         model = await asyncio.to_thread(_registry(request).import_file, path)
     except InvalidModelFile as e:
         raise store_error(e) from None
+    finally:
+        request.app[MANAGER].forget_resolved()
     return web.json_response(model.to_dict(), status=201)
 
 
@@ -169,23 +190,45 @@ async def download_action(request: web.Request) -> web.Response:
         raise store_error(e) from None
 
 
+def heartbeat_s() -> float:
+    """Seconds between ``: ping`` comments on an idle event stream (``HEARTH_SSE_HEARTBEAT_S``)."""
+    try:
+        value = float(os.environ.get("HEARTH_SSE_HEARTBEAT_S", HEARTBEAT_S))
+    except ValueError:
+        return HEARTBEAT_S
+    return value if 0.05 <= value <= 3600 else HEARTBEAT_S
+
+
 async def download_events(request: web.Request) -> web.StreamResponse:
-    """SSE: each download's state first, then every change; ``: ping`` comments keep it open."""
+    """SSE: each download's state first, then every change; ``: ping`` comments keep it open.
+
+    The wait for the next event is one task that outlives each heartbeat: cancelling it on
+    a timeout (``asyncio.wait_for``) would close the subscription and end the stream."""
     response = await sse.open_stream(request)
     events = request.app[DOWNLOADS].events()
+    pending: asyncio.Future | None = None
+    beat = heartbeat_s()
     try:
         while True:
-            try:
-                item = await asyncio.wait_for(anext(events), HEARTBEAT_S)
-            except asyncio.TimeoutError:
+            if pending is None:
+                pending = asyncio.ensure_future(anext(events))
+            done, _ = await asyncio.wait({pending}, timeout=beat)
+            if not done:
                 await response.write(b": ping\n\n")
                 continue
+            finished, pending = pending, None
+            try:
+                item = finished.result()
             except StopAsyncIteration:
                 break
             await response.write(sse.frame(item))
     except ConnectionResetError:
         pass
     finally:
+        if pending is not None:
+            pending.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration, Exception):
+                await pending
         with contextlib.suppress(Exception):
             await events.aclose()
     with contextlib.suppress(ConnectionResetError):

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-import os
 import shutil
 import time
 import uuid
@@ -29,6 +27,7 @@ from pathlib import Path
 import aiohttp
 
 from runtime.store import hub
+from runtime.store.download_list import load_list, save_list
 from runtime.store.download_state import ACTIVE, FINAL, Download, FileJob
 from runtime.store.fetch import FetchError, RetryPolicy, fetch_file, resolve_url
 from runtime.store.hf_cache import CachedFile, cache_dir, hub_endpoint
@@ -72,6 +71,7 @@ class DownloadManager:
         self._subscribers: set[asyncio.Queue] = set()
         self._session: aiohttp.ClientSession | None = None
         self._done: dict[str, asyncio.Event] = {}
+        self.load_problem: str | None = None  #: the download list was damaged (what happened)
 
     # --- lifecycle --------------------------------------------------------------------------
     @property
@@ -141,13 +141,30 @@ class DownloadManager:
         self._emit(d, force=True)
         return d
 
+    def _still_needs(self, d: Download) -> dict[Path, int]:
+        """Bytes each blob of ``d`` still needs on disk (by blob path: a shared blob counts once)."""
+        out = {}
+        for j in d.files:
+            cached = self._cached(d, j)
+            if not cached.present(j.size):
+                out[cached.blob] = max((j.size or 0) - j.progress.done, 0)
+        return out
+
     def check_space(self, d: Download) -> None:
-        need = sum(max((j.size or 0) - j.progress.done, 0) for j in d.files
-                   if not self._cached(d, j).present(j.size))
+        """Refuse ``d`` unless the disk holds it beside what every download in progress still
+        needs (free space is counted once for all of them, not once for each)."""
+        mine = self._still_needs(d)
+        need = sum(mine.values())
+        reserved: dict[Path, int] = {}
+        for other in self.downloads.values():
+            if other.id != d.id and other.state in ACTIVE:
+                reserved.update({k: v for k, v in self._still_needs(other).items() if k not in mine})
+        held = sum(reserved.values())
         free = free_bytes(self.root)
-        if need and need + self.reserve_bytes > free:
+        if need and need + held + self.reserve_bytes > free:
+            busy = f", {_gb(held)} of it promised to the downloads in progress" if held else ""
             raise NotEnoughSpace(
-                f"{d.model_id} needs {_gb(need)} more disk space and {_gb(free)} is free in {self.root} "
+                f"{d.model_id} needs {_gb(need)} more disk space and {_gb(free)} is free in {self.root}{busy} "
                 f"(keeping {_gb(self.reserve_bytes)} spare): free some space, delete a model "
                 "(hearth rm), choose a smaller quantization, or set HF_HOME to a larger disk")
 
@@ -301,11 +318,13 @@ class DownloadManager:
         return paths[0]
 
     def _finish(self, d: Download) -> None:
-        self._save()
-        self._emit(d, force=True)
-        ev = self._done.get(d.id)
-        if ev is not None:
-            ev.set()
+        try:
+            self._save()
+            self._emit(d, force=True)
+        finally:  # whoever waits (``/api/pull`` without a stream) learns the outcome regardless
+            ev = self._done.get(d.id)
+            if ev is not None:
+                ev.set()
 
     def _emit(self, d: Download, force: bool = False) -> None:
         now = time.monotonic()
@@ -325,35 +344,18 @@ class DownloadManager:
             self._done.pop(d.id, None)
 
     def _save(self) -> None:
-        if self.state_path is None:
-            return
-        rows = [{"id": d.id, "ref": d.ref, "model": d.model_id, "repo": d.repo_id, "commit": d.commit,
-                 "state": d.state, "error": d.error, "path": d.path, "created": d.created,
-                 "files": [{"name": j.name, "size": j.size, "sha256": j.sha256, "etag": j.etag} for j in d.files]}
-                for d in self.list()]
-        self.state_path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.state_path.with_suffix(f".tmp-{os.getpid()}")
-        tmp.write_text(json.dumps({"downloads": rows}, indent=1))
-        os.replace(tmp, self.state_path)
+        if self.state_path is not None:
+            save_list(self.state_path, self.list())
 
     def _load(self) -> list[Download]:
-        if self.state_path is None or not self.state_path.is_file():
+        if self.state_path is None:
             return []
-        try:
-            rows = json.loads(self.state_path.read_text())["downloads"]
-            out = []
-            for r in rows:
-                jobs = [FileJob(f["name"], f["size"], f["sha256"], f["etag"]) for f in r["files"]]
-                d = Download(r["id"], r["ref"], r["model"], r["repo"], r["commit"], jobs, r["state"],
-                             r.get("error"), r.get("path"), r.get("created", time.time()))
-                for j in jobs:
-                    c = self._cached(d, j)
-                    j.progress.done = c.blob.stat().st_size if c.present(j.size) else c.partial_bytes()
-                out.append(d)
-            return out
-        except (ValueError, KeyError, TypeError) as e:
-            log.warning("ignoring the unreadable download list %s: %s", self.state_path, e)
-            return []
+        downloads, self.load_problem = load_list(self.state_path)
+        for d in downloads:
+            for j in d.files:
+                c = self._cached(d, j)
+                j.progress.done = c.blob.stat().st_size if c.present(j.size) else c.partial_bytes()
+        return downloads
 
 
 def free_bytes(path: Path) -> int:

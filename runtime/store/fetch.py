@@ -5,13 +5,17 @@ resumes the other's partial file). A retry, a pause, a restarted service or a ne
 ``hearth pull`` after a kill all continue from the partial file's length with
 ``Range: bytes=N-``. The SHA-256 is computed while the bytes arrive (the partial file is
 hashed once when a fetch resumes); only a file whose digest equals the hub's LFS sha256 is
-renamed to ``blobs/{etag}``. A mismatch deletes the partial file, so nothing unverified is
-ever found under the blob's name.
+renamed to ``blobs/{etag}``. A file the listing gives no sha256 for is verified against the
+``X-Linked-Etag`` the hub sends with it, or else against its git blob id (the SHA-1 of
+``blob {size}\0`` and the content). A mismatch deletes the partial file, so nothing
+unverified is ever found under the blob's name. A full disk (ENOSPC) ends the fetch with
+``DiskFull``; the partial file is kept, so the download resumes once space is freed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import errno
 import hashlib
 import logging
 import os
@@ -38,6 +42,26 @@ class ChecksumMismatch(FetchError):
     pass
 
 
+class DiskFull(FetchError):
+    """The disk filled up while the file was written; the partial file is kept to resume."""
+
+
+def _linked_sha256(value: str | None) -> str | None:
+    """The sha256 in an ``X-Linked-Etag`` header (the hub sends it for LFS files), if it is one."""
+    tag = (value or "").strip().removeprefix("W/").strip('"').lower()
+    return tag if len(tag) == 64 and all(c in "0123456789abcdef" for c in tag) else None
+
+
+def git_blob_id(path: Path, hash_name: str = "sha1") -> str:
+    """The git blob id of a file's content (what the hub lists as ``blobId`` for a file kept in git)."""
+    h = hashlib.new(hash_name)
+    h.update(b"blob %d\0" % path.stat().st_size)
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(4 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
 @dataclass(slots=True)
 class RetryPolicy:
     attempts: int = 6  #: tries in a row that bring no new byte before giving up
@@ -61,8 +85,14 @@ def _hash_file(path: Path) -> hashlib._Hash:
 
 
 def _append(path: Path, data: bytes, h) -> None:
-    with path.open("ab") as f:
-        f.write(data)
+    try:
+        with path.open("ab") as f:
+            f.write(data)
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFull(f"the disk is full ({e.strerror}) while writing {path.name}: free some space and "
+                           "resume the download; the part received so far is kept") from None
+        raise
     h.update(data)
 
 
@@ -110,6 +140,7 @@ async def _fetch_locked(session, url, target: CachedFile, size, sha256, on_progr
     h = await asyncio.to_thread(_hash_file, part) if have else hashlib.sha256()
     on_progress(have)
     failures = 0
+    linked: str | None = None
     while size is None or have < size:
         req = dict(headers)
         if have:
@@ -124,6 +155,7 @@ async def _fetch_locked(session, url, target: CachedFile, size, sha256, on_progr
                     raise aiohttp.ClientResponseError(r.request_info, r.history, status=r.status)
                 if r.status >= 400:
                     raise FetchError(f"the hub answered {r.status} for {target.filename}")
+                linked = _linked_sha256(r.headers.get("X-Linked-Etag")) or linked
                 if have and r.status == 200:  # the server ignored the Range: start over
                     part.unlink(missing_ok=True)
                     have, h = 0, hashlib.sha256()
@@ -165,10 +197,20 @@ async def _fetch_locked(session, url, target: CachedFile, size, sha256, on_progr
             await asyncio.sleep(delay)
     if size is not None and have != size:
         raise FetchError(f"{target.filename}: received {have:,} bytes, the hub lists {size:,}")
-    if sha256 is not None and h.hexdigest() != sha256:
-        part.unlink(missing_ok=True)
-        raise ChecksumMismatch(
-            f"{target.filename} failed its SHA-256 check (got {h.hexdigest()[:16]}..., the hub lists "
-            f"{sha256[:16]}...): the damaged file was deleted; pull it again")
+    await asyncio.to_thread(_verify, part, target, sha256 or linked, h)
     os.replace(part, target.blob)
     return target.blob
+
+
+def _verify(part: Path, target: CachedFile, sha256: str | None, h) -> None:
+    """Nothing unverified becomes a blob: the LFS sha256 (from the listing or the
+    ``X-Linked-Etag`` header), else the git blob id the file is named by."""
+    if sha256 is not None:
+        got, want, what = h.hexdigest(), sha256, "SHA-256"
+    else:  # a file kept in git, not LFS: its blob id is the hash of its content
+        got, want, what = git_blob_id(part, "sha1" if len(target.etag) == 40 else "sha256"), target.etag, "git blob id"
+    if got != want:
+        part.unlink(missing_ok=True)
+        raise ChecksumMismatch(
+            f"{target.filename} failed its {what} check (got {got[:16]}..., the hub lists "
+            f"{want[:16]}...): the damaged file was deleted; pull it again")

@@ -1,9 +1,35 @@
-"""Read a GGUF file's header without loading its weights, and refuse broken files.
+"""Read a GGUF file's header without loading its weights, and refuse broken or hostile files.
 
-A truncated download or a file that is not GGUF must be refused with a clear message
-before llama.cpp sees it. The reader walks the header (metadata and tensor infos) with
-``struct`` on a memory map, which takes milliseconds even for a 262k-token vocabulary, and
-checks that every tensor's data lies inside the file.
+A truncated download, a file that is not GGUF, or a file crafted to make its reader allocate
+without bound must be refused with a clear message before llama.cpp sees it. The reader walks
+the header (metadata and tensor infos) with ``struct`` on a memory map, which takes
+milliseconds even for a 262k-token vocabulary, and checks that every tensor's data lies inside
+the file. Nothing it keeps is larger than the caps below, so a header that declares more than
+the file holds is refused by arithmetic, not by trying to read it.
+
+Caps (llama.cpp's ``gguf.cpp`` checks each of these too; where it has a number, ours is equal
+or smaller):
+
+- every length and count must fit in the bytes left in the file (llama.cpp: the same check);
+- key-value pairs and tensors: at most ``MAX_KV`` (65,536) and ``MAX_TENSORS`` (1 Mi) (llama.cpp: SIZE_MAX /
+  sizeof(entry));
+- keys: 1 to ``MAX_KEY_BYTES`` (64 KiB) bytes, no duplicates (llama.cpp: not empty, no duplicates);
+- string values: at most ``MAX_STRING_BYTES`` (64 MiB; llama.cpp: GGUF_MAX_STRING_LENGTH, 1 GiB);
+- arrays: at most ``MAX_ARRAY_ELEMENTS`` (16 Mi) elements, string arrays at most
+  ``MAX_STRING_ARRAY_ELEMENTS`` (4 Mi; the largest vocabularies have about 260k tokens)
+  (llama.cpp: GGUF_MAX_ARRAY_ELEMENTS, 1 Gi); arrays of arrays
+  are refused (llama.cpp refuses them); arrays over ``KEEP_ARRAY_ELEMENTS`` are checked and
+  skipped, not kept (``SkippedArray`` says their type and length);
+- metadata kept in memory: at most ``MAX_KEPT_BYTES`` (128 MiB) in all;
+- ``general.alignment``: an unsigned 32-bit power of two (llama.cpp: the same);
+- tensors: names 1 to 63 bytes and unique, at most 4 dimensions, every dimension and the
+  element count below 2**63, a known ggml type, rows a whole number of blocks, offsets
+  aligned (llama.cpp: GGML_MAX_NAME 64, GGML_MAX_DIMS 4, the same overflow and block checks).
+
+The architecture numbers that size a model are bounded too (``SHAPE_BOUNDS``: ``block_count``
+at most 512, llama.cpp's LLAMA_MAX_LAYERS; ``context_length`` at most 2**30; heads, lengths and
+the vocabulary likewise), so a 400-byte file cannot make the fit planner build a tuple of
+2**32 layers; ``runtime.hardware.shape`` applies the same bounds to values it derives.
 """
 
 from __future__ import annotations
@@ -20,9 +46,39 @@ GGUF_MAGIC = b"GGUF"
 _SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 _STRING, _ARRAY = 8, 9
 
+MAX_KV = 1 << 16
+MAX_TENSORS = 1 << 20
+MAX_KEY_BYTES = 1 << 16
+MAX_STRING_BYTES = 64 << 20
+MAX_ARRAY_ELEMENTS = 1 << 24
+MAX_STRING_ARRAY_ELEMENTS = 1 << 22
+KEEP_ARRAY_ELEMENTS = 1 << 16
+MAX_KEPT_BYTES = 128 << 20
+MAX_TENSOR_NAME_BYTES = 63
+MAX_DIMS = 4
+_INT64_MAX = (1 << 63) - 1
+_U64 = struct.Struct("<Q")
+
+
+#: ``{arch}.KEY`` -> the largest value accepted (every real model is far inside these)
+SHAPE_BOUNDS = {
+    "block_count": 512, "embedding_length": 1 << 20, "head_count": 1 << 14, "head_count_kv": 1 << 14,
+    "context_length": 1 << 30, "key_length": 1 << 16, "value_length": 1 << 16,
+    "sliding_window": 1 << 30, "vocab_size": 1 << 26, "feed_forward_length": 1 << 24,
+}
+_PER_LAYER_KEYS = ("head_count", "head_count_kv", "feed_forward_length")
+
 
 class InvalidModelFile(ValueError):
     """The file is not a complete, readable GGUF model."""
+
+
+@dataclass(slots=True, frozen=True)
+class SkippedArray:
+    """A metadata array too long to keep (a vocabulary, or a hostile file's): checked, not read."""
+
+    element_type: int
+    count: int
 
 
 @dataclass(slots=True)
@@ -54,44 +110,95 @@ class GGUFHeader:
 
 
 class _Cursor:
-    def __init__(self, buf: mmap.mmap, size: int) -> None:
-        self.buf, self.size, self.pos = buf, size, 0
+    def __init__(self, buf: mmap.mmap, size: int, name: str) -> None:
+        self.buf, self.size, self.pos, self.name = buf, size, 0, name
+        self.kept = 0
+
+    def damaged(self, what: str) -> InvalidModelFile:
+        return InvalidModelFile(f"{self.name} is damaged or not a usable model: {what}")
+
+    def need(self, n: int, what: str) -> None:
+        if n > self.size - self.pos:
+            raise InvalidModelFile(
+                f"{self.name} ends inside its header ({what} needs {n:,} bytes, {self.size - self.pos:,} are "
+                "left): it is truncated or damaged")
 
     def take(self, fmt: str):
         n = struct.calcsize(fmt)
-        if self.pos + n > self.size:
-            raise InvalidModelFile("the file ends inside its header: it is truncated")
+        self.need(n, "a value")
         value = struct.unpack_from("<" + fmt, self.buf, self.pos)
         self.pos += n
         return value[0] if len(value) == 1 else value
 
-    def string(self) -> str:
+    def keep(self, n: int) -> None:
+        self.kept += n
+        if self.kept > MAX_KEPT_BYTES:
+            raise self.damaged(f"its metadata is over {MAX_KEPT_BYTES >> 20} MiB")
+
+    def string(self, limit: int = MAX_STRING_BYTES, keep: bool = True) -> str | None:
         n = self.take("Q")
-        if self.pos + n > self.size:
-            raise InvalidModelFile("the file ends inside its header: it is truncated")
-        s = bytes(self.buf[self.pos:self.pos + n]).decode("utf-8", errors="replace")
-        self.pos += n
-        return s
+        if n > limit:
+            raise self.damaged(f"a string of {n:,} bytes (the limit is {limit:,})")
+        self.need(n, "a string")
+        start, self.pos = self.pos, self.pos + n
+        if not keep:
+            return None
+        self.keep(n)
+        return bytes(self.buf[start:self.pos]).decode("utf-8", errors="replace")
+
+    def skip_strings(self, count: int) -> None:
+        """Walk ``count`` strings without decoding them (a vocabulary: a tight loop, no objects)."""
+        unpack, buf, pos, size = _U64.unpack_from, self.buf, self.pos, self.size
+        for _ in range(count):
+            if pos + 8 > size:
+                break
+            n = unpack(buf, pos)[0]
+            if n > MAX_STRING_BYTES:
+                raise self.damaged(f"a string of {n:,} bytes (the limit is {MAX_STRING_BYTES:,})")
+            pos += 8 + n
+            if pos > size:
+                break
+        else:
+            self.pos = pos
+            return
+        raise InvalidModelFile(f"{self.name} ends inside its header (in an array of strings): it is truncated "
+                               "or damaged")
 
     def value(self, vtype: int, keep: bool = True):
         if vtype in _SCALARS:
             return self.take(_SCALARS[vtype])
         if vtype == _STRING:
-            return self.string()
+            return self.string(keep=keep)
         if vtype == _ARRAY:
-            etype, count = self.take("I"), self.take("Q")
-            if etype in _SCALARS and not keep:
-                self.pos += struct.calcsize(_SCALARS[etype]) * count  # skipped, not read
-                return None
-            if etype == _STRING and not keep:
-                for _ in range(count):
-                    self.pos += 8 + struct.unpack_from("<Q", self.buf, self.pos)[0]
-                if self.pos > self.size:
-                    raise InvalidModelFile("the file ends inside its header: it is truncated")
-                return None
-            items = [self.value(etype, keep) for _ in range(count)]
-            return items if keep else None
-        raise InvalidModelFile(f"unknown GGUF value type {vtype}: the file is damaged")
+            return self.array(keep)
+        raise self.damaged(f"unknown metadata value type {vtype}")
+
+    def array(self, keep: bool):
+        etype, count = self.take("I"), self.take("Q")
+        if etype == _ARRAY:
+            raise self.damaged("an array of arrays (llama.cpp refuses them too)")
+        if etype not in _SCALARS and etype != _STRING:
+            raise self.damaged(f"an array of unknown type {etype}")
+        limit = MAX_STRING_ARRAY_ELEMENTS if etype == _STRING else MAX_ARRAY_ELEMENTS
+        if count > limit:
+            raise self.damaged(f"an array of {count:,} elements (the limit is {limit:,})")
+        width = 8 if etype == _STRING else struct.calcsize(_SCALARS[etype])
+        self.need(count * width, f"an array of {count:,} elements")  # refused before any element is read
+        keep = keep and count <= KEEP_ARRAY_ELEMENTS
+        if etype == _STRING and not keep:
+            self.skip_strings(count)
+        elif etype == _STRING:
+            items = [self.string() for _ in range(count)]
+        elif keep:
+            fmt = _SCALARS[etype]
+            items = list(struct.unpack_from(f"<{count}{fmt}", self.buf, self.pos))
+            self.pos += count * width
+        else:
+            self.pos += count * width  # skipped, not read
+        if not keep:
+            return SkippedArray(etype, count)
+        self.keep(count * 8)
+        return items
 
 
 _BIG_ARRAYS = ("tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type",
@@ -99,7 +206,9 @@ _BIG_ARRAYS = ("tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml
 
 
 def read_header(path: str | Path) -> GGUFHeader:
-    """Parse and validate a GGUF file's header; raise ``InvalidModelFile`` if it is broken."""
+    """Parse and validate a GGUF file's header; raise ``InvalidModelFile`` if it is broken.
+
+    Blocking (it reads the file): call it from a thread in async code."""
     path = Path(path)
     if not path.is_file():
         raise InvalidModelFile(f"{path} does not exist")
@@ -109,22 +218,20 @@ def read_header(path: str | Path) -> GGUFHeader:
     with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
         if buf[:4] != GGUF_MAGIC:
             raise InvalidModelFile(f"{path.name} is not a GGUF file (its first bytes are not 'GGUF')")
-        cur = _Cursor(buf, size)
+        cur = _Cursor(buf, size, path.name)
         cur.pos = 4
         version, n_tensors, n_kv = cur.take("I"), cur.take("Q"), cur.take("Q")
         if version not in (2, 3):
             raise InvalidModelFile(f"{path.name} is GGUF version {version}; versions 2 and 3 are supported")
+        if n_kv > MAX_KV or n_tensors > MAX_TENSORS:
+            raise cur.damaged(f"it declares {n_kv:,} metadata keys and {n_tensors:,} tensors "
+                              f"(the limits are {MAX_KV:,} and {MAX_TENSORS:,})")
+        cur.need(n_kv * 13 + n_tensors * 24, f"{n_kv:,} keys and {n_tensors:,} tensors")  # their smallest size
         header = GGUFHeader(str(path), version, file_size=size)
-        for _ in range(n_kv):
-            key = cur.string()
-            # Vocabulary arrays are large and not needed here; token strings are walked.
-            header.metadata[key] = cur.value(cur.take("I"), keep=key not in _BIG_ARRAYS)
-        for _ in range(n_tensors):
-            name = cur.string()
-            dims = tuple(cur.take("Q") for _ in range(cur.take("I")))
-            ggml_type, offset = cur.take("I"), cur.take("Q")
-            header.tensors.append(TensorInfo(name, dims, ggml_type, offset, _tensor_bytes(dims, ggml_type)))
-    align = header.metadata.get("general.alignment", 32)
+        _read_metadata(cur, header, n_kv)
+        align = _alignment(cur, header)
+        _read_tensors(cur, header, n_tensors, align)
+        _check_shape_numbers(cur, header)
     header.data_offset = (cur.pos + align - 1) // align * align
     end = max((t.offset + t.n_bytes for t in header.tensors), default=0) + header.data_offset
     if end > size:
@@ -135,12 +242,72 @@ def read_header(path: str | Path) -> GGUFHeader:
     return header
 
 
-def _tensor_bytes(dims: tuple[int, ...], ggml_type: int) -> int:
+def _read_metadata(cur: _Cursor, header: GGUFHeader, n_kv: int) -> None:
+    for _ in range(n_kv):
+        key = cur.string(MAX_KEY_BYTES)
+        if not key:
+            raise cur.damaged("an empty metadata key")
+        if key in header.metadata:
+            raise cur.damaged(f"the metadata key {key[:80]!r} appears twice")
+        # Vocabulary arrays are large and not needed here; token strings are walked.
+        header.metadata[key] = cur.value(cur.take("I"), keep=key not in _BIG_ARRAYS)
+
+
+def _alignment(cur: _Cursor, header: GGUFHeader) -> int:
+    align = header.metadata.get("general.alignment", 32)
+    if isinstance(align, bool) or not isinstance(align, int) or align <= 0 or align & (align - 1) or align >= 1 << 32:
+        raise cur.damaged(f"general.alignment is {align!r}; it must be a power of two")
+    return align
+
+
+def _check_shape_numbers(cur: _Cursor, header: GGUFHeader) -> None:
+    """The architecture numbers present must be integers inside ``SHAPE_BOUNDS`` (per-layer
+    ones may be arrays of them); absent ones are the planner's concern."""
+    arch = header.architecture
+    if arch is None:
+        return
+    for key, value in header.metadata.items():
+        prefix, _, name = key.rpartition(".")
+        if not (prefix == arch or prefix == f"{arch}.attention") or name not in SHAPE_BOUNDS:
+            continue
+        values = value if isinstance(value, list) and name in _PER_LAYER_KEYS else [value]
+        for v in values:
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise cur.damaged(f"'{key}' is {str(v)[:40]!r}, not an integer")
+            if not 0 <= v <= SHAPE_BOUNDS[name]:
+                raise cur.damaged(f"'{key}' = {v:,}; Hearth accepts 0 to {SHAPE_BOUNDS[name]:,}")
+
+
+def _read_tensors(cur: _Cursor, header: GGUFHeader, n_tensors: int, align: int) -> None:
+    names: set[str] = set()
+    for _ in range(n_tensors):
+        name = cur.string(MAX_TENSOR_NAME_BYTES)
+        if not name or name in names:
+            raise cur.damaged(f"a tensor name is {'empty' if not name else 'repeated: ' + repr(name)}")
+        names.add(name)
+        n_dims = cur.take("I")
+        if n_dims > MAX_DIMS:
+            raise cur.damaged(f"tensor {name!r} has {n_dims:,} dimensions (at most {MAX_DIMS})")
+        dims = tuple(cur.take("Q") for _ in range(n_dims))
+        ggml_type, offset = cur.take("I"), cur.take("Q")
+        n_bytes = _tensor_bytes(cur, name, dims, ggml_type)
+        if offset % align or offset > _INT64_MAX:
+            raise cur.damaged(f"tensor {name!r} starts at offset {offset:,}, not a multiple of {align}")
+        header.tensors.append(TensorInfo(name, dims, ggml_type, offset, n_bytes))
+
+
+def _tensor_bytes(cur: _Cursor, name: str, dims: tuple[int, ...], ggml_type: int) -> int:
     try:
         block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(ggml_type)]
     except (ValueError, KeyError):
-        raise InvalidModelFile(f"unknown tensor type {ggml_type}: the file is damaged or too new") from None
+        raise InvalidModelFile(f"{cur.name}: tensor {name!r} has the unknown type {ggml_type}: the file is "
+                               "damaged or too new for this version of Hearth") from None
     n = 1
     for d in dims:
         n *= d
+        if n > _INT64_MAX:
+            raise cur.damaged(f"tensor {name!r} of shape {dims} has more than 2**63 elements")
+    if dims and dims[0] % block:
+        raise cur.damaged(f"tensor {name!r}: a row of {dims[0]} elements is not a whole number of "
+                          f"{block}-element blocks")
     return n // block * type_size

@@ -16,12 +16,53 @@ as ``huggingface_hub.constants`` does), so a changed ``HF_HOME`` takes effect.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from huggingface_hub.file_download import _create_symlink, repo_folder_name
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
+_HEX = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")  # a git SHA-1 or a SHA-256
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+MAX_FILENAME = 1024
+
+
+class UntrustedName(ValueError):
+    """A name from the hub (or a state file) that must not become a file name."""
+
+
+def checked_etag(etag: object, filename: object = "a file") -> str:
+    """A blob name: the LFS sha256 (64 hex) or a git blob id (40 hex); nothing else names a
+    file in the cache (an empty one would be ``blobs/.incomplete``, a separator a path)."""
+    if not isinstance(etag, str) or not _HEX.match(etag):
+        raise UntrustedName(f"the hub gave {filename!s:.200} the identifier {str(etag)[:80]!r}, which is not "
+                            "a 40- or 64-digit lowercase hex digest: refusing to store it")
+    return etag
+
+
+def checked_sha256(value: object, filename: object = "a file") -> str:
+    if not isinstance(value, str) or not _SHA256.match(value):
+        raise UntrustedName(f"the hub lists the sha256 of {filename!s:.200} as {str(value)[:80]!r}, which is "
+                            "not 64 lowercase hex digits")
+    return value
+
+
+def checked_commit(commit: object) -> str:
+    if not isinstance(commit, str) or not _HEX.match(commit):
+        raise UntrustedName(f"the hub gave the commit {str(commit)[:80]!r}, which is not a 40- or 64-digit "
+                            "lowercase hex hash")
+    return commit
+
+
+def checked_filename(name: object) -> str:
+    """A file path inside a repo, as it may appear under ``snapshots/{commit}/``: relative,
+    ``/``-separated, no empty, ``.`` or ``..`` segment, no backslash or control character."""
+    if (not isinstance(name, str) or not name or len(name) > MAX_FILENAME or name.startswith("/")
+            or "\\" in name or any(ord(c) < 32 or ord(c) == 127 for c in name)
+            or any(part in ("", ".", "..") for part in name.split("/"))):
+        raise UntrustedName(f"the hub lists a file named {str(name)[:80]!r}, which is not a safe relative path")
+    return name
 
 
 def hub_endpoint() -> str:
@@ -46,6 +87,12 @@ class CachedFile:
     commit: str
     filename: str
     etag: str
+
+    def __post_init__(self) -> None:
+        # Every part that becomes a path is checked where the path is made, whatever the source.
+        checked_commit(self.commit)
+        checked_filename(self.filename)
+        checked_etag(self.etag, self.filename)
 
     @property
     def repo_dir(self) -> Path:

@@ -14,7 +14,9 @@ from huggingface_hub import HfApi
 from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, HFValidationError, RepositoryNotFoundError
 
 from runtime.store.gguf_names import is_auxiliary, is_gguf, quant_of, split_part
-from runtime.store.hf_cache import hub_endpoint
+from runtime.store.hf_cache import (
+    UntrustedName, checked_commit, checked_etag, checked_filename, checked_sha256, hub_endpoint,
+)
 
 #: quantizations chosen, in this order, when a reference names none
 PREFERRED_QUANTS = ("Q4_K_M", "Q4_K_S", "Q4_0", "Q5_K_M", "Q4_1", "Q6_K", "Q8_0")
@@ -36,6 +38,10 @@ class HubUnreachable(HubError):
     pass
 
 
+class UntrustedMetadata(HubError):
+    """The hub's answer holds an identifier or file name that cannot safely name a file."""
+
+
 @dataclass(slots=True, frozen=True)
 class RemoteFile:
     name: str
@@ -47,6 +53,20 @@ class RemoteFile:
     def etag(self) -> str:
         """The name of the file's blob in the cache (huggingface_hub's convention)."""
         return self.sha256 or self.blob_id or ""
+
+    def checked(self) -> "RemoteFile":
+        """This file, when its name and identifiers can safely become file names; raises
+        ``UntrustedMetadata`` otherwise (the hub's answer is untrusted input)."""
+        try:
+            checked_filename(self.name)
+            if self.sha256 is not None:
+                checked_sha256(self.sha256, self.name)
+            checked_etag(self.etag, self.name)
+            if self.size is not None and (not isinstance(self.size, int) or self.size < 0):
+                raise UntrustedName(f"the hub lists the size of {self.name} as {self.size!r}")
+        except UntrustedName as e:
+            raise UntrustedMetadata(str(e)) from None
+        return self
 
     @property
     def quant(self) -> str | None:
@@ -79,7 +99,11 @@ class RemoteRepo:
         return found
 
     def select(self, quant: str | None = None, filename: str | None = None) -> list[RemoteFile]:
-        """The file(s) to download for a quantization or a file name (split parts included)."""
+        """The file(s) to download for a quantization or a file name (split parts included),
+        each checked to be safe to store (``RemoteFile.checked``)."""
+        return [f.checked() for f in self._select(quant, filename)]
+
+    def _select(self, quant: str | None, filename: str | None) -> list[RemoteFile]:
         models = self.models()
         if filename is not None:
             f = self.file(filename)
@@ -136,9 +160,17 @@ def repo_info(repo_id: str, endpoint: str | None = None) -> RemoteRepo:
         raise HubError(f"the hub refused the request for {repo_id}: {e}") from None
     except (httpx2.TransportError, OSError) as e:
         raise HubUnreachable(f"cannot reach the hub at {endpoint or hub_endpoint()}: {e}") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as e:  # huggingface_hub parsing a malformed answer
+        raise UntrustedMetadata(f"the hub's answer for {repo_id} is malformed ({type(e).__name__}: {e})") from None
     files = [RemoteFile(s.rfilename, s.size, s.lfs.sha256 if s.lfs else None, s.blob_id)
              for s in info.siblings or []]
-    return RemoteRepo(info.id, info.sha or "", files)
+    try:
+        commit = checked_commit(info.sha)
+    except UntrustedName as e:
+        raise UntrustedMetadata(f"{repo_id}: {e}") from None
+    if not isinstance(info.id, str) or info.id.lower() != repo_id.lower():
+        raise UntrustedMetadata(f"asked for {repo_id}, the hub answered for {str(info.id)[:80]!r}")
+    return RemoteRepo(info.id, commit, files)
 
 
 def search(query: str, limit: int = 20, endpoint: str | None = None) -> list[dict]:

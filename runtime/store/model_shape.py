@@ -14,7 +14,7 @@ from runtime.store.catalog import CatalogEntry, load_catalog
 from runtime.store.gguf_file import read_header
 from runtime.store.gguf_names import split_part
 from runtime.store.refs import BadReference, parse_ref
-from runtime.store.resolve import UnknownModel, resolve_model
+from runtime.store.resolve import Confinement, UnknownModel, resolve_model
 
 
 def catalog_shape(entry: CatalogEntry, quant: str | None = None) -> ModelShape | None:
@@ -41,14 +41,15 @@ def shape_of_file(path: str | Path) -> ModelShape:
     return shape_from_header(header)
 
 
-def model_shape(ref: str, data_dir: Path) -> ModelShape:
-    """The shape of ``ref``; raises ``UnknownModel`` or ``InvalidModelFile`` with the reason."""
+def model_shape(ref: str, data_dir: Path, confine: Confinement | None = None) -> ModelShape:
+    """The shape of ``ref``; raises ``UnknownModel``, ``InvalidModelFile`` or (with
+    ``confine``) ``ModelPathRefused`` with the reason. Blocking: call it from a thread."""
     try:
-        return shape_of_file(resolve_model(ref, data_dir).path)
+        return shape_of_file(resolve_model(ref, data_dir, confine).path)
     except UnknownModel as missing:
         catalog = load_catalog()
         try:
-            parsed = parse_ref(ref, frozenset(catalog))
+            parsed = parse_ref(ref, frozenset(catalog), probe=confine is None)
         except BadReference:
             raise missing from None
         shape = catalog_shape(catalog[parsed.catalog_id], parsed.quant) if parsed.kind == "catalog" else None

@@ -50,12 +50,34 @@ def _looks_like_path(text: str) -> bool:
     return text.startswith(("/", "./", "../", "~", "\\")) or re.match(r"^[A-Za-z]:[\\/]", text) is not None
 
 
-def parse_ref(text: str, catalog_ids: set[str] | frozenset[str] = frozenset()) -> ModelRef:
-    """Parse ``text``; raises ``BadReference`` with the accepted forms."""
+def normalise_ref(text: str) -> str:
+    """``text`` without surrounding whitespace; raises ``BadReference`` for control characters
+    (a NUL would cut a path short in C) and for an empty reference."""
     ref = text.strip()
     if not ref:
         raise BadReference("empty model reference")
-    if _looks_like_path(ref) or Path(ref).expanduser().is_file():
+    if any(ord(c) < 32 or ord(c) == 127 for c in ref):
+        raise BadReference("the model reference contains a control character")
+    return ref
+
+
+def _hub_filename(name: str, text: str) -> str:
+    """A file path inside a repo: relative, no empty, ``.`` or ``..`` segment, no backslash."""
+    parts = name.split("/")
+    if "\\" in name or any(p in ("", ".", "..") for p in parts):
+        raise BadReference(f"{text!r}: a file in a repo is owner/repo/path/file.gguf, without empty, "
+                           "'.' or '..' segments")
+    return name
+
+
+def parse_ref(text: str, catalog_ids: set[str] | frozenset[str] = frozenset(), *, probe: bool = True) -> ModelRef:
+    """Parse ``text``; raises ``BadReference`` with the accepted forms.
+
+    ``probe``: an existing relative file counts as a path (the CLI); a service passes False,
+    so what a request names never depends on which files exist."""
+    ref = normalise_ref(text)
+    dotdot = ".." in ref.replace("\\", "/").split("/")  # a '..' segment makes any reference a path
+    if _looks_like_path(ref) or dotdot or (probe and Path(ref).expanduser().is_file()):
         return ModelRef("path", text, path=Path(ref).expanduser())
     name, quant = ref, None
     if ":" in ref:
@@ -73,8 +95,8 @@ def parse_ref(text: str, catalog_ids: set[str] | frozenset[str] = frozenset()) -
     if len(parts) >= 3 and name.lower().endswith(".gguf") and _REPO.match("/".join(parts[:2])):
         if quant is not None:
             raise BadReference(f"{text!r} names a file; a quantization after it has no meaning")
-        return ModelRef("hub", text, repo_id="/".join(parts[:2]), filename="/".join(parts[2:]))
-    if _REPO.match(name):
+        return ModelRef("hub", text, repo_id="/".join(parts[:2]), filename=_hub_filename("/".join(parts[2:]), text))
+    if _REPO.match(name) and not any(p in (".", "..") for p in parts):
         return ModelRef("hub", text, repo_id=name, quant=quant)
     raise BadReference(
         f"unknown model {text!r}: use a catalog id (e.g. {DEFAULT_MODEL}; hearth list shows what is local), "

@@ -8,13 +8,14 @@ in ``imports.json`` in the data directory, after their header was read and check
 from __future__ import annotations
 
 import json
-import os
+import logging
 import re
 import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from runtime.private_files import move_aside, write_private
 from runtime.store.catalog import CatalogEntry, load_catalog
 from runtime.store.embedded import embedded_path
 from runtime.store.gguf_file import InvalidModelFile, read_header
@@ -22,6 +23,7 @@ from runtime.store.gguf_names import is_auxiliary, quant_of, split_part
 from runtime.store.hf_cache import cache_dir, cached_ggufs, repo_dir
 
 IMPORTS_FILE = "imports.json"
+log = logging.getLogger("hearth.store")
 
 
 class ModelNotFound(LookupError):
@@ -130,29 +132,46 @@ class Registry:
         return self.data_dir / IMPORTS_FILE
 
     def _imports(self) -> list[dict]:
+        """The rows of ``imports.json``; a damaged file is moved aside, its readable rows kept."""
         p = self._imports_path()
-        if not p.is_file():
-            return []
         try:
-            return json.loads(p.read_text())["models"]
-        except (ValueError, KeyError):
+            raw = p.read_text(encoding="utf-8")
+        except FileNotFoundError:
             return []
+        except (OSError, UnicodeDecodeError) as e:
+            return self._damaged(p, str(e), [])
+        try:
+            rows = json.loads(raw)["models"]
+            if not isinstance(rows, list):
+                raise TypeError("'models' is not a list")
+        except (ValueError, KeyError, TypeError) as e:
+            return self._damaged(p, str(e) or type(e).__name__, [])
+        good = [r for r in rows if isinstance(r, dict) and isinstance(r.get("id"), str)
+                and isinstance(r.get("path"), str)]
+        if len(good) < len(rows):
+            return self._damaged(p, f"{len(rows) - len(good)} unreadable entries", good)
+        return good
+
+    def _damaged(self, p: Path, reason: str, keep: list[dict]) -> list[dict]:
+        try:
+            move_aside(p, reason)
+            if keep:
+                self._write_imports(keep)
+        except OSError as e:
+            log.warning("cannot set aside %s: %s", p, e)
+        return keep
 
     def _write_imports(self, rows: list[dict]) -> None:
-        p = self._imports_path()
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_suffix(f".tmp-{os.getpid()}")
-        tmp.write_text(json.dumps({"models": rows}, indent=1))
-        os.replace(tmp, p)
+        write_private(self._imports_path(), json.dumps({"models": rows}, indent=1))
 
     def import_file(self, path: str | Path) -> LocalModel:
         """Register a local GGUF by reference; raises ``InvalidModelFile`` for a broken file."""
-        p = Path(path).expanduser()
+        p = Path(str(path).strip()).expanduser()
         if not p.is_file():
             raise InvalidModelFile(f"{p} does not exist or is not a file")
+        p = p.resolve()  # kept by its real path: a symlink swapped later cannot redirect it
         if p.suffix.lower() != ".gguf":
             raise InvalidModelFile(f"{p.name} is not a .gguf file")
-        p = p.resolve()
         header = read_header(p)  # magic, metadata, tensor extents: refuses text and truncated files
         if header.architecture is None:
             raise InvalidModelFile(f"{p.name} has no general.architecture: it is not a model llama.cpp can run")
@@ -161,10 +180,14 @@ class Registry:
             if m.path == str(p):
                 return m
         size, parts = _parts_size(p)
-        taken = {m.id for m in self.models()}
+        catalog = load_catalog()
+        # Never an id a reference already means: a catalog id (with or without a quantization).
+        taken = {m.id for m in self.models()} | set(catalog) | {
+            f"{e.id}:{q}".lower() for e in catalog.values() for q in e.quants}
+        taken |= {t.lower() for t in taken}
         base = re.sub(r"[^A-Za-z0-9_.\-]+", "-", p.stem) or "model"
         mid, n = base, 2
-        while mid in taken:
+        while mid in taken or mid.lower() in taken:
             mid, n = f"{base}-{n}", n + 1
         name = header.metadata.get("general.name")
         model = LocalModel(mid, name if isinstance(name, str) else p.stem, "imported", str(p), size,
@@ -196,11 +219,13 @@ class Registry:
                 if link.is_symlink() or link.exists():
                     blobs.add(link.resolve())
                     link.unlink()
-        # A blob another snapshot still links to stays.
+        # A blob another snapshot still links to stays; a link that leads out of this repo's
+        # blobs folder is only removed, never followed to delete what it points at.
+        own = (folder / "blobs").resolve()
         still = {p.resolve() for p in (folder / "snapshots").rglob("*") if p.is_symlink()}
         freed = 0
         for b in blobs - still:
-            if b.is_file() and b.parent.name == "blobs":
+            if b.is_file() and b.parent == own:
                 freed += b.stat().st_size
                 b.unlink()
         return freed

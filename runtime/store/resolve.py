@@ -4,10 +4,19 @@ References are parsed by ``runtime.store.refs``: a catalog id (``id`` or ``id:QU
 imported model's id, a Hugging Face ``owner/repo[:QUANT]`` or ``owner/repo/file.gguf``
 found in the Hugging Face cache, or a local path. Nothing here touches the network: a model
 that is not local raises ``UnknownModel`` saying how to pull it.
+
+This is the one place that decides which file a reference opens. With a ``Confinement``
+(every request to the service), the file is accepted only when its real path, after
+``..``, ``~`` and every symlink are resolved (``os.path.realpath``), lies inside one of the
+allowed folders (the data directory, the ``--models-dir`` folders, the Hugging Face cache) or
+is a registered imported file; the operator's own ``--model`` and ``--draft`` are trusted as
+given. The refusal reads the same whether or not the file exists. Without one (the CLI, run
+by the user at the terminal), any file may be named.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,13 +24,46 @@ from runtime.store.catalog import CatalogEntry, load_catalog
 from runtime.store.embedded import embedded_path, ensure_embedded
 from runtime.store.gguf_file import InvalidModelFile, read_header
 from runtime.store.gguf_names import is_auxiliary, quant_of, split_part
-from runtime.store.hf_cache import cached_ggufs, find_snapshot
+from runtime.store.hf_cache import cache_dir, cached_ggufs, find_snapshot
 from runtime.store.hub import PREFERRED_QUANTS
-from runtime.store.refs import BadReference, ModelRef, parse_ref
+from runtime.store.refs import BadReference, ModelRef, normalise_ref, parse_ref
 
 
 class UnknownModel(LookupError):
     pass
+
+
+class ModelPathRefused(PermissionError):
+    """The reference leads to a file outside the folders a request may read models from."""
+
+
+@dataclass(slots=True, frozen=True)
+class Confinement:
+    """Where a request's model may come from: ``roots`` (real paths) and ``trusted`` references."""
+
+    roots: tuple[Path, ...]
+    trusted: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(cls, data_dir: Path, models_dirs=(), trusted=()) -> "Confinement":
+        roots = (data_dir, *models_dirs, cache_dir())
+        return cls(tuple(Path(os.path.realpath(os.path.expanduser(r))) for r in roots),
+                   frozenset(t for t in trusted if t))
+
+    def allows(self, path: Path, data_dir: Path) -> bool:
+        real = Path(os.path.realpath(path))
+        if any(real.is_relative_to(root) for root in self.roots):
+            return True
+        from runtime.store.registry import Registry
+
+        return any(Path(os.path.realpath(m.path)) == real for m in Registry(data_dir).imported())
+
+
+def _refused(ref: str) -> ModelPathRefused:
+    return ModelPathRefused(
+        f"model {ref!r} is outside the folders this service may read models from (the data directory, "
+        "the Hugging Face cache and the --models-dir folders) and is not an imported model; use a model "
+        "id, import the file (hearth import, or the app), or add its folder with --models-dir")
 
 
 @dataclass(slots=True, frozen=True)
@@ -32,6 +74,10 @@ class ResolvedModel:
 
 def _checked(model_id: str, path: Path) -> ResolvedModel:
     read_header(path)  # raises InvalidModelFile with the reason
+    return ResolvedModel(model_id, path)
+
+
+def _found(model_id: str, path: Path) -> ResolvedModel:
     return ResolvedModel(model_id, path)
 
 
@@ -51,7 +97,7 @@ def _catalog(entry: CatalogEntry, quant: str | None, data_dir: Path) -> Resolved
     model_id = entry.id if quant == entry.default_quant else f"{entry.id}:{quant}"
     if path is None:
         raise UnknownModel(f"model {model_id!r} is in the catalog but not downloaded: run `hearth pull {model_id}`")
-    return _checked(model_id, path)
+    return _found(model_id, path)
 
 
 def _hub(ref: ModelRef) -> ResolvedModel:
@@ -61,41 +107,60 @@ def _hub(ref: ModelRef) -> ResolvedModel:
         path = find_snapshot(ref.repo_id, name)
         if path is None:
             raise UnknownModel(f"{ref.repo_id}/{name} is not downloaded: run `hearth pull {ref.repo_id}/{name}`")
-        return _checked(f"{ref.repo_id}/{name}", path)
+        return _found(f"{ref.repo_id}/{name}", path)
     files = [(name, path) for repo, name, path in cached_ggufs() if repo == ref.repo_id
              and not is_auxiliary(name) and (split_part(name) is None or split_part(name).index == 1)]
     wanted = [ref.quant] if ref.quant else list(PREFERRED_QUANTS)
     for q in wanted:
         for name, path in files:
             if quant_of(name) == q:
-                return _checked(f"{ref.repo_id}/{name}", path)
+                return _found(f"{ref.repo_id}/{name}", path)
     if files and ref.quant is None:
         name, path = files[0]
-        return _checked(f"{ref.repo_id}/{name}", path)
+        return _found(f"{ref.repo_id}/{name}", path)
     raise UnknownModel(f"{ref.canonical} is not downloaded: run `hearth pull {ref.canonical}`")
 
 
-def resolve_model(ref: str, data_dir: Path) -> ResolvedModel:
-    """Find the model file for ``ref`` and check it is a complete GGUF before any load."""
+def resolve_model(ref: str, data_dir: Path, confine: Confinement | None = None) -> ResolvedModel:
+    """Find the model file for ``ref`` and check it is a complete GGUF before any load.
+
+    Raises ``UnknownModel``, ``InvalidModelFile`` or (with ``confine``) ``ModelPathRefused``.
+    Blocking (it reads the file's header): call it from a thread in async code."""
+    try:
+        ref = normalise_ref(ref)
+    except BadReference as e:
+        raise UnknownModel(str(e)) from None
+    if confine is not None and ref in confine.trusted:
+        confine = None  # the operator's own --model / --draft
+    model = _locate(ref, data_dir, confine is None)
+    if confine is not None and not confine.allows(model.path, data_dir):
+        raise _refused(ref)
+    if not model.path.is_file():
+        raise UnknownModel(f"model file {ref!r} does not exist")
+    # The path keeps its name (a split model's parts are found beside it by name); its real
+    # path was checked above.
+    return _checked(model.id, model.path)
+
+
+def _locate(ref: str, data_dir: Path, probe: bool) -> ResolvedModel:
+    """The file ``ref`` names, not yet checked (nor, for a path, known to exist)."""
     catalog = load_catalog()
     from runtime.store.registry import Registry
 
-    for m in Registry(data_dir).imported():
-        if m.id == ref:
-            return _checked(m.id, Path(m.path))
+    if ref not in catalog:  # an imported model never shadows a catalog id
+        for m in Registry(data_dir).imported():
+            if m.id == ref:
+                return ResolvedModel(m.id, Path(m.path))
     try:
-        parsed = parse_ref(ref, frozenset(catalog))
+        parsed = parse_ref(ref, frozenset(catalog), probe=probe)
     except BadReference as e:
         raise UnknownModel(str(e)) from None
     if parsed.kind == "catalog":
         return _catalog(catalog[parsed.catalog_id], parsed.quant, data_dir)
     if parsed.kind == "hub":
         return _hub(parsed)
-    path = parsed.path
-    if not path.is_file():
-        raise UnknownModel(f"model file {ref!r} does not exist")
-    path = path.resolve()
-    return _checked(str(path), path)
+    path = Path(os.path.abspath(parsed.path))
+    return ResolvedModel(str(path), path)
 
 
-__all__ = ["InvalidModelFile", "ResolvedModel", "UnknownModel", "resolve_model"]
+__all__ = ["Confinement", "InvalidModelFile", "ModelPathRefused", "ResolvedModel", "UnknownModel", "resolve_model"]

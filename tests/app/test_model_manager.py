@@ -80,7 +80,11 @@ def test_pull_progress_pause_resume_cancel_delete_import(loopback_hub, tmp_path,
     lrow.button.click()
     driver.until(lambda: all(m.get("repo") != other for m in h.models.local.items()), 30, "the delete")
 
-    # import a .gguf file chosen in the file dialog
+    # import a .gguf file chosen in the file dialog: the app confirms it with the service's import
+    # token, which the service this test started keeps in the session's data directory
+    from runtime.config import data_dir
+
+    h.models.data_dir = data_dir()
     mine = tiny_model(tmp_path / "Mine-Q8_0.gguf")
     monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(lambda *a, **k: (str(mine), "")))
     before = {m["id"] for m in h.models.local.items()}

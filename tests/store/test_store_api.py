@@ -89,9 +89,13 @@ async def test_store_errors_are_clear(service, loopback_hub, tmp_path):
         ("delete", "/hearth/models/no-such-model", None, 404, "model_not_found"),
         ("post", "/hearth/downloads/nope/pause", None, 404, "download_not_found"),
     ]
+    from runtime.config import data_dir
+    from runtime.server.import_confirm import CONFIRM_HEADER, load_token
+
+    confirm = {CONFIRM_HEADER: load_token(data_dir())}  # as the app sends it after its file dialog
     async with aiohttp.ClientSession() as s:
         for method, path, body, status, code in cases:
-            r = await getattr(s, method)(f"{url}{path}", json=body)
+            r = await getattr(s, method)(f"{url}{path}", json=body, headers=confirm)
             err = (await r.json())["error"]
             assert (r.status, err["code"] if code else None) == (status, code), (path, err)
             assert err["message"]
