@@ -41,6 +41,8 @@ class RequestOutput:
     #: speculative decoding: drafted and accepted tokens of the request (on the final output)
     drafted: int = 0
     accepted: int = 0
+    #: the stop string that ended the request, when one did (on the final output)
+    stop_sequence: str | None = None
 
 
 @dataclass(slots=True)
@@ -274,4 +276,4 @@ class Engine:
         self._finish(request, reason)
         st = request.spec
         return RequestOutput(request.request_id, text, 1, reason.value, request.cached_tokens,
-                             st.drafted if st else 0, st.accepted if st else 0)
+                             st.drafted if st else 0, st.accepted if st else 0, request.detok.matched)

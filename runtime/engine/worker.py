@@ -54,6 +54,9 @@ class _Worker:
             bad = [t for t in tokens if not 0 <= t < self.backend.n_vocab]
             if bad:
                 raise RequestRejected(f"token id {bad[0]} is outside the vocabulary (0..{self.backend.n_vocab - 1})")
+            if msg.count_only:
+                self.conn.send(Accepted(msg.request_id, len(tokens)))
+                return
             self.engine.add_group(msg.request_id, tokens, msg.params, msg.n, extra_stop)
         except (RequestRejected, ChatTemplateError) as e:
             self.conn.send(Rejected(msg.request_id, str(e)))

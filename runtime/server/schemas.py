@@ -65,15 +65,15 @@ def _boolean(body: dict, name: str) -> bool:
     return v
 
 
-def _stop(body: dict) -> list[str]:
-    v = body.get("stop")
+def _stop(body: dict, name: str = "stop") -> list[str]:
+    v = body.get(name)
     if v is None:
         return []
     if isinstance(v, str):
         return [v]
     if isinstance(v, list) and all(isinstance(s, str) for s in v) and len(v) <= 16:
         return [s for s in v if s]
-    raise bad_request("'stop' must be a string or a list of at most 16 strings", "stop")
+    raise bad_request(f"'{name}' must be a string or a list of at most 16 strings", name)
 
 
 def _draft(body: dict) -> str | None:

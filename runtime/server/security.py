@@ -7,7 +7,8 @@ origin is answered here; a request from any other origin is refused (403) and ge
 
 ``guard_middleware`` (inside the error middleware, so its refusals are in the API's format):
 503 while the service stops; 403 for a Host that is not loopback while bound to loopback
-(DNS rebinding); 401 without the API key when one is set (all routes but /health); 413 for
+(DNS rebinding); 401 without the API key when one is set (all routes but /health; sent as
+``Authorization: Bearer`` or as Anthropic's ``x-api-key``); 413 for
 a body over the limit; 429 with Retry-After when one client already has too many requests
 in flight.
 """
@@ -19,14 +20,14 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from runtime.server.api_key import is_loopback, key_matches
+from runtime.server.api_key import is_loopback, request_key_matches
 from runtime.server.app_keys import CONFIG
 from runtime.server.errors import ApiError
 
 OPEN_PATHS = frozenset({"/health"})
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 ALLOW_METHODS = "GET, POST, DELETE, OPTIONS"
-ALLOW_HEADERS = "Authorization, Content-Type"
+ALLOW_HEADERS = "Authorization, Content-Type, x-api-key, anthropic-version"
 STOPPING = web.AppKey("stopping", dict)
 LIMITER = web.AppKey("client_limiter", Counter)
 
@@ -98,10 +99,11 @@ async def guard_middleware(request: web.Request, handler) -> web.StreamResponse:
         if host not in LOOPBACK_NAMES and not host.endswith(".localhost"):
             raise ApiError(403, f"this service is bound to loopback and answers only to localhost, not {host!r}",
                            code="host_not_allowed")
-    if config.api_key and path not in OPEN_PATHS and not key_matches(
-            request.headers.get("Authorization"), config.api_key):
-        missing = "Authorization" not in request.headers
-        raise ApiError(401, "this service needs an API key: send 'Authorization: Bearer <key>' (`hearth key` prints it)"
+    if config.api_key and path not in OPEN_PATHS and not request_key_matches(
+            request.headers.get("Authorization"), request.headers.get("x-api-key"), config.api_key):
+        missing = "Authorization" not in request.headers and "x-api-key" not in request.headers
+        raise ApiError(401, "this service needs an API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>' "
+                            "(`hearth key` prints it)"
                        if missing else "the API key is not valid", type="authentication_error",
                        code="missing_api_key" if missing else "invalid_api_key",
                        headers={"WWW-Authenticate": "Bearer"})
