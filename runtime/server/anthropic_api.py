@@ -25,10 +25,13 @@ from runtime.server.generation import Run, count_prompt_tokens, engine_error, st
 from runtime.server.openai_api import read_json
 
 
-def refuse_tools(mreq: MessagesRequest) -> None:
+def refuse_not_yet(mreq: MessagesRequest) -> None:
     if mreq.uses_tools:
         raise ApiError(400, f"tools: {TOOLS_NOT_YET}; send text messages only", param="tools",
                        code="tools_not_supported")
+    if mreq.response_format is not None:
+        raise ApiError(400, "output_config.format: structured output is not supported by this server yet",
+                       param="output_config.format", code="structured_output_not_supported")
 
 
 def stop_reason(run: Run, stop_sequences: list[str]) -> tuple[str, str | None]:
@@ -53,7 +56,7 @@ def _message(msg_id: str, model: str, content: list[dict], reason: str | None, s
 
 async def messages(request: web.Request) -> web.StreamResponse:
     mreq = parse_messages(await read_json(request))
-    refuse_tools(mreq)
+    refuse_not_yet(mreq)
     engine, handles = await start_generation(request, mreq.gen)
     run = Run(handles[0])
     msg_id = f"msg_{uuid.uuid4().hex}"
@@ -100,7 +103,7 @@ async def _stream(request: web.Request, run: Run, msg_id: str, model: str, stops
 
 async def count_tokens(request: web.Request) -> web.Response:
     mreq = parse_messages(await read_json(request), count_only=True)
-    refuse_tools(mreq)
+    refuse_not_yet(mreq)
     return web.json_response({"input_tokens": await count_prompt_tokens(request, mreq.gen)})
 
 

@@ -30,6 +30,8 @@ class MessagesRequest:
     tool_choice: str | dict | None = None  # OpenAI's shape
     parallel_tool_calls: bool | None = None
     thinking_budget: int | None = None  # tokens, when ``thinking`` is enabled
+    response_format: dict | None = None  # OpenAI's shape, from ``output_config.format``
+    effort: str | None = None  # ``output_config.effort``
 
     @property
     def uses_tools(self) -> bool:
@@ -165,6 +167,25 @@ def thinking_budget(thinking: Any) -> int | None:
     return budget if budget is not None else 0
 
 
+def translate_output_config(config: Any) -> tuple[dict | None, str | None]:
+    """``output_config``: ``format`` (a JSON schema) as OpenAI's ``response_format``, and ``effort``."""
+    if config is None:
+        return None, None
+    if not isinstance(config, dict):
+        raise bad_request("output_config: must be an object", "output_config")
+    effort = config.get("effort")
+    if effort is not None and effort not in ("low", "medium", "high", "xhigh", "max"):
+        raise bad_request("output_config.effort: must be 'low', 'medium', 'high', 'xhigh' or 'max'",
+                          "output_config.effort")
+    fmt = config.get("format")
+    if fmt is None:
+        return None, effort
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema"), dict):
+        raise bad_request("output_config.format: must be {\"type\": \"json_schema\", \"schema\": {...}}",
+                          "output_config.format")
+    return {"type": "json_schema", "json_schema": {"name": "output", "schema": fmt["schema"], "strict": True}}, effort
+
+
 def _sampling(body: dict, count_only: bool) -> SamplingParams:
     if body.get("max_tokens") is None and not count_only:
         raise bad_request("max_tokens: Field required", "max_tokens")
@@ -201,5 +222,6 @@ def parse_messages(body: Any, *, count_only: bool = False) -> MessagesRequest:
         messages.insert(0, {"role": "system", "content": system})
     gen = GenerationRequest(model, params, stream=_boolean(body, "stream"), messages=messages)
     choice, parallel = translate_tool_choice(body.get("tool_choice"))
+    fmt, effort = translate_output_config(body.get("output_config"))
     return MessagesRequest(gen, list(params.stop), translate_tools(body.get("tools")), choice, parallel,
-                           thinking_budget(body.get("thinking")))
+                           thinking_budget(body.get("thinking")), fmt, effort)
