@@ -53,3 +53,5 @@ class ServeConfig:
     max_client_requests: int = 16  # in flight or queued per client address
     max_body_bytes: int = 8 * 1024 * 1024
     shutdown_grace: float = 5.0  # seconds open streams get to finish on SIGTERM
+    #: also listen on this port (Ollama's, 11434), for tools that assume Ollama; None: off
+    ollama_port: int | None = None
