@@ -16,6 +16,7 @@ from typing import Any
 from runtime.engine.sampling_params import DEFAULT_TOP_K, SamplingParams
 from runtime.server.errors import bad_request
 from runtime.server.schemas import DEFAULT_TEMPERATURE, GenerationRequest, _boolean, _integer, _number, _stop
+from runtime.server.tool_shapes import function_tool, tool_list
 
 TOOLS_NOT_YET = "tool use is not supported by this server yet"
 _SKIPPED_BLOCKS = {"thinking", "redacted_thinking"}
@@ -116,12 +117,8 @@ def translate_message(m: Any, i: int) -> list[dict]:
 
 def translate_tools(tools: Any) -> list[dict]:
     """Anthropic client tools (``name``, ``description``, ``input_schema``) as OpenAI function tools."""
-    if tools is None:
-        return []
-    if not isinstance(tools, list):
-        raise bad_request("tools: must be a list", "tools")
     out = []
-    for i, t in enumerate(tools):
+    for i, t in enumerate(tool_list(tools, "tools: must be a list")):
         if not isinstance(t, dict) or not isinstance(t.get("name"), str) or not t["name"]:
             raise bad_request(f"tools.{i}.name: Field required", f"tools.{i}.name")
         if t.get("type") not in (None, "custom"):
@@ -129,10 +126,7 @@ def translate_tools(tools: Any) -> list[dict]:
         schema = t.get("input_schema")
         if not isinstance(schema, dict):
             raise bad_request(f"tools.{i}.input_schema: Field required (a JSON schema object)", f"tools.{i}.input_schema")
-        fn = {"name": t["name"], "parameters": schema}
-        if isinstance(t.get("description"), str):
-            fn["description"] = t["description"]
-        out.append({"type": "function", "function": fn})
+        out.append(function_tool(t["name"], schema, t.get("description")))
     return out
 
 

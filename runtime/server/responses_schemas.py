@@ -15,6 +15,7 @@ from typing import Any
 from runtime.engine.sampling_params import DEFAULT_TOP_K, SamplingParams
 from runtime.server.errors import bad_request
 from runtime.server.schemas import DEFAULT_TEMPERATURE, GenerationRequest, _boolean, _integer, _number
+from runtime.server.tool_shapes import function_tool, tool_list
 
 ROLES = {"user", "assistant", "system", "developer"}
 _TEXT_PARTS = {"input_text", "output_text", "text", "refusal"}
@@ -102,20 +103,15 @@ def translate_input(raw: Any) -> list[dict]:
 
 def translate_tools(tools: Any) -> list[dict]:
     """Responses function tools (flat ``name`` / ``parameters``) as chat function tools."""
-    if tools is None:
-        return []
-    if not isinstance(tools, list):
-        raise bad_request("'tools' must be a list", "tools")
     out = []
-    for i, t in enumerate(tools):
+    for i, t in enumerate(tool_list(tools, "'tools' must be a list")):
         if not isinstance(t, dict) or t.get("type") != "function":
             kind = t.get("type") if isinstance(t, dict) else None
             raise bad_request(f"'tools[{i}]': tool type {kind!r} is not available on this server (function tools only)",
                               f"tools[{i}]")
         if not isinstance(t.get("name"), str) or not t["name"]:
             raise bad_request(f"'tools[{i}].name' must be a non-empty string", f"tools[{i}].name")
-        fn = {k: t[k] for k in ("name", "description", "parameters", "strict") if t.get(k) is not None}
-        out.append({"type": "function", "function": fn})
+        out.append(function_tool(t["name"], t.get("parameters"), t.get("description"), t.get("strict")))
     return out
 
 
