@@ -97,7 +97,9 @@ class ServiceController(QObject):
         self._stopping = False
         self._set(STARTING)
         s = self.settings
-        serve = ["serve", "--host", s.host, "--port", str(s.port), *s.serve_args(supports_draft=_cli_supports("--draft"))]
+        options = s.serve_args(supports_draft=_cli_supports("--draft"),
+                               supports_ollama_port=_cli_supports("--ollama-port"))
+        serve = ["serve", "--host", s.host, "--port", str(s.port), *options]
         cmd = [*hearth_argv(), *serve]  # the bundled executable when frozen
         self._append_log(f"$ hearth {' '.join(serve)}")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

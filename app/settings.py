@@ -11,6 +11,7 @@ from runtime.config import DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT
 
 log = logging.getLogger("hearth.app")
 KV_TYPES = ("f16", "q8_0", "q4_0")
+OLLAMA_PORT = 11434
 
 
 @dataclass(slots=True)
@@ -26,13 +27,17 @@ class AppSettings:
     keep_in_tray: bool = True
     theme_follows_os: bool = True
     told_no_tray: bool = False
+    #: also serve the API on Ollama's port, for tools that look for Ollama there
+    ollama_port: bool = False
 
-    def serve_args(self, supports_draft: bool = False) -> list[str]:
+    def serve_args(self, supports_draft: bool = False, supports_ollama_port: bool = True) -> list[str]:
         """Arguments for ``hearth serve`` that carry these settings (host and port apart)."""
         args = ["--model", self.default_model, "--ctx", str(self.ctx), "--parallel", str(self.parallel),
                 "--kv-type", self.kv_type]
         if self.draft_model and supports_draft:
             args += ["--draft", self.draft_model]
+        if self.ollama_port and supports_ollama_port:
+            args += ["--ollama-port", str(OLLAMA_PORT)]
         return args
 
     def validate(self) -> str | None:

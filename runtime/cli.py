@@ -76,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-tokens", type=int, default=512)
     run.add_argument("--temperature", type=float, default=0.8)
     store_commands.add_parsers(sub)
+    from runtime import launch
+
+    launch.add_parser(sub)
     desktop = sub.add_parser("app", help="open the desktop app (starts the service if none runs)")
     desktop.add_argument("--port", type=int, help="the service's port (default: the app's setting)")
     desktop.add_argument("--tray", action="store_true", help="start in the tray without opening the window (start on login)")
@@ -100,7 +103,22 @@ async def _start_site(config: ServeConfig):
         raise SystemExit(f"hearth: cannot listen on {config.host}:{config.port}: {e.strerror}. "
                          "Is another server using that port? Choose one with --port.") from None
     port = runner.addresses[0][1]
+    if config.ollama_port is not None:
+        await _start_ollama_site(runner, config)
     return app, runner, port
+
+
+async def _start_ollama_site(runner, config: ServeConfig) -> None:
+    """The same app on Ollama's port as a second site; a taken port stops the start with the reason."""
+    from aiohttp import web
+
+    try:
+        await web.TCPSite(runner, config.host, config.ollama_port).start()
+    except OSError as e:
+        await runner.cleanup()
+        raise SystemExit(f"hearth: cannot listen on {config.host}:{config.ollama_port} for --ollama-port: "
+                         f"{e.strerror}. Is Ollama (or another Hearth) running there? Stop it, or leave "
+                         "--ollama-port out.") from None
 
 
 async def serve(config: ServeConfig) -> None:
@@ -109,6 +127,8 @@ async def serve(config: ServeConfig) -> None:
     app, runner, port = await _start_site(config)
     url = f"http://{config.host}:{port}"
     print(f"Hearth {__version__} listening on {url}  (OpenAI API at {url}/v1)", flush=True)
+    if config.ollama_port is not None:
+        print(f"Also listening on Ollama's port: http://{config.host}:{config.ollama_port}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -176,7 +196,11 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from runtime.launch import split_client_args
+
+    argv, client_args = split_client_args(sys.argv[1:] if argv is None else list(argv))
     args = build_parser().parse_args(argv)
+    args.client_args = client_args
     if args.command == "probe":
         return _probe(args)
     if args.command == "fit":
@@ -185,6 +209,10 @@ def main(argv: list[str] | None = None) -> int:
         from runtime.config import data_dir
 
         return key_command(args, data_dir())
+    if args.command == "launch":
+        from runtime import launch
+
+        return launch.run(args)
     if args.command in store_commands.COMMANDS:
         return store_commands.run(args)
     if args.command == "app":

@@ -56,3 +56,5 @@ class ServeConfig:
     max_body_bytes: int = 8 * 1024 * 1024
     shutdown_grace: float = 5.0  # seconds open streams get to finish on SIGTERM
     load_timeout: float = 600.0  # seconds a model may take to load before its worker is killed
+    #: also listen on this port (Ollama's, 11434), for tools that assume Ollama; None: off
+    ollama_port: int | None = None

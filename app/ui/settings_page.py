@@ -11,7 +11,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout, QWidget,
 )
 
-from app.settings import KV_TYPES, AppSettings
+from app.settings import KV_TYPES, OLLAMA_PORT, AppSettings
 
 
 class SettingsPage(QWidget):
@@ -46,6 +46,10 @@ class SettingsPage(QWidget):
         f.addRow("Context (tokens)", self.ctx)
         f.addRow("Parallel requests", self.parallel)
         f.addRow("KV cache type", self.kv_type)
+        self.ollama_port = QCheckBox(f"Also listen on Ollama's port ({OLLAMA_PORT})")
+        self.ollama_port.setToolTip("Tools that look for Ollama (editor extensions, Open WebUI) find Hearth with no "
+                                    "setup. The service will not start while Ollama itself uses the port.")
+        f.addRow("", self.ollama_port)
         desktop = QGroupBox("Desktop")
         d = QVBoxLayout(desktop)
         self.login = QCheckBox("Start Hearth when I log in")
@@ -82,6 +86,7 @@ class SettingsPage(QWidget):
         self.ctx.setValue(s.ctx)
         self.parallel.setValue(s.parallel)
         self.kv_type.setCurrentText(s.kv_type)
+        self.ollama_port.setChecked(s.ollama_port)
         self.login.setChecked(s.start_on_login)
         self.tray.setChecked(s.keep_in_tray)
         self.theme.setChecked(s.theme_follows_os)
@@ -100,6 +105,7 @@ class SettingsPage(QWidget):
                        default_model=self.model.currentText().strip(),
                        draft_model=self.draft.currentText().strip(),
                        ctx=self.ctx.value(), parallel=self.parallel.value(), kv_type=self.kv_type.currentText(),
+                       ollama_port=self.ollama_port.isChecked(),
                        start_on_login=self.login.isChecked(), keep_in_tray=self.tray.isChecked(),
                        theme_follows_os=self.theme.isChecked())
 
@@ -116,7 +122,8 @@ class SettingsPage(QWidget):
                 self.message.setText(f"Could not change starting at login: {e}")
                 return
         service_changed = any(getattr(new, k) != getattr(self.settings, k) for k in
-                              ("port", "host", "default_model", "draft_model", "ctx", "parallel", "kv_type"))
+                              ("port", "host", "default_model", "draft_model", "ctx", "parallel", "kv_type",
+                               "ollama_port"))
         self.settings = new
         self.message.setText("Saved. Restart the server (Server page) to use the new service settings."
                              if service_changed else "Saved.")

@@ -285,6 +285,20 @@ class EngineClient:
             h.prompt_tokens = prompt_tokens
         return handles
 
+    async def count_tokens(self, *, prompt: str | None = None, messages: list[dict] | None = None) -> int:
+        """The prompt's length in tokens as this model sees it (chat template included); nothing runs."""
+        if not self.alive:
+            raise WorkerDied(self.error or "the engine worker is not running")
+        request_id = f"r{next(self._ids)}"
+        pending = self._pending[request_id] = _Pending(self._loop.create_future(), asyncio.Queue())
+        try:
+            self._conn.send(Submit(request_id, SamplingParams(), prompt, messages, count_only=True))
+            return await pending.accepted
+        except OSError:
+            raise WorkerDied(self.error or "the engine worker is not running") from None
+        finally:
+            self._pending.pop(request_id, None)
+
     def _drop_group(self, request_id: str) -> None:
         for rid in self._groups.pop(request_id, [request_id]):
             self._pending.pop(rid, None)

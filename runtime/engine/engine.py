@@ -57,6 +57,8 @@ class RequestOutput:
     #: set when ``finish_reason`` is "error": what went wrong with this request (the others go on)
     error: str | None = None
     error_code: str | None = None
+    #: the stop string that ended the request, when one did (on the final output)
+    stop_sequence: str | None = None
 
 
 @dataclass(slots=True)
@@ -344,4 +346,4 @@ class Engine:
         self._finish(request, reason)
         st = request.spec
         return RequestOutput(request.request_id, text, 1, reason.value, request.cached_tokens,
-                             st.drafted if st else 0, st.accepted if st else 0)
+                             st.drafted if st else 0, st.accepted if st else 0, request.detok.matched)

@@ -45,6 +45,8 @@ class Submit:
     messages: list[dict] | None = None
     tokens: list[int] | None = None
     n: int = 1
+    #: tokenize only: the worker answers ``Accepted`` with the prompt's length and runs nothing
+    count_only: bool = False
 
 
 @dataclass(slots=True)

@@ -14,6 +14,8 @@ class TextStream:
         self._decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         self._stop = [s for s in stop if s]
         self._held = ""
+        #: the stop string that ended the text, once one has
+        self.matched: str | None = None
 
     def push(self, data: bytes) -> tuple[str, bool]:
         """Add a token's bytes. Returns (text that is safe to emit, whether a stop string hit).
@@ -24,10 +26,11 @@ class TextStream:
         if not self._stop:
             self._held = ""
             return text, False
-        hit = min((i for i in (text.find(s) for s in self._stop) if i >= 0), default=None)
+        hit = min(((i, s) for s in self._stop if (i := text.find(s)) >= 0), default=None)
         if hit is not None:
             self._held = ""
-            return text[:hit], True
+            self.matched = hit[1]
+            return text[: hit[0]], True
         keep = max((self._partial(text, s) for s in self._stop), default=0)
         self._held = text[len(text) - keep :] if keep else ""
         return text[: len(text) - keep], False

@@ -110,6 +110,9 @@ class _Worker:
                 CONTEXT_LENGTH_EXCEEDED)
 
     def _admit(self, msg: Submit, tokens: list[int], extra_stop: list[str]) -> None:
+        if msg.count_only:  # tokenize only: the prompt's length, nothing runs
+            self.conn.send(Accepted(msg.request_id, len(tokens)))
+            return
         try:
             self.engine.add_group(msg.request_id, tokens, msg.params, msg.n, extra_stop)
         except RequestRejected as e:

@@ -78,6 +78,14 @@ def key_matches(header: str | None, key: str) -> bool:
     return hmac.compare_digest(given.strip().encode(), key.encode())
 
 
+def request_key_matches(authorization: str | None, x_api_key: str | None, key: str) -> bool:
+    """The key as ``Authorization: Bearer <key>`` or as ``x-api-key: <key>`` (Anthropic's clients
+    send the latter), either compared in constant time."""
+    if key_matches(authorization, key):
+        return True
+    return bool(x_api_key) and hmac.compare_digest(x_api_key.strip().encode(), key.encode())
+
+
 def serve_key(option: str | None, host: str, data_dir: Path) -> tuple[str | None, str | None]:
     """The key ``hearth serve`` uses, and a line to print about it.
 

@@ -10,7 +10,9 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from runtime.config import ServeConfig
-from runtime.server import hardware_api, ollama_api, openai_api, openapi, service_api, store_api
+from runtime.server import (
+    anthropic_api, hardware_api, ollama_api, openai_api, openapi, responses_api, service_api, store_api,
+)
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, http_error
 from runtime.server.keep_alive import KEEP_ALIVE, KeepAlive, keep_alive_ctx
@@ -29,6 +31,8 @@ ROUTES = [
     ("GET", "/v1/models", openai_api.list_models),
     ("POST", "/v1/chat/completions", openai_api.chat_completions),
     ("POST", "/v1/completions", openai_api.completions),
+    *responses_api.ROUTES,
+    *anthropic_api.ROUTES,
     *ollama_api.ROUTES,
     ("GET", "/openapi.json", openapi.document),
     *store_api.ROUTES,
@@ -78,6 +82,7 @@ def create_app(config: ServeConfig) -> web.Application:
     app[KEEP_ALIVE] = KeepAlive(config.keep_alive)
     app[STOPPING] = {}
     app[LIMITER] = Counter()
+    app[responses_api.RESPONSES] = responses_api.store_for(app)
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
     app.on_response_prepare.append(grant_on_prepare)

@@ -1,11 +1,23 @@
 """API errors: OpenAI's format ``{"error": {"message", "type", "param", "code"}}`` everywhere,
-except under ``/api/`` (the Ollama-compatible routes), where it is Ollama's ``{"error": "message"}``."""
+except under ``/api/`` (the Ollama-compatible routes), where it is Ollama's ``{"error": "message"}``,
+and under ``/v1/messages`` (Anthropic Messages), where it is Anthropic's
+``{"type": "error", "error": {"type", "message"}}``."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
 OLLAMA_PREFIX = "/api/"
+ANTHROPIC_PATH = "/v1/messages"
+#: Anthropic's error types by HTTP status (its clients branch on them)
+ANTHROPIC_TYPES = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                   404: "not_found_error", 405: "invalid_request_error", 409: "invalid_request_error",
+                   413: "request_too_large", 429: "rate_limit_error", 500: "api_error", 502: "api_error",
+                   503: "overloaded_error", 529: "overloaded_error"}
+
+
+def is_anthropic_path(path: str) -> bool:
+    return path == ANTHROPIC_PATH or path.startswith(ANTHROPIC_PATH + "/")
 
 
 class ApiError(Exception):
@@ -22,8 +34,17 @@ class ApiError(Exception):
     def ollama_body(self) -> dict:
         return {"error": self.message}
 
+    def anthropic_body(self) -> dict:
+        kind = ANTHROPIC_TYPES.get(self.status, "api_error" if self.status >= 500 else "invalid_request_error")
+        return {"type": "error", "error": {"type": kind, "message": self.message}}
+
     def response(self, path: str = "") -> web.Response:
-        body = self.ollama_body() if path.startswith(OLLAMA_PREFIX) else self.body()
+        if path.startswith(OLLAMA_PREFIX):
+            body = self.ollama_body()
+        elif is_anthropic_path(path):
+            body = self.anthropic_body()
+        else:
+            body = self.body()
         return web.json_response(body, status=self.status, headers=self.headers)
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from runtime.engine.client import (
-    EngineClient, ModelLoadFailed, RequestFailed, RequestHandle, RequestRefused, ServiceStopping, WorkerDied,
+    EngineClient, EngineError, ModelLoadFailed, RequestFailed, RequestHandle, RequestRefused, ServiceStopping,
+    WorkerDied,
 )
 from runtime.engine.engine import INVALID_TOKEN
 from runtime.server.app_keys import CONFIG, MANAGER
@@ -71,6 +72,21 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> tupl
     return engine, handles
 
 
+async def count_prompt_tokens(request: web.Request, req: GenerationRequest) -> int:
+    """The request's prompt length in the model's tokens (loading the model if needed); nothing is generated."""
+    keep_alive = request.app[KEEP_ALIVE]
+    keep_alive.touch(req.keep_alive)
+    try:
+        engine = await request.app[MANAGER].engine_for(req.model)
+    except Exception as e:
+        raise model_error(e) from None
+    keep_alive.touch(req.keep_alive)
+    try:
+        return await engine.count_tokens(prompt=req.prompt, messages=req.messages)
+    except (RequestRefused, WorkerDied) as e:
+        raise engine_error(e) from None
+
+
 def model_error(e: Exception) -> ApiError:
     """The HTTP error for a ``model`` that cannot be used (re-raises anything else)."""
     if isinstance(e, ModelPathRefused):
@@ -98,3 +114,48 @@ def usage(prompt_tokens: int, completion_tokens: int, last=None) -> dict:
         body["speculative"] = {"drafted": last.drafted, "accepted": last.accepted,
                                "acceptance_rate": round(last.accepted / last.drafted, 4)}
     return body
+
+
+class Run:
+    """One submitted request read as text pieces, for the wire formats that serve one choice
+    (Anthropic Messages, Responses): outputs that queued up arrive merged, and the final one's
+    counters (finish reason, cached prompt tokens, the stop string that hit) are kept."""
+
+    def __init__(self, handle: RequestHandle) -> None:
+        self.handle = handle
+        self.parts: list[str] = []
+        self.completion_tokens = 0
+        self.finish: str | None = None
+        self.cached_tokens = 0
+        self.stop_sequence: str | None = None
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.handle.prompt_tokens
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+    async def pieces(self):
+        """Text as it comes (never empty); engine errors propagate as ``EngineError``."""
+        async for out in self.handle:
+            outs = [out, *self.handle.ready()]
+            text = "".join(o.text for o in outs)
+            self.completion_tokens += sum(o.n_tokens for o in outs)
+            last = outs[-1]
+            if last.finish_reason is not None:
+                self.finish, self.cached_tokens, self.stop_sequence = (
+                    last.finish_reason, last.cached_tokens, last.stop_sequence)
+            if text:
+                self.parts.append(text)
+                yield text
+
+    async def collect(self) -> str:
+        """The whole text; an engine error becomes the API error."""
+        try:
+            async for _ in self.pieces():
+                pass
+        except EngineError as e:
+            raise engine_error(e) from None
+        return self.text

@@ -12,6 +12,7 @@ from aiohttp import web
 from runtime import __version__
 from runtime.engine.sampling_params import LIMITS, MAX_STOP_CHARS, MAX_STOPS
 from runtime.server.app_keys import CONFIG
+from runtime.server.responses_schemas import EFFORTS
 
 OBJ = {"type": "object"}
 STR = {"type": "string"}
@@ -108,6 +109,7 @@ def _schemas(max_tokens: int) -> dict:
             "modelfile": STR, "parameters": STR, "template": STR, "details": details, "model_info": OBJ,
             "capabilities": {"type": "array", "items": STR}}},
         "OllamaPs": {"type": "object", "required": ["models"], "properties": {"models": {"type": "array"}}},
+        **_wire_schemas(max_tokens),
         "Health": {"type": "object", "required": ["status", "service"], "properties": {
             "status": {"enum": ["ok", "error"]}, "service": STR, "version": STR, "engine": OBJ},
             "description": "version and engine only on a loopback bind and Host, or with the API key"},
@@ -116,11 +118,62 @@ def _schemas(max_tokens: int) -> dict:
     }
 
 
+def _wire_schemas(max_tokens: int) -> dict:
+    """Anthropic Messages and OpenAI Responses bodies (text content; tools are refused for now)."""
+    text_block = {"type": "object", "required": ["type", "text"], "properties": {"type": {"const": "text"}, "text": STR}}
+    content = {"oneOf": [STR, {"type": "array", "items": text_block}]}
+    a_msg = {"type": "object", "required": ["role", "content"], "properties": {
+        "role": {"enum": ["user", "assistant"]}, "content": content}}
+    a_common = {"model": STR, "messages": {"type": "array", "minItems": 1, "items": a_msg},
+                "system": content, "metadata": OBJ}
+    a_usage = {"type": "object", "required": ["input_tokens", "output_tokens"], "properties": {
+        k: INT for k in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")}}
+    r_part = {"type": "object", "required": ["type", "text"], "properties": {
+        "type": {"enum": ["input_text", "output_text"]}, "text": STR}}
+    r_item = {"type": "object", "required": ["role", "content"], "properties": {
+        "type": {"const": "message"}, "role": {"enum": ["user", "assistant", "system", "developer"]},
+        "content": {"oneOf": [STR, {"type": "array", "items": r_part}]}}}
+    return {
+        "AnthropicError": {"type": "object", "required": ["type", "error"], "properties": {
+            "type": {"const": "error"}, "error": {"type": "object", "required": ["type", "message"], "properties": {
+                "type": STR, "message": STR}}}},
+        "AnthropicMessagesRequest": {"type": "object", "required": ["model", "messages", "max_tokens"], "properties": {
+            **a_common, "max_tokens": {**INT, "minimum": 1, "maximum": max_tokens, "examples": [8]},
+            "stop_sequences": {"type": "array", "items": STR, "maxItems": 16}, "stream": BOOL,
+            "temperature": {**NUM, "minimum": 0, "maximum": 1}, "top_p": {**NUM, "minimum": 0, "maximum": 1},
+            "top_k": {**INT, "minimum": 0}},
+            "examples": [{"model": "smollm2-135m", "max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}]}]},
+        "AnthropicCountTokensRequest": {"type": "object", "required": ["model", "messages"], "properties": a_common,
+                                        "examples": [{"model": "smollm2-135m",
+                                                      "messages": [{"role": "user", "content": "Hi"}]}]},
+        "AnthropicMessage": {"type": "object", "required": ["id", "type", "role", "content", "model", "stop_reason",
+                                                            "usage"], "properties": {
+            "id": STR, "type": {"const": "message"}, "role": {"const": "assistant"}, "model": STR,
+            "content": {"type": "array", "items": text_block},
+            "stop_reason": {"enum": ["end_turn", "max_tokens", "stop_sequence", None]},
+            "stop_sequence": {"type": ["string", "null"]}, "usage": a_usage}},
+        "AnthropicTokenCount": {"type": "object", "required": ["input_tokens"], "properties": {"input_tokens": INT}},
+        "ResponsesRequest": {"type": "object", "required": ["input"], "properties": {
+            "model": STR, "input": {"oneOf": [STR, {"type": "array", "minItems": 1, "items": r_item}]},
+            "instructions": STR, "max_output_tokens": {**INT, "minimum": 1, "maximum": max_tokens, "examples": [8]},
+            "temperature": {**NUM, "minimum": 0, "maximum": 2}, "top_p": {**NUM, "minimum": 0, "maximum": 1},
+            "stream": BOOL, "store": BOOL, "previous_response_id": STR, "metadata": OBJ,
+            "reasoning": {"type": "object", "properties": {"effort": {"enum": sorted(EFFORTS)}}}},
+            "examples": [{"model": "smollm2-135m", "input": "Hi", "max_output_tokens": 8}]},
+        "Response": {"type": "object", "required": ["id", "object", "status", "output"], "properties": {
+            "id": STR, "object": {"const": "response"}, "status": STR, "model": STR, "output": {"type": "array"},
+            "usage": {"type": ["object", "null"]}, "previous_response_id": {"type": ["string", "null"]}}},
+        "ResponseDeleted": {"type": "object", "required": ["id", "deleted"], "properties": {"id": STR,
+                                                                                           "deleted": BOOL}},
+    }
+
+
 def _json(schema: dict) -> dict:
     return {"application/json": {"schema": schema}}
 
 
 def _op(summary: str, ok: dict | None = None, *, body: str | None = None, ollama: bool = False,
+        anthropic: bool = False,
         stream: str | None = None, query: list | None = None, tag: str = "hearth", status: str = "200",
         path_params: tuple[str, ...] = ()) -> dict:
     ok_content = _json(ok or OBJ)
@@ -132,7 +185,8 @@ def _op(summary: str, ok: dict | None = None, *, body: str | None = None, ollama
         ok_content[stream] = {"schema": STR}
     op = {"summary": summary, "tags": [tag], "responses": {
         status: {"description": "OK", "content": ok_content},
-        "default": {"description": "An error", "content": _json(_ref("OllamaError" if ollama else "OpenAIError"))}}}
+        "default": {"description": "An error", "content": _json(_ref(
+            "OllamaError" if ollama else "AnthropicError" if anthropic else "OpenAIError"))}}}
     if body:
         op["requestBody"] = {"required": True, "content": _json(_ref(body))}
     params = [{"name": n, "in": "path", "required": True, "schema": STR} for n in path_params] + (query or [])
@@ -163,6 +217,18 @@ OPERATIONS = {
     ("POST", "/v1/completions"): _op("Text completion (OpenAI format; SSE with stream: true)",
                                      _ref("ChatCompletion"), body="CompletionRequest",
                                      stream="text/event-stream", tag="openai"),
+    ("POST", "/v1/responses"): _op("Create a response (OpenAI Responses; SSE events with stream: true)",
+                                   _ref("Response"), body="ResponsesRequest", stream="text/event-stream",
+                                   tag="openai"),
+    ("GET", "/v1/responses/{id}"): _op("A stored response", _ref("Response"), path_params=("id",), tag="openai"),
+    ("DELETE", "/v1/responses/{id}"): _op("Delete a stored response", _ref("ResponseDeleted"), path_params=("id",),
+                                          tag="openai"),
+    ("POST", "/v1/messages"): _op("Create a message (Anthropic Messages; SSE events with stream: true)",
+                                  _ref("AnthropicMessage"), body="AnthropicMessagesRequest", anthropic=True,
+                                  stream="text/event-stream", tag="anthropic"),
+    ("POST", "/v1/messages/count_tokens"): _op("Count a message request's input tokens (Anthropic)",
+                                               _ref("AnthropicTokenCount"), body="AnthropicCountTokensRequest",
+                                               anthropic=True, tag="anthropic"),
     ("POST", "/api/chat"): _op("Chat (Ollama format; NDJSON unless stream: false)", _ref("OllamaChatResponse"),
                                body="OllamaChatRequest", ollama=True, stream="application/x-ndjson", tag="ollama"),
     ("POST", "/api/generate"): _op("Generate (Ollama format; NDJSON unless stream: false)",
@@ -206,13 +272,15 @@ def build(max_tokens: int) -> dict:
     return {
         "openapi": "3.1.0",
         "info": {"title": "Hearth", "version": __version__,
-                 "description": "Local LLM service: OpenAI-compatible (/v1), Ollama-compatible (/api) and "
-                                "Hearth's own (/health, /hearth) endpoints. When the service has an API key, "
-                                "every route but /health needs 'Authorization: Bearer <key>'."},
+                 "description": "Local LLM service: OpenAI-compatible (/v1: chat, completions, Responses), "
+                                "Anthropic Messages (/v1/messages), Ollama-compatible (/api) and Hearth's own "
+                                "(/health, /hearth) endpoints. When the service has an API key, every route but "
+                                "/health needs 'Authorization: Bearer <key>' (or 'x-api-key: <key>')."},
         "paths": paths,
         "components": {"schemas": _schemas(max_tokens),
-                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
-        "security": [{}, {"bearer": []}],
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"},
+                                           "xApiKey": {"type": "apiKey", "in": "header", "name": "x-api-key"}}},
+        "security": [{}, {"bearer": []}, {"xApiKey": []}],
     }
 
 

@@ -7,7 +7,8 @@ origin is answered here; a request from any other origin is refused (403) and ge
 
 ``guard_middleware`` (inside the error middleware, so its refusals are in the API's format):
 503 while the service stops; 403 for a Host that is not loopback while bound to loopback
-(DNS rebinding); 401 without the API key when one is set (all routes but /health); 413 for
+(DNS rebinding); 401 without the API key when one is set (all routes but /health; sent as
+``Authorization: Bearer`` or as Anthropic's ``x-api-key``); 413 for
 a body over the limit; 429 with Retry-After when one client (address and Origin) already
 has too many generation requests in flight (other routes are not counted).
 """
@@ -19,7 +20,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from runtime.server.api_key import is_loopback, key_matches
+from runtime.server.api_key import is_loopback, request_key_matches
 from runtime.server.app_keys import CONFIG
 from runtime.server.errors import ApiError
 
@@ -27,10 +28,11 @@ OPEN_PATHS = frozenset({"/health", "/hearth/identity"})
 #: the routes that count against a client's in-flight limit: the ones that run the model.
 #: A web page can make simple GETs to the service without CORS (an <img>, no Origin header);
 #: those must not use up the desktop app's share. New generation routes are added here.
-GENERATION_PATHS = {"/v1/chat/completions", "/v1/completions", "/api/chat", "/api/generate"}
+GENERATION_PATHS = {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages",
+                    "/v1/messages/count_tokens", "/api/chat", "/api/generate"}
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 ALLOW_METHODS = "GET, POST, DELETE, OPTIONS"
-ALLOW_HEADERS = "Authorization, Content-Type"
+ALLOW_HEADERS = "Authorization, Content-Type, x-api-key, anthropic-version"
 STOPPING = web.AppKey("stopping", dict)
 LIMITER = web.AppKey("client_limiter", Counter)
 
@@ -109,10 +111,11 @@ async def guard_middleware(request: web.Request, handler) -> web.StreamResponse:
             host = request_hostname(request)
             raise ApiError(403, f"this service is bound to loopback and answers only to localhost, not {host!r}",
                            code="host_not_allowed")
-    if config.api_key and path not in OPEN_PATHS and not key_matches(
-            request.headers.get("Authorization"), config.api_key):
-        missing = "Authorization" not in request.headers
-        raise ApiError(401, "this service needs an API key: send 'Authorization: Bearer <key>' (`hearth key` prints it)"
+    if config.api_key and path not in OPEN_PATHS and not request_key_matches(
+            request.headers.get("Authorization"), request.headers.get("x-api-key"), config.api_key):
+        missing = "Authorization" not in request.headers and "x-api-key" not in request.headers
+        raise ApiError(401, "this service needs an API key: send 'Authorization: Bearer <key>' or 'x-api-key: <key>' "
+                            "(`hearth key` prints it)"
                        if missing else "the API key is not valid", type="authentication_error",
                        code="missing_api_key" if missing else "invalid_api_key",
                        headers={"WWW-Authenticate": "Bearer"})

@@ -10,6 +10,8 @@ from pathlib import Path
 from runtime.server.api_key import KeyRequired, create_key, key_path, load_key, remove_key, serve_key
 from runtime.server.keep_alive import parse_keep_alive
 
+OLLAMA_PORT = 11434
+
 
 def _keep_alive(text: str) -> float:
     from runtime.server.errors import ApiError
@@ -39,6 +41,9 @@ def add_api_args(p: argparse.ArgumentParser) -> None:
                    help="requests one client address may have in flight or queued; more get 429 (default %(default)s)")
     g.add_argument("--max-body-mb", type=float, default=8.0, metavar="MB",
                    help="largest request body in MiB; larger ones get 413 (default %(default)s)")
+    g.add_argument("--ollama-port", type=int, nargs="?", const=OLLAMA_PORT, default=None, metavar="PORT",
+                   help=f"also serve the same API on this port (Ollama's is {OLLAMA_PORT}, the value without one), "
+                        "for tools that expect Ollama there; off by default, refused at start when the port is taken")
     g.add_argument("--shutdown-grace", type=float, default=5.0, metavar="SECONDS",
                    help="on SIGTERM, how long open streams may run before they are ended (default %(default)s)")
     g.add_argument("--load-timeout", type=_positive, default=600.0, metavar="SECONDS",
@@ -69,7 +74,8 @@ def api_config(args: argparse.Namespace, data_dir: Path) -> dict:
                 models_dirs=[Path(d).expanduser().resolve() for d in args.models_dir],
                 keep_alive=args.keep_alive, max_tokens_limit=args.max_tokens_limit,
                 max_client_requests=args.max_client_requests, max_body_bytes=int(args.max_body_mb * 1024 * 1024),
-                shutdown_grace=args.shutdown_grace, load_timeout=args.load_timeout)
+                shutdown_grace=args.shutdown_grace, load_timeout=args.load_timeout,
+                ollama_port=args.ollama_port)
 
 
 def add_key_command(sub) -> None:

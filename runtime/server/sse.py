@@ -14,8 +14,11 @@ SSE_HEADERS = {
 }
 
 
-def frame(payload: dict) -> bytes:
-    return b"data: " + json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+def frame(payload: dict, event: str | None = None) -> bytes:
+    """One event; ``event`` adds an ``event:`` line (Anthropic's and the Responses API's streams name
+    each event, and the Anthropic SDK skips events without a name)."""
+    head = b"event: " + event.encode() + b"\n" if event else b""
+    return head + b"data: " + json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
 
 
 DONE = b"data: [DONE]\n\n"
@@ -29,12 +32,12 @@ class TextFrames:
     encoded once and each frame costs one ``json.dumps`` of a short string.
     """
 
-    def __init__(self, template: dict, path: tuple) -> None:
+    def __init__(self, template: dict, path: tuple, event: str | None = None) -> None:
         node = template
         for key in path[:-1]:
             node = node[key]
         node[path[-1]] = _MARK
-        encoded = frame(template)
+        encoded = frame(template, event)
         self._prefix, self._suffix = encoded.split(json.dumps(_MARK).encode(), 1)
 
     def __call__(self, text: str) -> bytes:

@@ -157,6 +157,9 @@ def repo_info(repo_id: str, endpoint: str | None = None) -> RemoteRepo:
     except HFValidationError as e:
         raise RepoNotFound(f"{repo_id!r} is not a valid repository name: {e}") from None
     except HfHubHTTPError as e:
+        # A hub (or mirror) that answers a plain 404 without huggingface_hub's error code header
+        if getattr(e.response, "status_code", None) == 404:
+            raise RepoNotFound(f"no model repository {repo_id!r} on the hub (check the name)") from None
         raise HubError(f"the hub refused the request for {repo_id}: {e}") from None
     except (httpx2.TransportError, OSError) as e:
         raise HubUnreachable(f"cannot reach the hub at {endpoint or hub_endpoint()}: {e}") from None

@@ -50,3 +50,22 @@ def test_start_on_login_unavailable_is_disabled(make_app):
     h = make_app(free_port())  # no start-at-login switch injected
     assert not h.settings_page.login.isEnabled()
     assert "not available" in h.settings_page.login.toolTip()
+
+
+def test_ollama_port_checkbox_is_saved_and_reaches_hearth_serve(driver, make_app, tmp_path):
+    h = make_app(free_port())
+    page = h.settings_page
+    assert not page.ollama_port.isChecked() and "--ollama-port" not in h.settings.serve_args()
+    assert "11434" in page.ollama_port.text()
+    page.ollama_port.setChecked(True)
+    page.save_button.click()
+    assert "Restart the server" in page.message.text()
+    assert SettingsStore(tmp_path / "app-settings.json").load().ollama_port is True
+    assert h.settings.serve_args()[-2:] == ["--ollama-port", "11434"]
+    from runtime.cli import build_parser
+
+    serve = build_parser().parse_args(["serve", *h.settings.serve_args()])
+    assert serve.ollama_port == 11434  # the service accepts what the app sends
+    page.ollama_port.setChecked(False)
+    page.revert_button.click()
+    assert page.ollama_port.isChecked()

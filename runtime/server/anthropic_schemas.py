@@ -1,0 +1,222 @@
+"""Anthropic Messages request bodies, validated and translated into one ``GenerationRequest``.
+
+The content blocks map onto the OpenAI-shaped messages the engine renders: text blocks become
+the message's text, an assistant's ``tool_use`` blocks its ``tool_calls``, a user's
+``tool_result`` blocks ``tool`` messages; tools become OpenAI function tools and ``tool_choice``
+OpenAI's choice. ``thinking`` blocks of earlier turns are dropped (templates do not re-read
+reasoning). Errors name the field the way Anthropic does (``max_tokens: Field required``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.engine.sampling_params import DEFAULT_TOP_K, SamplingParams
+from runtime.server.errors import bad_request
+from runtime.server.schemas import DEFAULT_TEMPERATURE, GenerationRequest
+from runtime.server.validation import boolean, int_option, integer, number, option, stop_list
+from runtime.server.tool_shapes import function_tool, tool_list
+
+TOOLS_NOT_YET = "tool use is not supported by this server yet"
+_SKIPPED_BLOCKS = {"thinking", "redacted_thinking"}
+_REFUSED_FIELDS = {"mcp_servers": "MCP servers", "container": "containers"}
+
+
+@dataclass(slots=True)
+class MessagesRequest:
+    gen: GenerationRequest
+    stop_sequences: list[str] = field(default_factory=list)
+    tools: list[dict] = field(default_factory=list)  # OpenAI function tools
+    tool_choice: str | dict | None = None  # OpenAI's shape
+    parallel_tool_calls: bool | None = None
+    thinking_budget: int | None = None  # tokens, when ``thinking`` is enabled
+    response_format: dict | None = None  # OpenAI's shape, from ``output_config.format``
+    effort: str | None = None  # ``output_config.effort``
+
+    @property
+    def uses_tools(self) -> bool:
+        return bool(self.tools) or any(m["role"] == "tool" or m.get("tool_calls") for m in self.gen.messages or [])
+
+
+def _texts(content: Any, where: str) -> str:
+    """A string, or a list of text blocks, as one string (system prompts, tool results)."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        raise bad_request(f"{where}: must be a string or a list of text blocks", where)
+    parts = []
+    for j, b in enumerate(content):
+        if not isinstance(b, dict) or b.get("type") != "text" or not isinstance(b.get("text"), str):
+            kind = b.get("type") if isinstance(b, dict) else type(b).__name__
+            raise bad_request(f"{where}.{j}: only text blocks are supported here, got {kind!r}", f"{where}.{j}")
+        parts.append(b["text"])
+    return "\n".join(parts)
+
+
+def tool_call(block: dict, where: str) -> dict:
+    """An assistant's ``tool_use`` block as an OpenAI tool call."""
+    if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
+        raise bad_request(f"{where}: a tool_use block needs a string 'id' and 'name'", where)
+    arguments = block.get("input", {})
+    if not isinstance(arguments, dict):
+        raise bad_request(f"{where}.input: must be an object", f"{where}.input")
+    return {"id": block["id"], "type": "function",
+            "function": {"name": block["name"], "arguments": json.dumps(arguments, ensure_ascii=False)}}
+
+
+def tool_message(block: dict, where: str) -> dict:
+    """A user's ``tool_result`` block as an OpenAI ``tool`` message."""
+    if not isinstance(block.get("tool_use_id"), str):
+        raise bad_request(f"{where}.tool_use_id: Field required", f"{where}.tool_use_id")
+    text = _texts(block.get("content"), f"{where}.content")
+    if block.get("is_error") is True:
+        text = f"Error: {text}"  # OpenAI's tool message has no error flag: say it in the text
+    return {"role": "tool", "tool_call_id": block["tool_use_id"], "content": text}
+
+
+def translate_message(m: Any, i: int) -> list[dict]:
+    """One Anthropic message as OpenAI-shaped messages (a user turn with tool results gives several)."""
+    where = f"messages.{i}"
+    if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
+        raise bad_request(f"{where}.role: must be 'user' or 'assistant'", f"{where}.role")
+    role, content = m["role"], m.get("content")
+    if isinstance(content, str):
+        return [{"role": role, "content": content}]
+    if not isinstance(content, list):
+        raise bad_request(f"{where}.content: must be a string or a list of content blocks", f"{where}.content")
+    out: list[dict] = []
+    texts: list[str] = []
+    calls: list[dict] = []
+    for j, b in enumerate(content):
+        at = f"{where}.content.{j}"
+        kind = b.get("type") if isinstance(b, dict) else None
+        if kind == "text" and isinstance(b.get("text"), str):
+            texts.append(b["text"])
+        elif kind == "tool_use" and role == "assistant":
+            calls.append(tool_call(b, at))
+        elif kind == "tool_result" and role == "user":
+            out.append(tool_message(b, at))
+        elif kind in _SKIPPED_BLOCKS:
+            continue
+        elif kind in ("image", "document"):
+            raise bad_request(f"{at}: the models served here take text only, not {kind} blocks", at)
+        else:
+            raise bad_request(f"{at}: unsupported content block {kind!r} in a {role} message", at)
+    if role == "assistant":
+        msg: dict = {"role": "assistant", "content": "".join(texts)}
+        if calls:
+            msg["tool_calls"] = calls
+        out.append(msg)
+    elif texts or not out:
+        out.append({"role": "user", "content": "\n".join(texts)})
+    return out
+
+
+def translate_tools(tools: Any) -> list[dict]:
+    """Anthropic client tools (``name``, ``description``, ``input_schema``) as OpenAI function tools."""
+    out = []
+    for i, t in enumerate(tool_list(tools, "tools: must be a list")):
+        if not isinstance(t, dict) or not isinstance(t.get("name"), str) or not t["name"]:
+            raise bad_request(f"tools.{i}.name: Field required", f"tools.{i}.name")
+        if t.get("type") not in (None, "custom"):
+            raise bad_request(f"tools.{i}: server tool {t['type']!r} is not available on this server", f"tools.{i}")
+        schema = t.get("input_schema")
+        if not isinstance(schema, dict):
+            raise bad_request(f"tools.{i}.input_schema: Field required (a JSON schema object)", f"tools.{i}.input_schema")
+        out.append(function_tool(t["name"], schema, t.get("description")))
+    return out
+
+
+def translate_tool_choice(choice: Any) -> tuple[str | dict | None, bool | None]:
+    """Anthropic's ``tool_choice`` as OpenAI's, and ``parallel_tool_calls`` from ``disable_parallel_tool_use``."""
+    if choice is None:
+        return None, None
+    if not isinstance(choice, dict):
+        raise bad_request("tool_choice: must be an object such as {\"type\": \"auto\"}", "tool_choice")
+    kind = choice.get("type")
+    parallel = None if choice.get("disable_parallel_tool_use") is None else not choice["disable_parallel_tool_use"]
+    if kind == "auto":
+        return "auto", parallel
+    if kind == "any":
+        return "required", parallel
+    if kind == "none":
+        return "none", parallel
+    if kind == "tool" and isinstance(choice.get("name"), str):
+        return {"type": "function", "function": {"name": choice["name"]}}, parallel
+    raise bad_request("tool_choice.type: must be 'auto', 'any', 'none' or 'tool' (with a name)", "tool_choice.type")
+
+
+def thinking_budget(thinking: Any) -> int | None:
+    """``thinking``: enabled with a token budget, adaptive, or disabled."""
+    if thinking is None:
+        return None
+    if not isinstance(thinking, dict) or thinking.get("type") not in ("enabled", "disabled", "adaptive"):
+        raise bad_request("thinking.type: must be 'enabled', 'disabled' or 'adaptive'", "thinking.type")
+    if thinking["type"] == "disabled":
+        return None
+    budget = integer(thinking, "budget_tokens", 1, 2**31 - 1, "thinking.")
+    return budget if budget is not None else 0
+
+
+def translate_output_config(config: Any) -> tuple[dict | None, str | None]:
+    """``output_config``: ``format`` (a JSON schema) as OpenAI's ``response_format``, and ``effort``."""
+    if config is None:
+        return None, None
+    if not isinstance(config, dict):
+        raise bad_request("output_config: must be an object", "output_config")
+    effort = config.get("effort")
+    if effort is not None and effort not in ("low", "medium", "high", "xhigh", "max"):
+        raise bad_request("output_config.effort: must be 'low', 'medium', 'high', 'xhigh' or 'max'",
+                          "output_config.effort")
+    fmt = config.get("format")
+    if fmt is None:
+        return None, effort
+    if not isinstance(fmt, dict) or fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema"), dict):
+        raise bad_request("output_config.format: must be {\"type\": \"json_schema\", \"schema\": {...}}",
+                          "output_config.format")
+    return {"type": "json_schema", "json_schema": {"name": "output", "schema": fmt["schema"], "strict": True}}, effort
+
+
+def _sampling(body: dict, count_only: bool) -> SamplingParams:
+    if body.get("max_tokens") is None and not count_only:
+        raise bad_request("max_tokens: Field required", "max_tokens")
+    top_k = int_option(body, "top_k")
+    return SamplingParams(
+        temperature=number(body, "temperature", DEFAULT_TEMPERATURE, 0.0, 1.0),
+        top_k=DEFAULT_TOP_K if top_k is None else top_k,
+        top_p=option(body, "top_p", 1.0),
+        max_tokens=None if count_only else int_option(body, "max_tokens"),
+        stop=stop_list(body, "stop_sequences"),
+    )
+
+
+def parse_messages(body: Any, *, count_only: bool = False) -> MessagesRequest:
+    """A /v1/messages body (``count_only``: a /v1/messages/count_tokens body, without max_tokens)."""
+    if not isinstance(body, dict):
+        raise bad_request("the request body must be a JSON object")
+    for name, what in _REFUSED_FIELDS.items():
+        if body.get(name):
+            raise bad_request(f"{name}: {what} are not supported by this server", name)
+    model = body.get("model")
+    if model is not None and not isinstance(model, str):
+        raise bad_request("model: must be a string", "model")
+    params = _sampling(body, count_only)
+    raw = body.get("messages")
+    if not isinstance(raw, list) or not raw:
+        raise bad_request("messages: Field required (a non-empty list)", "messages")
+    messages = [t for i, m in enumerate(raw) for t in translate_message(m, i)]
+    if raw[-1].get("role") == "assistant" and not count_only:
+        raise bad_request("messages: a final assistant message (prefilling the reply) is not supported by this server",
+                          "messages")
+    system = _texts(body.get("system"), "system")
+    if system:
+        messages.insert(0, {"role": "system", "content": system})
+    gen = GenerationRequest(model, params, stream=boolean(body, "stream"), messages=messages)
+    choice, parallel = translate_tool_choice(body.get("tool_choice"))
+    fmt, effort = translate_output_config(body.get("output_config"))
+    return MessagesRequest(gen, list(params.stop), translate_tools(body.get("tools")), choice, parallel,
+                           thinking_budget(body.get("thinking")), fmt, effort)

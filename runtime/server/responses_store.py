@@ -1,0 +1,89 @@
+"""Stored responses (``store: true``) for ``previous_response_id``, ``GET`` and ``DELETE``.
+
+One JSON file per response under ``<data dir>/responses/``: the response object as the API
+returned it, and the conversation that led to it (OpenAI-shaped messages, the reply included,
+the instructions not: a continued response takes its own). Bounded three ways: at most
+``max_count`` files and ``max_bytes`` in all (oldest go first), none older than
+``retention_s``. Ids are checked against the shape Hearth gives them, so a request can never
+name a path.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ID_RE = re.compile(r"resp_[0-9a-f]{32}")
+DEFAULT_MAX_COUNT = 1000
+DEFAULT_MAX_BYTES = 64 * 1024 * 1024
+DEFAULT_RETENTION_S = 30 * 24 * 3600.0
+
+
+@dataclass(slots=True)
+class StoredResponse:
+    response: dict
+    conversation: list[dict]
+
+
+class ResponseStore:
+    def __init__(self, root: Path, *, max_count: int = DEFAULT_MAX_COUNT, max_bytes: int = DEFAULT_MAX_BYTES,
+                 retention_s: float = DEFAULT_RETENTION_S) -> None:
+        self.root = root
+        self.max_count, self.max_bytes, self.retention_s = max_count, max_bytes, retention_s
+
+    def _path(self, rid: str) -> Path | None:
+        return self.root / f"{rid}.json" if ID_RE.fullmatch(rid) else None
+
+    def put(self, rid: str, response: dict, conversation: list[dict]) -> None:
+        path = self._path(rid)
+        if path is None:
+            raise ValueError(f"not a response id: {rid!r}")
+        self.root.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"response": response, "conversation": conversation}, ensure_ascii=False))
+        os.replace(tmp, path)
+        self.prune()
+
+    def get(self, rid: str) -> StoredResponse | None:
+        path = self._path(rid)
+        if path is None:
+            return None
+        try:
+            if time.time() - path.stat().st_mtime > self.retention_s:
+                path.unlink(missing_ok=True)
+                return None
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict) or not isinstance(data.get("response"), dict):
+            return None
+        return StoredResponse(data["response"], list(data.get("conversation") or []))
+
+    def delete(self, rid: str) -> bool:
+        path = self._path(rid)
+        if path is None or not path.exists():
+            return False
+        path.unlink(missing_ok=True)
+        return True
+
+    def prune(self) -> int:
+        """Delete expired responses, then the oldest beyond the count and size bounds; how many went."""
+        try:
+            entries = [(p.stat(), p) for p in self.root.glob("resp_*.json")]
+        except OSError:
+            return 0
+        entries.sort(key=lambda e: e[0].st_mtime, reverse=True)  # newest first
+        now, total, kept, removed = time.time(), 0, 0, 0
+        for st, p in entries:
+            if (now - st.st_mtime > self.retention_s or kept + 1 > self.max_count
+                    or total + st.st_size > self.max_bytes):
+                p.unlink(missing_ok=True)
+                removed += 1
+            else:
+                total += st.st_size
+                kept += 1
+        return removed
