@@ -29,3 +29,9 @@ class SamplingParams:
     ignore_eos: bool = False
     #: speculative decoding: None (the server's default), "model", "ngram" or "off"
     draft: str | None = None
+    #: logprobs of every sampled token (the model's raw softmax: ``runtime/engine/logprobs.py``)
+    logprobs: bool = False
+    #: alternatives per position with the logprobs (0..20)
+    top_logprobs: int = 0
+    #: logprobs of the prompt tokens too (echo): the whole prompt is computed, no prefix cache
+    prompt_logprobs: bool = False

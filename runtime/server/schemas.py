@@ -11,12 +11,12 @@ from typing import Any
 
 from runtime.engine.sampling_params import DEFAULT_TOP_K, SamplingParams
 from runtime.server.errors import bad_request
+from runtime.server.logprobs_api import parse_chat_logprobs, parse_completion_logprobs
 
 DEFAULT_TEMPERATURE = 0.8
 MAX_N = 16
 _ROLES = {"system", "developer", "user", "assistant", "tool"}
-_UNSUPPORTED = {"tools": "tool calling", "functions": "function calling", "logprobs": "logprobs",
-                "top_logprobs": "logprobs", "suffix": "suffix", "best_of": "best_of"}
+_UNSUPPORTED = {"tools": "tool calling", "functions": "function calling", "suffix": "suffix", "best_of": "best_of"}
 
 
 @dataclass(slots=True)
@@ -137,6 +137,7 @@ def parse_chat(body: Any) -> GenerationRequest:
         if content is not None and not isinstance(content, (str, list)):
             raise bad_request(f"messages[{i}].content must be a string or a list of parts", f"messages[{i}].content")
     req.messages = [{"role": m["role"], "content": m.get("content") or ""} for m in messages]
+    req.params.logprobs, req.params.top_logprobs = parse_chat_logprobs(body)
     return req
 
 
@@ -154,4 +155,7 @@ def parse_completion(body: Any) -> GenerationRequest:
     else:
         raise bad_request("'prompt' must be a non-empty string, a list of one string, or a list of token ids", "prompt")
     req.echo = _boolean(body, "echo")
+    n_top = parse_completion_logprobs(body)
+    if n_top is not None:
+        req.params.logprobs, req.params.top_logprobs, req.params.prompt_logprobs = True, n_top, req.echo
     return req
