@@ -16,6 +16,7 @@ from typing import Any
 from runtime.engine.sampling_params import DEFAULT_TOP_K, SamplingParams
 from runtime.server.errors import bad_request
 from runtime.server.keep_alive import parse_keep_alive
+from runtime.server.logprobs_api import parse_chat_logprobs
 from runtime.server.schemas import DEFAULT_TEMPERATURE, GenerationRequest
 
 ROLES = {"system", "user", "assistant", "tool"}
@@ -120,8 +121,6 @@ def _refuse_unsupported(body: dict) -> None:
         raise bad_request("'context' is not supported: send the conversation to /api/chat", "context")
     if body.get("template"):
         raise bad_request("'template' is not supported: the model's own chat template is used", "template")
-    if body.get("logprobs"):
-        raise bad_request("'logprobs' is not supported by this server", "logprobs")
 
 
 def _stream(body: dict) -> bool:
@@ -155,6 +154,7 @@ def parse_ollama_chat(body: Any) -> OllamaRequest:
     keep_alive = parse_keep_alive(body.get("keep_alive"))
     stream = _stream(body)
     params = sampling_from_options(body.get("options"))
+    params.logprobs, params.top_logprobs = parse_chat_logprobs(body)
     messages = _messages(body.get("messages") if body.get("messages") is not None else [])
     if not messages:
         return OllamaRequest(name, None, keep_alive)
@@ -169,6 +169,7 @@ def parse_ollama_generate(body: Any) -> OllamaRequest:
     keep_alive = parse_keep_alive(body.get("keep_alive"))
     stream = _stream(body)
     params = sampling_from_options(body.get("options"))
+    params.logprobs, params.top_logprobs = parse_chat_logprobs(body)
     prompt, system, raw = body.get("prompt"), body.get("system"), body.get("raw", False)
     if prompt is not None and not isinstance(prompt, str):
         raise bad_request("'prompt' must be a string", "prompt")
