@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 from runtime.backends.errors import InvalidBatchError, NoKVSlotError
 from runtime.engine.kv_cache_manager import KVCacheManager, KVStats
+from runtime.engine.logprobs import Logprobs, TokenLogprob
 from runtime.engine.request import FinishReason, Request
 from runtime.engine.sampling_params import SamplingParams
 from runtime.engine.scheduler import ScheduledChunk, Scheduler, SchedulerConfig
@@ -59,6 +60,14 @@ class RequestOutput:
     error_code: str | None = None
     #: the stop string that ended the request, when one did (on the final output)
     stop_sequence: str | None = None
+    #: ``params.logprobs``: one entry per token of this output, in order
+    logprobs: list[TokenLogprob] | None = None
+    #: ``params.prompt_logprobs``: entries of the prompt tokens computed this step, in order
+    prompt_logprobs: list[TokenLogprob] | None = None
+
+
+#: bytes of llama.cpp's output buffer a prompt-logprobs chunk may fill (one float row per token)
+OUTPUT_ROWS_BYTES = 64 << 20
 
 
 @dataclass(slots=True)
@@ -103,7 +112,9 @@ class Engine:
             prefix_cache=cache.prefix_cache, cache_fraction=cache.cache_fraction,
             n_swa=backend.info.n_swa, host_bytes=cache.host_mib << 20,
         )
-        self.scheduler = Scheduler(SchedulerConfig(parallel, backend.n_batch), self.kv)
+        rows = max(16, OUTPUT_ROWS_BYTES // (4 * backend.n_vocab))
+        self.scheduler = Scheduler(SchedulerConfig(parallel, backend.n_batch, rows), self.kv)
+        self.logprobs = Logprobs(backend)
         if speculator is not None:
             self.scheduler.lookahead = speculator.lookahead
         self.requests: dict[str, Request] = {}
@@ -173,7 +184,8 @@ class Engine:
         first = self.add_request(request_id, prompt, params, extra_stop)
         group = [first]
         for i in range(1, n):
-            p = replace(params, seed=None if params.seed is None else params.seed + i)
+            # the prompt's logprobs come with the first completion; the others share its blocks
+            p = replace(params, seed=None if params.seed is None else params.seed + i, prompt_logprobs=False)
             group.append(self.add_request(f"{request_id}/{i}", prompt, p, extra_stop, follows=first))
         return group
 
@@ -227,13 +239,22 @@ class Engine:
         batch.clear()
         sampled: list[tuple[Request, int]] = []
         verified: list[tuple[ScheduledChunk, int]] = []
+        prompt_rows: list[tuple[ScheduledChunk, int]] = []
         for c in chunks:
             r = c.request
             draft = drafts.get(r)
             if draft is not None:
-                verified.append((c, batch.add_outputs([r.tokens[c.start]] + draft.tokens, c.start, r.seq_id)))
+                first = batch.add_outputs([r.tokens[c.start]] + draft.tokens, c.start, r.seq_id)
+                verified.append((c, first))
+                if r.wants_prompt_rows:
+                    prompt_rows.append((c, first))
                 continue
-            index = batch.add(r.tokens[c.start:c.end], c.start, r.seq_id, c.samples)
+            if r.wants_prompt_rows:
+                first = batch.add_outputs(r.tokens[c.start:c.end], c.start, r.seq_id)
+                prompt_rows.append((c, first))
+                index = first + c.end - c.start - 1 if c.samples else None
+            else:
+                index = batch.add(r.tokens[c.start:c.end], c.start, r.seq_id, c.samples)
             if index is not None:
                 sampled.append((r, index))
         t0 = time.perf_counter()
@@ -255,10 +276,34 @@ class Engine:
             c.request.num_computed = c.end
             if c.request not in drafts:
                 self.kv.commit(c.request)
+        prompt_entries = {c.request: self._prompt_logprobs(c, first) for c, first in prompt_rows}
         outputs = [self._isolated(r, self._sample, r, index) for r, index in sampled]
         outputs += [self._isolated(c.request, self._verify, c, drafts[c.request], first) for c, first in verified]
+        if prompt_entries:
+            outputs = self._with_prompt_logprobs(outputs, prompt_entries)
         if self.spec is not None:
             self.spec.adapt(self.scheduler.running, sum(1 for c in chunks if c.samples))
+        return outputs
+
+    def _prompt_logprobs(self, c: ScheduledChunk, first: int) -> list[TokenLogprob]:
+        r = c.request
+        entries = self.logprobs.prompt(r, c.start, min(c.end, r.prompt_len), first, r.prompt_logprobs_sent)
+        r.prompt_logprobs_sent = max(r.prompt_logprobs_sent, min(c.end + 1, r.prompt_len))
+        return entries
+
+    def _with_prompt_logprobs(self, outputs: list[RequestOutput],
+                              entries: dict[Request, list[TokenLogprob]]) -> list[RequestOutput]:
+        """Attach this step's prompt logprobs to the request's output, or to an output of no
+        tokens when the chunk sampled nothing (a prompt longer than one step)."""
+        by_id = {o.request_id: o for o in outputs}
+        for r, e in entries.items():
+            if not e:
+                continue
+            out = by_id.get(r.request_id)
+            if out is None:
+                outputs.append(RequestOutput(r.request_id, "", 0, prompt_logprobs=e))
+            else:
+                out.prompt_logprobs = e
         return outputs
 
     def _verify(self, c: ScheduledChunk, draft, first: int) -> RequestOutput:
@@ -269,6 +314,9 @@ class Engine:
         self.kv.memory.seq_rm(r.seq_id, c.start + 1 + m, None)
         r.num_computed = c.start + 1
         self.kv.commit(r)
+        # the target's rows at [last, x1..xm] gave the emitted tokens: their logprobs
+        entries = [self.logprobs.entry(self.backend.logits(first + i), token, r.params.top_logprobs)
+                   for i, token in enumerate(emitted)] if r.params.logprobs else None
         text, n = "", 0
         for i, token in enumerate(emitted):
             r.sampler.accept(token)
@@ -277,8 +325,9 @@ class Engine:
             n += 1
             if out.finish_reason is not None:
                 out.text, out.n_tokens = text, n
+                out.logprobs = entries[:n] if entries is not None else None
                 return out
-        return RequestOutput(r.request_id, text, n)
+        return RequestOutput(r.request_id, text, n, logprobs=entries)
 
     def _isolated(self, request: Request, fn, *args) -> RequestOutput:
         """``fn(*args)`` for one request; if it raises, only that request fails. The failure is
@@ -321,7 +370,14 @@ class Engine:
         return outputs
 
     def _sample(self, request: Request, index: int) -> RequestOutput:
-        return self._emit(request, request.sampler.sample(self.backend.ctx, index))
+        token = request.sampler.sample(self.backend.ctx, index)
+        entry = None
+        if request.params.logprobs:
+            entry = self.logprobs.entry(self.backend.logits(index), token, request.params.top_logprobs)
+        out = self._emit(request, token)
+        if entry is not None:
+            out.logprobs = [entry]
+        return out
 
     def _emit(self, request: Request, token: int, computed: bool = False) -> RequestOutput:
         """Append a sampled token; finish the request on EOS, a stop string or max_tokens.

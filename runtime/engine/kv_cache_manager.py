@@ -114,8 +114,11 @@ class KVCacheManager:
     # -- admission --------------------------------------------------------------------
     def get_computed_blocks(self, request: Request) -> PrefixHit:
         """The longest reusable prefix of the request's tokens, on the device or in host
-        memory (at least one token always stays to be computed, for its logits)."""
-        if not self.prefix_cache:
+        memory (at least one token always stays to be computed, for its logits).
+
+        A request that wants prompt logprobs gets none: it needs the logits of every prompt
+        position, and cached positions are not computed."""
+        if not self.prefix_cache or request.wants_prompt_rows:
             return PrefixHit([])
         b = self.block_size
         hits: list[Block] = []

@@ -49,10 +49,17 @@ class Request:
     follows: "Request | None" = None
     #: speculative decoding state (``runtime.engine.speculator.RequestSpec``), None: not drafting
     spec: Any = None
+    #: prompt tokens whose logprobs were sent (``params.prompt_logprobs``)
+    prompt_logprobs_sent: int = 0
 
     @property
     def num_output(self) -> int:
         return len(self.tokens) - self.prompt_len
+
+    @property
+    def wants_prompt_rows(self) -> bool:
+        """Whether the next chunks need logits at every prompt position (prompt logprobs)."""
+        return self.params.prompt_logprobs and self.prompt_logprobs_sent < self.prompt_len
 
     @property
     def num_pending(self) -> int:

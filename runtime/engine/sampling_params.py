@@ -29,6 +29,7 @@ LIMITS: dict[str, tuple[float, float]] = {
     "penalty_last_n": (0, 32_768),
     "seed": (-(2**63), 2**64 - 1),
     "max_tokens": (1, 2**31 - 1),  # the service's --max-tokens-limit narrows it
+    "top_logprobs": (0, 20),
 }
 
 
@@ -54,6 +55,12 @@ class SamplingParams:
     ignore_eos: bool = False
     #: speculative decoding: None (the server's default), "model", "ngram" or "off"
     draft: str | None = None
+    #: logprobs of every sampled token (the model's raw softmax: ``runtime/engine/logprobs.py``)
+    logprobs: bool = False
+    #: alternatives per position with the logprobs (0..20)
+    top_logprobs: int = 0
+    #: logprobs of the prompt tokens too (echo): the whole prompt is computed, no prefix cache
+    prompt_logprobs: bool = False
 
     def problem(self) -> str | None:
         """Why these parameters must not reach llama.cpp, or None when they are in range."""
@@ -73,8 +80,9 @@ class SamplingParams:
         for s in self.stop:
             if not isinstance(s, str) or len(s) > MAX_STOP_CHARS or not utf8_ok(s):
                 return f"each stop string must be valid text of at most {MAX_STOP_CHARS} characters"
-        if not isinstance(self.ignore_eos, bool):
-            return "ignore_eos must be true or false"
+        for name in ("ignore_eos", "logprobs", "prompt_logprobs"):
+            if not isinstance(getattr(self, name), bool):
+                return f"{name} must be true or false"
         if self.draft is not None and (not isinstance(self.draft, str) or not utf8_ok(self.draft)):
             return "draft must be a string"
         return None

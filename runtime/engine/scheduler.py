@@ -21,6 +21,9 @@ from runtime.engine.request import Request, RequestStatus
 class SchedulerConfig:
     max_running: int = 4
     token_budget: int = 512
+    #: prompt tokens per step of a request that wants logits at every position (prompt
+    #: logprobs): each is a vocabulary-wide float row in llama.cpp's output buffer
+    max_output_rows: int = 512
 
 
 @dataclass(slots=True)
@@ -91,7 +94,7 @@ class Scheduler:
         for request in sorted(self.running, key=lambda r: r.num_pending > 1):
             if request not in self.running or budget == 0:
                 continue
-            n = min(request.num_pending, budget)
+            n = self._chunk(request, budget)
             k = 0
             if n == 1 and self.lookahead is not None:
                 k = max(0, min(self.lookahead(request, n_decoding), budget - 1))
@@ -116,6 +119,10 @@ class Scheduler:
             budget -= chunk.end - chunk.start
         return chunks
 
+    def _chunk(self, request: Request, budget: int) -> int:
+        n = min(request.num_pending, budget)
+        return min(n, self.config.max_output_rows) if request.wants_prompt_rows else n
+
     def _admit(self, request: Request, budget: int) -> ScheduledChunk | None:
         parent = request.follows
         if parent is not None and parent.status is RequestStatus.RUNNING and parent.num_computed < parent.prompt_len:
@@ -131,7 +138,7 @@ class Scheduler:
             return None
         self.waiting.popleft()
         self.kv.admit(request, seq, hit)
-        n = min(request.num_pending, budget)
+        n = self._chunk(request, budget)
         if not self.kv.allocate_slots(request, n):
             self.kv.free(request, keep_cache=False)
             request.num_computed = 0

@@ -21,6 +21,7 @@ from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError
 from runtime.server.generation import engine_error, model_error, start_generation
 from runtime.server.keep_alive import KEEP_ALIVE
+from runtime.server.logprobs_api import chat_content
 from runtime.server.ollama_models import LocalModel, iso, local_models, now_iso, show as show_model, tag_entry
 from runtime.server.ollama_schemas import (
     OllamaRequest, engine_model, model_name, parse_ollama_chat, parse_ollama_generate,
@@ -79,9 +80,10 @@ async def _respond(request: web.Request, oreq: OllamaRequest, shape) -> web.Stre
     handle = handles[0]
     head = {"model": oreq.name}
     try:
+        with_lp = oreq.gen.params.logprobs
         if oreq.gen.stream:
-            return await _stream(request, handle, head, shape, timing)
-        return await _collect(handle, head, shape, timing)
+            return await _stream(request, handle, head, shape, timing, with_lp)
+        return await _collect(handle, head, shape, timing, with_lp)
     finally:
         handle.cancel()  # no-op once finished; frees the request's blocks if the client left
 
@@ -91,22 +93,28 @@ def _final(head: dict, shape, text: str, finish: str | None, stats: dict) -> dic
             "done_reason": finish or "stop", **stats}
 
 
-async def _collect(handle: RequestHandle, head: dict, shape, timing: _Timing) -> web.Response:
-    parts, n, finish = [], 0, None
+def _logprobs(outs: list) -> dict:
+    """Ollama's ``logprobs`` of these outputs' tokens (asked for with ``logprobs: true``)."""
+    return {"logprobs": chat_content([e for o in outs for e in (o.logprobs or ())])}
+
+
+async def _collect(handle: RequestHandle, head: dict, shape, timing: _Timing, with_lp: bool) -> web.Response:
+    outs, n, finish = [], 0, None
     try:
         async for out in handle:
             if not timing.first:
                 timing.first = time.perf_counter_ns()
-            parts.append(out.text)
+            outs.append(out)
             n += out.n_tokens
             finish = out.finish_reason
     except EngineError as e:
         raise engine_error(e) from None
-    return web.json_response(_final(head, shape, "".join(parts), finish, timing.stats(handle.prompt_tokens, n)))
+    body = _final(head, shape, "".join(o.text for o in outs), finish, timing.stats(handle.prompt_tokens, n))
+    return web.json_response({**body, **_logprobs(outs)} if with_lp else body)
 
 
 async def _stream(request: web.Request, handle: RequestHandle, head: dict, shape,
-                  timing: _Timing) -> web.StreamResponse:
+                  timing: _Timing, with_lp: bool) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": NDJSON, "Cache-Control": "no-cache",
                                            "X-Accel-Buffering": "no"})
     await response.prepare(request)
@@ -119,8 +127,9 @@ async def _stream(request: web.Request, handle: RequestHandle, head: dict, shape
             text = "".join(o.text for o in outs)
             n += sum(o.n_tokens for o in outs)
             finish = outs[-1].finish_reason
-            if text:
-                await response.write(line({**head, "created_at": now_iso(), **shape.piece(text), "done": False}))
+            if text or (with_lp and any(o.logprobs for o in outs)):
+                piece = {**head, "created_at": now_iso(), **shape.piece(text), "done": False}
+                await response.write(line({**piece, **_logprobs(outs)} if with_lp else piece))
         await response.write(line(_final(head, shape, "", finish, timing.stats(handle.prompt_tokens, n))))
     except EngineError as e:
         await response.write(line(engine_error(e).ollama_body()))

@@ -17,6 +17,7 @@ from runtime.engine.sampling_params import DEFAULT_TOP_K, LIMITS, SamplingParams
 from runtime.server import validation as v
 from runtime.server.errors import bad_request
 from runtime.server.keep_alive import parse_keep_alive
+from runtime.server.logprobs_api import parse_chat_logprobs
 from runtime.server.schemas import DEFAULT_TEMPERATURE, GenerationRequest
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
@@ -113,8 +114,6 @@ def _refuse_unsupported(body: dict) -> None:
         raise bad_request("'context' is not supported: send the conversation to /api/chat", "context")
     if body.get("template"):
         raise bad_request("'template' is not supported: the model's own chat template is used", "template")
-    if body.get("logprobs"):
-        raise bad_request("'logprobs' is not supported by this server", "logprobs")
 
 
 def _stream(body: dict) -> bool:
@@ -135,6 +134,7 @@ def parse_ollama_chat(body: Any) -> OllamaRequest:
     keep_alive = parse_keep_alive(body.get("keep_alive"))
     stream = _stream(body)
     params = sampling_from_options(body.get("options"))
+    params.logprobs, params.top_logprobs = parse_chat_logprobs(body)
     messages = _messages(body.get("messages") if body.get("messages") is not None else [])
     if not messages:
         return OllamaRequest(name, None, keep_alive)
@@ -149,6 +149,7 @@ def parse_ollama_generate(body: Any) -> OllamaRequest:
     keep_alive = parse_keep_alive(body.get("keep_alive"))
     stream = _stream(body)
     params = sampling_from_options(body.get("options"))
+    params.logprobs, params.top_logprobs = parse_chat_logprobs(body)
     prompt, system = v.optional_text(body, "prompt"), v.optional_text(body, "system")
     raw = v.boolean(body, "raw")
     if not prompt:

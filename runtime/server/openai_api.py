@@ -13,6 +13,7 @@ from runtime.server import sse
 from runtime.server.app_keys import MANAGER
 from runtime.server.errors import bad_request
 from runtime.server.generation import engine_error, start_generation, usage
+from runtime.server.logprobs_api import CompletionLogprobs, chat_content, echo_text
 from runtime.server.schemas import GenerationRequest, parse_chat, parse_completion
 from runtime.server.validation import read_json  # noqa: F401 - the other routes import it from here
 from runtime.store.catalog import load_catalog
@@ -23,14 +24,19 @@ class _Chat:
     text_path = ("choices", 0, "delta", "content")
 
     @staticmethod
-    def full(index: int, text: str, finish: str | None) -> dict:
+    def full(index: int, text: str, finish: str | None, lp: dict | None = None) -> dict:
         return {"index": index, "message": {"role": "assistant", "content": text, "refusal": None},
-                "logprobs": None, "finish_reason": finish}
+                "logprobs": lp, "finish_reason": finish}
 
     @staticmethod
-    def delta(index: int, text: str | None, finish: str | None, first: bool = False) -> dict:
+    def delta(index: int, text: str | None, finish: str | None, first: bool = False, lp: dict | None = None) -> dict:
         d: dict = {"role": "assistant", "content": ""} if first else ({"content": text} if text else {})
-        return {"index": index, "delta": d, "logprobs": None, "finish_reason": finish}
+        return {"index": index, "delta": d, "logprobs": lp, "finish_reason": finish}
+
+    @staticmethod
+    def logprobs(state, outs: list) -> dict:
+        """``logprobs`` of a choice (or a delta) from its outputs; ``state`` is unused."""
+        return {"content": chat_content([e for o in outs for e in (o.logprobs or ())]), "refusal": None}
 
 
 class _Text:
@@ -38,12 +44,17 @@ class _Text:
     text_path = ("choices", 0, "text")
 
     @staticmethod
-    def full(index: int, text: str, finish: str | None) -> dict:
-        return {"index": index, "text": text, "logprobs": None, "finish_reason": finish}
+    def full(index: int, text: str, finish: str | None, lp: dict | None = None) -> dict:
+        return {"index": index, "text": text, "logprobs": lp, "finish_reason": finish}
 
     @staticmethod
-    def delta(index: int, text: str | None, finish: str | None, first: bool = False) -> dict:
-        return {"index": index, "text": text or "", "logprobs": None, "finish_reason": finish}
+    def delta(index: int, text: str | None, finish: str | None, first: bool = False, lp: dict | None = None) -> dict:
+        return {"index": index, "text": text or "", "logprobs": lp, "finish_reason": finish}
+
+    @staticmethod
+    def logprobs(state: CompletionLogprobs, outs: list) -> dict:
+        """The legacy ``logprobs`` of the generated tokens in ``outs`` (prompt ones apart)."""
+        return state.add([e for o in outs for e in (o.logprobs or ())])
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
@@ -52,8 +63,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 
 async def completions(request: web.Request) -> web.StreamResponse:
     req = parse_completion(await read_json(request))
-    if req.echo and req.prompt is None:
-        raise bad_request("'echo' is supported with a text prompt only", "echo")
+    if req.echo and req.prompt is None and not req.params.prompt_logprobs:
+        raise bad_request("'echo' with a prompt of token ids needs 'logprobs'", "echo")
     return await _generate(request, req, _Text)
 
 
@@ -71,23 +82,38 @@ async def _generate(request: web.Request, req: GenerationRequest, fmt) -> web.St
 
 
 async def _collect(req: GenerationRequest, handles: list[RequestHandle], head: dict, fmt) -> web.Response:
-    async def one(handle: RequestHandle) -> tuple[str, str | None, int, int]:
-        parts: list[str] = [req.prompt] if req.echo and req.prompt else []
-        n, finish, cached = 0, None, None
-        async for out in handle:
-            parts.append(out.text)
-            n += out.n_tokens
-            finish, cached = out.finish_reason, out
-        return "".join(parts), finish, n, cached
+    async def one(handle: RequestHandle) -> list:
+        return [out async for out in handle]
 
     try:
         results = await asyncio.gather(*[one(h) for h in handles])
     except EngineError as e:
         raise engine_error(e) from None
-    choices = [fmt.full(i, text, finish) for i, (text, finish, _, _) in enumerate(results)]
-    total = sum(r[2] for r in results)
-    body = {**head, "choices": choices, "usage": usage(handles[0].prompt_tokens, total, results[0][3])}
+    prompt_entries = [e for o in results[0] for e in (o.prompt_logprobs or ())]
+    echo = (req.prompt if req.prompt is not None else echo_text(prompt_entries)) if req.echo else ""
+    choices = []
+    for i, outs in enumerate(results):
+        text = echo + "".join(o.text for o in outs)
+        finish = outs[-1].finish_reason if outs else None
+        lp = None
+        if req.params.logprobs and fmt is _Text:
+            state = CompletionLogprobs(req.params.top_logprobs)
+            parts = [_echo_logprobs(state, prompt_entries, echo)] if req.params.prompt_logprobs else []
+            lp = CompletionLogprobs.merge(parts + [fmt.logprobs(state, outs)])
+        elif req.params.logprobs:
+            lp = fmt.logprobs(None, outs)
+        choices.append(fmt.full(i, text, finish, lp))
+    total = sum(o.n_tokens for outs in results for o in outs)
+    last = results[0][-1] if results[0] else None
+    body = {**head, "choices": choices, "usage": usage(handles[0].prompt_tokens, total, last)}
     return web.json_response(body)
+
+
+def _echo_logprobs(state: CompletionLogprobs, entries: list, echo: str) -> dict:
+    """The prompt's part of a choice's legacy logprobs; generated offsets follow the echo."""
+    part = state.add(entries)
+    state.offset = len(echo)
+    return part
 
 
 async def _merged(handles: list[RequestHandle]):
@@ -129,20 +155,33 @@ async def _stream(request: web.Request, req: GenerationRequest, handles: list[Re
     response = await sse.open_stream(request)
     write = response.write
     n, cached = 0, None
+    with_lp = req.params.logprobs
+    states = [CompletionLogprobs(req.params.top_logprobs) for _ in handles]
+    # echo with logprobs: the echo goes out once the prompt's logprobs have all come
+    echo_later = req.echo and req.params.prompt_logprobs
+    prompt_entries: list = []
     try:
         for i in range(len(handles)):
             if fmt is _Chat:
                 await write(sse.frame({**chunk_head, "choices": [fmt.delta(i, None, None, first=True)]}))
-            elif req.echo and req.prompt:
+            elif req.echo and req.prompt and not echo_later:
                 await write(sse.frame({**chunk_head, "choices": [fmt.delta(i, req.prompt, None)]}))
         async for i, outs in _merged(handles):
+            if echo_later:
+                prompt_entries += [e for o in outs for e in (o.prompt_logprobs or ())]
+                if len(prompt_entries) >= handles[0].prompt_tokens:
+                    echo_later = False
+                    await _write_echo(write, chunk_head, req, states, prompt_entries)
             text = "".join(o.text for o in outs)
             finish = outs[-1].finish_reason
             n += sum(o.n_tokens for o in outs)
             if i == 0:
                 cached = outs[-1]
+            lp = fmt.logprobs(states[i], outs) if with_lp else None
             if finish is not None:
-                await write(sse.frame({**chunk_head, "choices": [fmt.delta(i, text, finish)]}))
+                await write(sse.frame({**chunk_head, "choices": [fmt.delta(i, text, finish, lp=lp)]}))
+            elif with_lp and any(o.logprobs for o in outs):
+                await write(sse.frame({**chunk_head, "choices": [fmt.delta(i, text, None, lp=lp)]}))
             elif text:
                 await write(frames[i](text))
         if req.include_usage:
@@ -157,6 +196,14 @@ async def _stream(request: web.Request, req: GenerationRequest, handles: list[Re
     await write(sse.DONE)
     await response.write_eof()
     return response
+
+
+async def _write_echo(write, chunk_head: dict, req: GenerationRequest, states: list, entries: list) -> None:
+    """One chunk per choice with the echoed prompt and its logprobs (the first token's null)."""
+    echo = req.prompt if req.prompt is not None else echo_text(entries)
+    for i, state in enumerate(states):
+        lp = _echo_logprobs(state, entries, echo)
+        await write(sse.frame({**chunk_head, "choices": [_Text.delta(i, echo, None, lp=lp)]}))
 
 
 async def list_models(request: web.Request) -> web.Response:

@@ -54,6 +54,8 @@ def _schemas(max_tokens: int) -> dict:
         **{k: {**INT, "minimum": lo, "maximum": hi} for k, (lo, hi) in IGNORED_INT_OPTIONS.items()},
         "seed": seed, "stop": stop, "repeat_penalty": _range("repeat_penalty"),
         "repeat_last_n": {**INT, "minimum": -1, "maximum": LIMITS["penalty_last_n"][1]}}}
+    top = {**INT, "minimum": 0, "maximum": 20}
+    chat_lp = {"logprobs": BOOL, "top_logprobs": {**top, "description": "needs logprobs: true"}}
     keep_alive = {"oneOf": [NUM, STR], "description": "seconds, or a duration such as \"5m\"; negative: forever; 0: unload"}
     ollama_msg = {"type": "object", "required": ["role"], "properties": {
         "role": {"enum": ["system", "user", "assistant", "tool"]}, "content": STR}}
@@ -68,12 +70,13 @@ def _schemas(max_tokens: int) -> dict:
                 "code": {"type": ["string", "null"]}}}}},
         "OllamaError": {"type": "object", "required": ["error"], "properties": {"error": STR}},
         "ChatCompletionRequest": {"type": "object", "required": ["messages"], "properties": {
-            **sampling, "messages": {"type": "array", "minItems": 1, "items": {
+            **sampling, **chat_lp, "messages": {"type": "array", "minItems": 1, "items": {
                 "type": "object", "required": ["role"], "properties": {
                     "role": {"enum": ["system", "developer", "user", "assistant", "tool"]}, "content": STR}}}},
             "examples": [{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8}]},
         "CompletionRequest": {"type": "object", "required": ["prompt"], "properties": {
-            **sampling, "echo": BOOL, "prompt": {"oneOf": [{**STR, "minLength": 1},
+            **sampling, "echo": BOOL, "logprobs": {**top, "description": "alternatives per token; with echo, "
+                                                   "the prompt's logprobs too"}, "prompt": {"oneOf": [{**STR, "minLength": 1},
                                                           {"type": "array", "minItems": 1, "items": INT}]}},
             "examples": [{"prompt": "1, 2, 3,", "max_tokens": 8}]},
         "ChatCompletion": {"type": "object", "required": ["id", "object", "choices"], "properties": {
@@ -81,12 +84,12 @@ def _schemas(max_tokens: int) -> dict:
         "ModelList": {"type": "object", "required": ["data"], "properties": {"object": STR, "data": {"type": "array"}}},
         "OllamaOptions": options,
         "OllamaChatRequest": {"type": "object", "required": ["model"], "properties": {
-            "model": {**STR, "minLength": 1}, "messages": {"type": "array", "items": ollama_msg}, "stream": BOOL,
+            "model": {**STR, "minLength": 1}, "messages": {"type": "array", "items": ollama_msg}, "stream": BOOL, **chat_lp,
             "options": _ref("OllamaOptions"), "keep_alive": keep_alive},
             "examples": [{"model": "smollm2-135m", "messages": [{"role": "user", "content": "Hi"}],
                           "stream": False, "options": {"num_predict": 8}}]},
         "OllamaGenerateRequest": {"type": "object", "required": ["model"], "properties": {
-            "model": {**STR, "minLength": 1}, "prompt": STR, "system": STR, "raw": BOOL, "stream": BOOL,
+            "model": {**STR, "minLength": 1}, "prompt": STR, "system": STR, "raw": BOOL, "stream": BOOL, **chat_lp,
             "options": _ref("OllamaOptions"), "keep_alive": keep_alive},
             "examples": [{"model": "smollm2-135m", "prompt": "Hi", "stream": False, "options": {"num_predict": 8}}]},
         "OllamaChatResponse": {"type": "object", "required": ["model", "created_at", "message", "done"], "properties": {

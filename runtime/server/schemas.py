@@ -12,12 +12,12 @@ from typing import Any
 from runtime.engine.sampling_params import DEFAULT_TOP_K, SamplingParams
 from runtime.server import validation as v
 from runtime.server.errors import bad_request
+from runtime.server.logprobs_api import parse_chat_logprobs, parse_completion_logprobs
 
 DEFAULT_TEMPERATURE = 0.8
 MAX_N = 16
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
-_UNSUPPORTED = {"tools": "tool calling", "functions": "function calling", "logprobs": "logprobs",
-                "top_logprobs": "logprobs", "suffix": "suffix", "best_of": "best_of",
+_UNSUPPORTED = {"tools": "tool calling", "functions": "function calling", "suffix": "suffix", "best_of": "best_of",
                 "response_format": "structured output is not supported yet"}
 
 
@@ -87,6 +87,7 @@ def _common(body: Any) -> GenerationRequest:
 def parse_chat(body: Any) -> GenerationRequest:
     req = _common(body)
     req.messages = v.messages(body.get("messages"), ROLES)
+    req.params.logprobs, req.params.top_logprobs = parse_chat_logprobs(body)
     return req
 
 
@@ -102,4 +103,7 @@ def parse_completion(body: Any) -> GenerationRequest:
     else:
         raise bad_request("'prompt' must be a non-empty string, a list of one string, or a list of token ids", "prompt")
     req.echo = v.boolean(body, "echo")
+    n_top = parse_completion_logprobs(body)
+    if n_top is not None:
+        req.params.logprobs, req.params.top_logprobs, req.params.prompt_logprobs = True, n_top, req.echo
     return req
