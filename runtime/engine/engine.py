@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, replace
 
 from runtime.backends.errors import NoKVSlotError
+from runtime.engine.checkpoints import memory_layout
 from runtime.engine.kv_cache_manager import KVCacheManager, KVStats
 from runtime.engine.request import FinishReason, Request
 from runtime.engine.sampling_params import SamplingParams
@@ -67,6 +68,9 @@ class CacheConfig:
     cache_fraction: float = 0.0
     #: host-memory tier for cache evicted from the device (MiB); 0 turns it off
     host_mib: int = 512
+    #: models whose memory needs checkpoints (sliding window, recurrent): one every this
+    #: many blocks of a long prompt, beside the one at each prompt's last block boundary
+    checkpoint_blocks: int = 32
 
 
 class Engine:
@@ -84,6 +88,7 @@ class Engine:
             memory, backend.n_ctx // cache.block_size, cache.block_size, backend.n_seq_max,
             prefix_cache=cache.prefix_cache, cache_fraction=cache.cache_fraction,
             n_swa=backend.info.n_swa, host_bytes=cache.host_mib << 20,
+            layout=memory_layout(backend.info), checkpoint_every=cache.checkpoint_blocks,
         )
         self.scheduler = Scheduler(SchedulerConfig(parallel, backend.n_batch), self.kv)
         if speculator is not None:

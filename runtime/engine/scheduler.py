@@ -2,7 +2,8 @@
 
 Every step spends a token budget (``n_batch``): first one token for each request that is
 decoding, then chunks of prompts still being computed (chunked prefill), then newly
-admitted requests, which start after their longest cached prefix. KV blocks come from the
+admitted requests, which start after their longest cached prefix. A prefill chunk may end
+early, on a checkpoint position of a model whose memory needs checkpoints (``checkpoints.py``). KV blocks come from the
 KV cache manager; when a step needs more blocks than are free (after evicting unreferenced
 cache), the most recently admitted request is preempted (its blocks released, back to the
 head of the queue, recomputed later: its client only sees a pause).
@@ -90,7 +91,7 @@ class Scheduler:
         for request in sorted(self.running, key=lambda r: r.num_pending > 1):
             if request not in self.running or budget == 0:
                 continue
-            n = min(request.num_pending, budget)
+            n = self.kv.chunk(request, min(request.num_pending, budget))
             k = 0
             if n == 1 and self.lookahead is not None:
                 k = max(0, min(self.lookahead(request, n_decoding), budget - 1))
@@ -130,7 +131,7 @@ class Scheduler:
             return None
         self.waiting.popleft()
         self.kv.admit(request, seq, hit)
-        n = min(request.num_pending, budget)
+        n = self.kv.chunk(request, min(request.num_pending, budget))
         if not self.kv.allocate_slots(request, n):
             self.kv.free(request, keep_cache=False)
             request.num_computed = 0
