@@ -101,7 +101,7 @@ def test_a_growing_conversation_past_the_window_reuses_all_but_the_last_block(ge
     assert len(prompts[0]) < 512 < len(prompts[1]) - 16 and kv.memory == "sliding-window"
     assert cached[0] == 0
     for prev, cur, hit in zip(prompts, prompts[1:], cached[1:]):
-        common = next(i for i, (x, y) in enumerate(zip(prev, cur)) if x != y)
+        common = next((i for i, (x, y) in enumerate(zip(prev, cur)) if x != y), len(prev))
         # all but the last partial block and the client's edit
         assert hit == (min(common, len(prev)) - 1) // 16 * 16, (hit, common, len(prev))
     assert kv.checkpoints_restored == 2 and kv.blocks_cached == 0

@@ -120,3 +120,11 @@ def test_requests_preempted_for_lack_of_room_finish_with_the_same_output(mamba_p
     for rid, p in prompts.items():
         ref = run(plain, {"ref": p}, params)["ref"][0]
         assert done[rid][0] == ref, rid
+
+
+def test_speculative_decoding_is_refused_with_the_reason(plain):
+    from runtime.backends.errors import ModelLoadError
+    from runtime.engine.worker import load_speculator
+
+    with pytest.raises(ModelLoadError, match="recurrent"):
+        load_speculator(plain.backend, "ngram", ContextConfig(n_ctx=1024, n_seq_max=3, n_batch=64))
