@@ -1,4 +1,5 @@
-"""A recurrent model (a tiny Mamba written here) through the engine: state slots, checkpoints."""
+"""Recurrent memory through the engine (a tiny Mamba, and a tiny Jamba hybrid of Mamba and
+attention layers, written here): state slots, checkpoints, batching, preemption."""
 
 from __future__ import annotations
 
@@ -8,14 +9,15 @@ from runtime.backends.llama import ContextConfig, LlamaBackend
 from runtime.engine.checkpoints import memory_layout, speculation_refusal
 from runtime.engine.engine import CacheConfig, Engine
 from runtime.engine.sampling_params import SamplingParams
-from tests.engine.tiny_recurrent import write_tiny_mamba
+from tests.engine.tiny_recurrent import write_tiny_jamba, write_tiny_mamba
 
 GREEDY = SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)
 
 
-@pytest.fixture(scope="module")
-def mamba_path(tmp_path_factory):
-    return write_tiny_mamba(tmp_path_factory.mktemp("mamba") / "mamba.gguf")
+@pytest.fixture(scope="module", params=["mamba", "jamba"])
+def mamba_path(request, tmp_path_factory):
+    write = write_tiny_mamba if request.param == "mamba" else write_tiny_jamba
+    return write(tmp_path_factory.mktemp(request.param) / f"{request.param}.gguf")
 
 
 def make(path, parallel=3, n_ctx=1024, prefix_cache=True, host_mib=64) -> Engine:
@@ -49,11 +51,13 @@ def alone(plain: Engine, p: list[int]) -> list[int]:
 
 def test_the_architecture_is_read_from_the_gguf(mamba_path, plain):
     info = plain.backend.info
-    assert info.recurrent and not info.hybrid
+    hybrid = mamba_path.stem == "jamba"
+    assert info.recurrent is not hybrid and info.hybrid is hybrid
     layout = memory_layout(info)
-    assert layout.kind == "recurrent" and layout.partial and not layout.cells
-    assert "recurrent" in speculation_refusal(info)
-    assert plain.stats().kv.memory == "recurrent"
+    assert layout.kind == ("hybrid" if hybrid else "recurrent") and layout.partial and not layout.holders
+    assert layout.cells is hybrid  # a hybrid's attention layers have per-token cells
+    assert layout.kind in speculation_refusal(info)
+    assert plain.stats().kv.memory == layout.kind
 
 
 def test_greedy_decoding_is_deterministic(plain):
@@ -126,5 +130,5 @@ def test_speculative_decoding_is_refused_with_the_reason(plain):
     from runtime.backends.errors import ModelLoadError
     from runtime.engine.worker import load_speculator
 
-    with pytest.raises(ModelLoadError, match="recurrent"):
+    with pytest.raises(ModelLoadError, match="cannot be trimmed"):
         load_speculator(plain.backend, "ngram", ContextConfig(n_ctx=1024, n_seq_max=3, n_batch=64))
