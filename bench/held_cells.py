@@ -6,7 +6,7 @@ so held cells cost every decode. Measured for a full-attention model (SmolLM2) a
 sliding-window one (Gemma 3, window 512, created with swa_full as Hearth does), with the
 held and empty runs alternated so that a busy machine slows both alike.
 
-    python bench/held_cells.py [--held 4096] [--tokens 48] [--rounds 3]
+    python bench/held_cells.py [--held 4096] [--tokens 48] [--rounds 3] [--models gemma-3-270m]
 """
 
 from __future__ import annotations
@@ -64,9 +64,10 @@ def main() -> None:
     ap.add_argument("--held", type=int, default=4096)
     ap.add_argument("--tokens", type=int, default=48)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--models", nargs="+", default=["smollm2-135m", "gemma-3-270m"])
     args = ap.parse_args()
     emit({"benchmark": "held_cells",
-          "models": [measure(m, args.held, args.tokens, args.rounds) for m in ("smollm2-135m", "gemma-3-270m")]})
+          "models": [measure(m, args.held, args.tokens, args.rounds) for m in args.models]})
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ side; then the same conversations interleaved. ``--peer PATH`` adds llama-server
 at PATH, default settings, same model and context) as a fourth column.
 
     python bench/prefix_cache.py [--turns 10] [--conversations 12]
-    python bench/prefix_cache.py --window [--turns 10] [--peer /path/to/llama-server]
+    python bench/prefix_cache.py --window [--turns 10] [--rounds 2] [--peer /path/to/llama-server]
 """
 
 from __future__ import annotations
@@ -115,11 +115,12 @@ def main() -> None:
     ap.add_argument("--rr-turns", type=int, default=5)
     ap.add_argument("--window", action="store_true", help="the sliding-window model (part 3)")
     ap.add_argument("--peer", help="path of a llama-server binary to compare with (part 3)")
+    ap.add_argument("--rounds", type=int, default=2, help="conversations per service in part 3 (fastest TTFT kept)")
     args = ap.parse_args()
     if args.window:
         from prefix_window import run_window
 
-        emit(run_window(args.turns, min(args.conversations, 6), args.rr_turns, args.peer))
+        emit(run_window(args.turns, min(args.conversations, 6), args.rr_turns, args.peer, args.rounds))
         return
     from runtime.server.launcher import ServiceProcess
 
