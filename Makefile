@@ -67,6 +67,8 @@ bench: $(VENV)/.test
 	$(PY) bench/overhead.py
 	$(PY) bench/concurrency.py --repeats 5
 	$(PY) bench/prefix_cache.py
+	$(PY) bench/prefix_cache.py --window
+	$(PY) bench/held_cells.py
 	$(PY) bench/kv_memory.py
 	$(PY) bench/fit_accuracy.py
 	$(PY) bench/speculative.py

@@ -8,7 +8,16 @@ are identical. Target: on the last turn, cached TTFT <= 0.15 x uncached TTFT.
 Part 2: 12 conversations interleaved round-robin, 4 running slots: every turn's prefix was
 computed 11 requests earlier. Reports the mean TTFT of turns 2-5 and the prefix hits.
 
+Part 3 (``--window``): the sliding-window model (Gemma 3 270M, window 512) as in
+``hearth serve --model gemma-3-270m --ctx 8192``: a conversation sent as text through
+/v1/completions that grows by ~80 tokens a turn, the client appending its own short reply
+(not the model's output), to 10 turns (~820 tokens): default settings (checkpoints in the
+host tier), --cache-fraction 0.5 (cache kept on the device) and --no-prefix-cache, side by
+side; then the same conversations interleaved. ``--peer PATH`` adds llama-server (its binary
+at PATH, default settings, same model and context) as a fourth column.
+
     python bench/prefix_cache.py [--turns 10] [--conversations 12]
+    python bench/prefix_cache.py --window [--turns 10] [--rounds 2] [--peer /path/to/llama-server]
 """
 
 from __future__ import annotations
@@ -104,7 +113,15 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=10)
     ap.add_argument("--conversations", type=int, default=12)
     ap.add_argument("--rr-turns", type=int, default=5)
+    ap.add_argument("--window", action="store_true", help="the sliding-window model (part 3)")
+    ap.add_argument("--peer", help="path of a llama-server binary to compare with (part 3)")
+    ap.add_argument("--rounds", type=int, default=2, help="conversations per service in part 3 (fastest TTFT kept)")
     args = ap.parse_args()
+    if args.window:
+        from prefix_window import run_window
+
+        emit(run_window(args.turns, min(args.conversations, 6), args.rr_turns, args.peer, args.rounds))
+        return
     from runtime.server.launcher import ServiceProcess
 
     model_path("smollm2-135m")

@@ -76,6 +76,10 @@ class ModelInfo:
     n_embd: int
     n_swa: int
     has_chat_template: bool
+    #: a state per sequence (Mamba, RWKV): no per-token cells, nothing to trim or share
+    recurrent: bool = False
+    #: attention layers beside recurrent ones (Jamba, Granite 4 hybrid, LFM2, ...)
+    hybrid: bool = False
 
 
 def amx_advertised() -> bool:
@@ -228,6 +232,8 @@ class LlamaBackend:
             n_embd=lc.llama_model_n_embd(self.model),
             n_swa=lc.llama_model_n_swa(self.model),
             has_chat_template=template is not None,
+            recurrent=bool(lc.llama_model_is_recurrent(self.model)),
+            hybrid=bool(lc.llama_model_is_hybrid(self.model)),
         )
 
     # -- metadata ---------------------------------------------------------------------
@@ -351,17 +357,28 @@ class LlamaBackend:
         pos = lc.llama_memory_seq_pos_max(self.memory, seq_id)
         return None if pos < 0 else pos
 
-    def state_seq_save(self, seq_id: int) -> bytes:
-        """The sequence's cells as bytes (llama_state_seq_get_data)."""
-        size = lc.llama_state_seq_get_size(self.ctx, seq_id)
+    def state_seq_save(self, seq_id: int, partial: bool = False) -> bytes:
+        """The sequence's cells as bytes (llama_state_seq_get_data_ext).
+
+        ``partial``: only the memory that cannot be cut at any position
+        (``LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY``): the sliding-window layers' cells of an
+        iSWA cache (its last window), the recurrent state of a recurrent or hybrid model.
+        A plain KV cache ignores the flag and saves everything.
+        """
+        flags = lc.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY if partial else 0
+        size = lc.llama_state_seq_get_size_ext(self.ctx, seq_id, flags)
         buf = (ctypes.c_uint8 * size)()
-        written = lc.llama_state_seq_get_data(self.ctx, buf, size, seq_id)
+        written = lc.llama_state_seq_get_data_ext(self.ctx, buf, size, seq_id, flags)
         return ctypes.string_at(buf, written)
 
-    def state_seq_load(self, seq_id: int, data: bytes) -> bool:
-        """Restore saved cells into ``seq_id`` (new cells); False if llama.cpp refused."""
+    def state_seq_load(self, seq_id: int, data: bytes, partial: bool = False) -> bool:
+        """Restore saved cells into ``seq_id`` (new cells); False if llama.cpp refused.
+
+        ``partial``: replace only the partial memory (see ``state_seq_save``); the
+        full-attention cells of ``seq_id`` stay as they are."""
+        flags = lc.LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY if partial else 0
         buf = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
-        return lc.llama_state_seq_set_data(self.ctx, buf, len(data), seq_id) > 0
+        return lc.llama_state_seq_set_data_ext(self.ctx, buf, len(data), seq_id, flags) > 0
 
     def clear(self) -> None:
         lc.llama_memory_clear(self.memory, True)

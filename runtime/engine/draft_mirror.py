@@ -12,7 +12,8 @@ before drafting), so every rule here may be conservative:
 - a prefix-cache hit, ``seq_cp(src, dst, p0, p1)``, is copied zero-copy in the draft too
   when the draft holds ``src`` that far and ``dst`` up to ``p0``; otherwise the draft
   recomputes that part;
-- a restore from the host tier restores the target only (the draft recomputes).
+- a restore from the host tier, or of a checkpoint, restores the target only (the draft
+  recomputes).
 """
 
 from __future__ import annotations
@@ -63,8 +64,8 @@ class DraftMirror:
     def seq_pos_max(self, seq: int) -> int | None:
         return self.target.seq_pos_max(seq)
 
-    def state_seq_save(self, seq: int) -> bytes:
-        return self.target.state_seq_save(seq)
+    def state_seq_save(self, seq: int, partial: bool = False) -> bytes:
+        return self.target.state_seq_save(seq, partial)
 
-    def state_seq_load(self, seq: int, data: bytes) -> bool:
-        return self.target.state_seq_load(seq, data)
+    def state_seq_load(self, seq: int, data: bytes, partial: bool = False) -> bool:
+        return self.target.state_seq_load(seq, data, partial)

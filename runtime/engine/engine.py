@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, replace
 
 from runtime.backends.errors import InvalidBatchError, NoKVSlotError
+from runtime.engine.checkpoints import memory_layout
 from runtime.engine.kv_cache_manager import KVCacheManager, KVStats
 from runtime.engine.logprobs import Logprobs, TokenLogprob
 from runtime.engine.request import FinishReason, Request
@@ -94,6 +95,9 @@ class CacheConfig:
     cache_fraction: float = 0.0
     #: host-memory tier for cache evicted from the device (MiB); 0 turns it off
     host_mib: int = 512
+    #: models whose memory needs checkpoints (sliding window, recurrent): one every this
+    #: many blocks of a long prompt, beside the one at each prompt's last block boundary
+    checkpoint_blocks: int = 32
 
 
 class Engine:
@@ -111,6 +115,7 @@ class Engine:
             memory, backend.n_ctx // cache.block_size, cache.block_size, backend.n_seq_max,
             prefix_cache=cache.prefix_cache, cache_fraction=cache.cache_fraction,
             n_swa=backend.info.n_swa, host_bytes=cache.host_mib << 20,
+            layout=memory_layout(backend.info), checkpoint_every=cache.checkpoint_blocks,
         )
         rows = max(16, OUTPUT_ROWS_BYTES // (4 * backend.n_vocab))
         self.scheduler = Scheduler(SchedulerConfig(parallel, backend.n_batch, rows), self.kv)

@@ -11,7 +11,10 @@ through the backend's memory API:
   the partial tail are removed with ``seq_rm``); evicting a cached block removes its cells
   from its holder, and a holder with no blocks frees its sequence id;
 - sequence ids are bounded (running slots + holders <= n_seq_max): when none is free, the
-  least recently used holder is dropped.
+  least recently used holder is dropped;
+- memory that cannot be cut at any position (sliding-window layers, recurrent state) is
+  reused through checkpoints (``checkpoints.py``): a hit ends at the longest checkpoint at
+  or below the matching prefix, whose partial state goes on top of the prefix's cells.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from runtime.engine.block_pool import Block, BlockPool
+from runtime.engine.checkpoints import Checkpoints, MemoryLayout
 from runtime.engine.host_cache import HostCache, HostEntry
 from runtime.engine.request import Request
 from runtime.kernels.block_hash import ROOT, hash_block
@@ -31,10 +35,14 @@ class PrefixHit:
 
     blocks: list[Block]
     host: HostEntry | None = None
+    #: blocks restored from host memory (a saved state, a checkpoint or both); with
+    #: device ``blocks``, 0
     host_blocks: int = 0
+    #: the partial state to put on top of the prefix's cells (memory with checkpoints)
+    checkpoint: HostEntry | None = None
 
     def num_blocks(self) -> int:
-        return self.host_blocks if self.host is not None else len(self.blocks)
+        return len(self.blocks) if self.blocks else self.host_blocks
 
 
 @dataclass(slots=True)
@@ -50,17 +58,25 @@ class KVStats:
     host_bytes: int = 0
     host_entries: int = 0
     host_hit_tokens: int = 0
+    #: checkpoints kept (their bytes are in host_bytes), taken and restored so far
+    checkpoints: int = 0
+    checkpoints_saved: int = 0
+    checkpoints_restored: int = 0
+    #: attention, sliding-window, recurrent or hybrid (``MemoryLayout.kind``)
+    memory: str = "attention"
 
 
 class KVCacheManager:
     def __init__(self, memory, num_blocks: int, block_size: int, n_seq: int,
                  prefix_cache: bool = True, cache_fraction: float = 1.0, n_swa: int = 0,
-                 host_bytes: int = 0) -> None:
+                 host_bytes: int = 0, layout: MemoryLayout | None = None,
+                 checkpoint_every: int = 32) -> None:
         self.memory = memory  # the backend: seq_rm / seq_cp / seq_pos_min
         self.block_size = block_size
         self.pool = BlockPool(num_blocks, block_size, on_evict=self._on_evict)
         self.prefix_cache = prefix_cache
-        self.cache_keep = int(num_blocks * cache_fraction)
+        self.layout = layout or MemoryLayout(partial=n_swa > 0)
+        self.cache_keep = int(num_blocks * cache_fraction) if self.layout.holders else 0
         self.n_swa = n_swa
         self.tables: dict[str, list[Block]] = {}
         self._free_seqs = list(range(n_seq - 1, -1, -1))
@@ -69,6 +85,8 @@ class KVCacheManager:
         self.prefix_hit_tokens = 0
         self.prompt_tokens = 0
         self.host = HostCache(host_bytes) if prefix_cache and host_bytes > 0 else None
+        self.checkpoints = (Checkpoints(memory, self.host, block_size, checkpoint_every)
+                            if self.host is not None and self.layout.partial else None)
 
     # -- sequence ids -----------------------------------------------------------------
     def acquire_seq(self) -> int | None:
@@ -130,15 +148,34 @@ class KVCacheManager:
             hashes.append(parent)
             if len(hits) == i:
                 block = self.pool.lookup(parent, chunk)
-                if block is not None and block.seqs:
+                if block is not None and block.seqs and self.layout.cells:
                     hits.append(block)
                 elif self.host is None:
                     break
+        if self.checkpoints is not None:
+            return self._checkpoint_hit(hashes, hits)
         if self.host is not None and len(hashes) > len(hits):
             entry, n = self.host.longest(hashes)
             if entry is not None and n > len(hits):
                 return PrefixHit([], entry, n)
         return PrefixHit(hits)
+
+    def _checkpoint_hit(self, hashes: list[int], hits: list[Block]) -> PrefixHit:
+        """The hit for memory that needs checkpoints: the prefix's cells (device blocks or a
+        saved state) up to the longest checkpoint they reach. Device blocks that go further
+        are tried whole first where their sliding window may be intact (``admit``)."""
+        d = len(hits)
+        entry, h = self.host.longest(hashes) if self.layout.cells else (None, 0)
+        reach = max(d, h) if self.layout.cells else len(hashes)
+        ckpt = self.host.checkpoint(hashes, reach)
+        c = ckpt.blocks if ckpt is not None else 0
+        if d > c and self.layout.holders:
+            return PrefixHit(hits, checkpoint=ckpt)
+        if c == 0:
+            return PrefixHit([])
+        if d >= c:
+            return PrefixHit(hits[:c], checkpoint=ckpt)
+        return PrefixHit([], entry, c, ckpt)
 
     def blocks_needed(self, request: Request, hit: PrefixHit) -> int:
         """Blocks to allocate for the rest of the prompt (host-restored blocks included)."""
@@ -151,21 +188,34 @@ class KVCacheManager:
     def admit(self, request: Request, seq: int, hit: PrefixHit) -> None:
         """Give ``request`` its sequence and its cached prefix (copied zero-copy, or restored)."""
         request.seq_id = seq
-        if hit.host is not None:
+        if not hit.blocks and hit.host_blocks:
             self._restore(request, seq, hit)
             return
-        hits = hit.blocks
+        hits = list(hit.blocks)
         self.pool.touch(hits)
         self._copy_prefix(hits, seq)
-        n = len(hits) * self.block_size
-        if hits and self.n_swa and not self._swa_intact(seq, n):
-            # The sliding-window cells of that prefix are gone: recompute, never guess.
-            self.memory.seq_rm(seq, 0, None)
-            for block in hits:
-                block.seqs.remove(seq)
-            self.pool.free(hits)
-            hits, n = [], 0
-        self._admitted(request, list(hits), n)
+        ckpt = hit.checkpoint
+        if hits and (ckpt is None or ckpt.blocks < len(hits)) and not self._prefix_ok(seq, len(hits)):
+            # The sliding-window cells of that prefix are gone: fall back to the checkpoint
+            # below it, or recompute; never guess.
+            hits = self._drop_tail(seq, hits, ckpt.blocks if ckpt is not None else 0)
+        if ckpt is not None and hits and ckpt.blocks == len(hits):
+            if not (self.checkpoints.restore(seq, ckpt) and self._prefix_ok(seq, len(hits))):
+                hits = self._drop_tail(seq, hits, 0)
+        self._admitted(request, hits, len(hits) * self.block_size)
+
+    def _drop_tail(self, seq: int, hits: list[Block], keep: int) -> list[Block]:
+        """Keep the first ``keep`` copied blocks of ``seq``'s prefix, release the rest."""
+        self.memory.seq_rm(seq, keep * self.block_size, None)
+        for block in hits[keep:]:
+            block.seqs.remove(seq)
+        self.pool.free(hits[keep:])
+        return hits[:keep]
+
+    def _prefix_ok(self, seq: int, n_blocks: int) -> bool:
+        """Whether ``seq`` holds exactly positions 0..n-1 with their whole sliding window."""
+        n = n_blocks * self.block_size
+        return self.memory.seq_pos_max(seq) == n - 1 and (not self.n_swa or self._swa_intact(seq, n))
 
     def _admitted(self, request: Request, table: list[Block], n: int) -> None:
         self.tables[request.request_id] = table
@@ -180,10 +230,16 @@ class KVCacheManager:
         fall back to computing the prompt."""
         n = hit.host_blocks * self.block_size
         blocks = self.pool.allocate(hit.host_blocks)
-        ok = blocks is not None and self.memory.state_seq_load(seq, hit.host.data)
+        ok = blocks is not None
+        if ok and hit.host is not None:
+            ok = self.memory.state_seq_load(seq, hit.host.data)
+        # The partial state goes on before the trim: a hybrid's seq_rm refuses to cut
+        # through its recurrent state, and the checkpoint's state ends exactly at ``n``.
+        if ok and hit.checkpoint is not None:
+            ok = self.checkpoints.restore(seq, hit.checkpoint)
         if ok:
             self.memory.seq_rm(seq, n, None)
-            ok = self.memory.seq_pos_max(seq) == n - 1 and (not self.n_swa or self._swa_intact(seq, n))
+            ok = self._prefix_ok(seq, hit.host_blocks)
         if not ok:
             self.memory.seq_rm(seq, 0, None)
             if blocks is not None:
@@ -241,6 +297,13 @@ class KVCacheManager:
             h = hash_block(hashes[-1] if hashes else ROOT, tokens)
             hashes.append(h)
             self.pool.cache(table[i], h, tokens, i)
+        if self.checkpoints is not None:
+            self.checkpoints.after_compute(request)
+
+    def chunk(self, request: Request, n: int) -> int:
+        """How many of the next ``n`` tokens to compute this step: prefill chunks end on
+        checkpoint positions where the memory needs them."""
+        return self.checkpoints.cut(request, n) if self.checkpoints is not None else n
 
     # -- release ----------------------------------------------------------------------
     def free(self, request: Request, keep_cache: bool) -> None:
@@ -251,11 +314,11 @@ class KVCacheManager:
         request.seq_id = None
         if seq is None:
             return
-        if keep_cache and self.host is not None:
+        if keep_cache and self.host is not None and self.layout.cells:
             self._save_to_host(seq, hashes)
         held = 0
         for block in table:
-            keep = keep_cache and block.hash is not None and block.seqs == [seq]
+            keep = keep_cache and self.layout.holders and block.hash is not None and block.seqs == [seq]
             if keep:
                 held += 1
             else:
@@ -286,6 +349,9 @@ class KVCacheManager:
     def stats(self) -> KVStats:
         p = self.pool
         h = self.host
+        c = self.checkpoints
         return KVStats(self.block_size, p.num_blocks, p.num_used, p.num_cached,
                        self.prefix_hit_tokens, self.prompt_tokens, p.evictions, len(self._holders),
-                       h.bytes if h else 0, len(h) if h else 0, h.hit_tokens if h else 0)
+                       h.bytes if h else 0, len(h) if h else 0, h.hit_tokens if h else 0,
+                       h.num_checkpoints if h else 0, c.saved if c else 0, c.restored if c else 0,
+                       self.layout.kind)

@@ -2,7 +2,8 @@
 
 Every step spends a token budget (``n_batch``): first one token for each request that is
 decoding, then chunks of prompts still being computed (chunked prefill), then newly
-admitted requests, which start after their longest cached prefix. KV blocks come from the
+admitted requests, which start after their longest cached prefix. A prefill chunk may end
+early, on a checkpoint position of a model whose memory needs checkpoints (``checkpoints.py``). KV blocks come from the
 KV cache manager; when a step needs more blocks than are free (after evicting unreferenced
 cache), the most recently admitted request is preempted (its blocks released, back to the
 head of the queue, recomputed later: its client only sees a pause).
@@ -121,7 +122,9 @@ class Scheduler:
 
     def _chunk(self, request: Request, budget: int) -> int:
         n = min(request.num_pending, budget)
-        return min(n, self.config.max_output_rows) if request.wants_prompt_rows else n
+        if request.wants_prompt_rows:
+            n = min(n, self.config.max_output_rows)
+        return self.kv.chunk(request, n)
 
     def _admit(self, request: Request, budget: int) -> ScheduledChunk | None:
         parent = request.follows

@@ -16,6 +16,7 @@ from runtime.backends.chat_template import ChatTemplateError
 from runtime.backends.errors import BackendError, ModelLoadError
 from runtime.backends.llama import ContextConfig, LlamaBackend
 from runtime.backends.vocab_match import vocab_mismatch
+from runtime.engine.checkpoints import speculation_refusal
 from runtime.engine.engine import (
     CONTEXT_LENGTH_EXCEEDED, INVALID_REQUEST, REQUEST_FAILED, CacheConfig, Engine, RequestRejected,
 )
@@ -183,6 +184,9 @@ def load_speculator(backend: LlamaBackend, draft: str | None, config: ContextCon
     "ngram" (prompt lookup), or None. ModelLoadError when the draft cannot serve this target."""
     if not draft:
         return None
+    why = speculation_refusal(backend.info)
+    if why is not None:
+        raise ModelLoadError(why)
     if draft == NGRAM:
         return Speculator(backend, None, default=NGRAM)
     model = LlamaBackend(draft, config)

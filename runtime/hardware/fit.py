@@ -35,6 +35,7 @@ from runtime.hardware.memory import (
     bytes_per_token,
     estimate,
     kv_type_bytes,
+    state_bytes,
 )
 from runtime.hardware.shape import ModelShape
 
@@ -80,6 +81,8 @@ class FitPlan:
     speed_calibrated: bool = False
     message: str = ""
     notes: list[str] = field(default_factory=list)
+    #: recurrent state of all sequences (included in kv_bytes): the same at any context
+    state_bytes: int = 0
 
     @property
     def fits(self) -> bool:
@@ -263,6 +266,7 @@ def _finish(p: _Planner, t: _Trial, verdict: str, asked: int | None, at_target: 
         ram_bytes=cpu.total, gpu_bytes=sum(d.total for d in gpus), ram_available=p.hw.ram.available,
         gpu_free=sum(g.memory_free for g in p.gpus), devices=[cpu, *used],
         predicted_tokens_per_s=tps, speed_calibrated=calibrated,
+        state_bytes=state_bytes(p.shape, t.settings),
     )
     plan.message, plan.notes = explain(
         plan, p.shape, p.gpus, target_ctx=at_target.settings.ctx,

@@ -10,6 +10,8 @@ pool of ``n_seq`` sequences, ``n_ubatch = n_batch``, ``swa_full`` on by default)
   cell. The context is padded to 256 cells. A sliding-window layer holds
   ``pad256(min(ctx, window * n_seq + n_batch))`` cells, or the whole context with swa_full.
   llama.cpp clears the cache when it creates it, so it is resident from the start.
+- recurrent state (Mamba, RWKV, a hybrid's recurrent layers): ``n_seq`` states per recurrent
+  layer (``ModelShape.state_bytes``), the same at any context size; counted with the KV.
 - compute buffer: the larger of the attention step, ``n_batch * n_kv * (n_head + 1) * 4``
   bytes of scores and mask without flash attention (``n_batch * n_kv * 2`` of mask with it),
   plus ``n_batch * (3 * n_embd + n_ff) * 4`` of activations; and the output step,
@@ -86,7 +88,14 @@ def kv_bytes(shape: ModelShape, s: Settings, layers: range | list[int] | None = 
     for il in range(shape.n_layer) if layers is None else layers:
         n = cells[il] if cells_used is None else min(cells[il], cells_used)
         total += shape.kv_bytes_per_cell(il, per) * n
+        if il < len(shape.state_bytes):
+            total += shape.state_bytes[il] * s.n_seq
     return int(total)
+
+
+def state_bytes(shape: ModelShape, s: Settings) -> int:
+    """Recurrent state of all sequences (part of ``kv_bytes``; 0 for a transformer)."""
+    return shape.state_bytes_per_seq * s.n_seq
 
 
 def compute_bytes(shape: ModelShape, s: Settings, n_outputs: int, flash_attn: bool) -> int:

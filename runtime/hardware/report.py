@@ -76,6 +76,9 @@ def format_fit_report(plan: FitPlan) -> str:
               if plan.gpu_layers else f"all {plan.layers_total - 1} layers and the output on the CPU")
     parts = (f"weights {size(plan.weights_bytes)}, KV {size(plan.kv_bytes)} ({plan.kv_type}), "
              f"compute {size(plan.compute_bytes)}, other {size(plan.overhead_bytes)}")
+    if plan.state_bytes:
+        parts = parts.replace(f"({plan.kv_type})", f"({plan.kv_type}; recurrent state "
+                              f"{size(plan.state_bytes)} for {plan.n_seq} sequences, at any context)", 1)
     if plan.draft_bytes:
         parts += f", draft {size(plan.draft_bytes)}"
     devices = "\n".join(

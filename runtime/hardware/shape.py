@@ -12,6 +12,11 @@ layer is global, the n-1 before it sliding, as llama.cpp's ``set_swa_pattern``; 
 per layer). Without that key, the pattern llama.cpp hard-codes for the architecture is used
 (gemma3: 5 sliding then 1 global); for an architecture not in that table every layer is
 counted as global, which can only over-estimate the KV cache.
+
+Recurrent state (Mamba, Mamba-2, RWKV, and the recurrent layers of hybrids): one state per
+sequence and layer that does not grow with the context, sized as llama.cpp's
+``n_embd_r + n_embd_s`` floats (f32): the convolution (or token-shift) state and the SSM (or
+WKV) state. In a hybrid, the recurrent layers are those with no KV heads.
 """
 
 from __future__ import annotations
@@ -61,6 +66,16 @@ class ModelShape:
     source: str  #: gguf | catalog
     path: str | None = None
     swa_assumed: bool = False  #: True when the SWA layers come from the architecture table
+    #: per layer: bytes of one sequence's recurrent state (0: an attention layer)
+    state_bytes: tuple[int, ...] = ()
+
+    @property
+    def recurrent(self) -> bool:
+        return any(self.state_bytes)
+
+    @property
+    def state_bytes_per_seq(self) -> int:
+        return sum(self.state_bytes)
 
     @property
     def weights_bytes(self) -> int:
@@ -89,6 +104,8 @@ class ModelShape:
             "swa_layers": sum(self.swa_layers), "weights_bytes": self.weights_bytes,
             "n_params": self.n_params, "bits_per_weight": round(self.bits_per_weight, 2),
             "file_bytes": self.file_bytes, "source": self.source,
+            "recurrent_layers": sum(1 for b in self.state_bytes if b),
+            "state_bytes_per_seq": self.state_bytes_per_seq,
         }
 
 
@@ -191,20 +208,40 @@ def _tensor_groups(header: GGUFHeader, n_layer: int) -> tuple[list[int], int, in
     return layers, input_bytes, output_bytes, not has_output, n_params
 
 
+def _state_floats(k: _Keys, n_embd: int) -> int:
+    """llama.cpp's ``n_embd_r() + n_embd_s()`` of a recurrent layer; 0 without recurrent keys."""
+    wkv = int(k.get("wkv.head_size") or 0)
+    if wkv:  # RWKV: token shift, WKV state
+        return int(k.get("token_shift_count") or 2) * n_embd + n_embd * wkv
+    l_cache = int(k.get("shortconv.l_cache") or 0)
+    if l_cache:  # LFM2's short convolutions
+        return n_embd * (l_cache - 1)
+    d_state = int(k.get("ssm.state_size") or 0)
+    if not d_state:
+        return 0
+    d_inner = int(k.get("ssm.inner_size") or 2 * n_embd)
+    d_conv = int(k.get("ssm.conv_kernel") or 0)
+    n_group = int(k.get("ssm.group_count") or 0)
+    return max(d_conv - 1, 0) * (d_inner + 2 * n_group * d_state) + d_state * d_inner
+
+
 def shape_from_header(header: GGUFHeader) -> ModelShape:
     """The shape of a model from its parsed GGUF header (numbers outside ``BOUNDS`` refused)."""
     k = _Keys(header)
     n_layer = k.count("block_count")
     n_embd = k.count("embedding_length")
-    n_head = _largest(k.need("attention.head_count"), 0)
+    state = _state_floats(k, n_embd)
+    n_head = _largest(k.get("attention.head_count") if state else k.need("attention.head_count"), 0)
     ctx_train = k.count("context_length")
-    if n_layer <= 0 or n_head <= 0 or n_embd <= 0:
+    if n_layer <= 0 or (n_head <= 0 and not state) or n_embd <= 0:
         raise ModelShapeError(f"{k.file} declares {n_layer} layers and {n_head} heads: the header is damaged")
     k.check("attention.head_count", n_head)
     n_head_kv = _per_layer(k.get("attention.head_count_kv"), n_layer, n_head)
     k.check("attention.head_count_kv", max(n_head_kv))
-    head_k = k.count("attention.key_length", n_embd // n_head)
-    head_v = k.count("attention.value_length", n_embd // n_head)
+    head_k = k.count("attention.key_length", n_embd // n_head if n_head else 0)
+    head_v = k.count("attention.value_length", n_embd // n_head if n_head else 0)
+    # a layer without KV heads keeps a recurrent state (every layer of Mamba or RWKV)
+    state_bytes = tuple(4 * state if state and not kv else 0 for kv in n_head_kv)
     window = k.count("attention.sliding_window", 0)
     swa, assumed = swa_layers(n_layer, window, k.get("attention.sliding_window_pattern"), k.arch)
     layers, input_bytes, output_bytes, tied, n_params = _tensor_groups(header, n_layer)
@@ -219,6 +256,7 @@ def shape_from_header(header: GGUFHeader) -> ModelShape:
         ctx_train=ctx_train, sliding_window=window, swa_layers=swa, layer_bytes=tuple(layers),
         input_bytes=input_bytes, output_bytes=output_bytes, tied_output=tied, n_params=n_params,
         file_bytes=header.file_size, source="gguf", path=header.path, swa_assumed=assumed,
+        state_bytes=state_bytes,
     )
 
 
@@ -235,7 +273,7 @@ def shape_from_numbers(
     name: str, architecture: str, file_bytes: int, n_layer: int, n_head: int, n_head_kv: int,
     head_dim: int, n_embd: int, n_vocab: int, ctx_train: int, *, n_ff: int | None = None,
     n_params: int | None = None, sliding_window: int = 0, swa_pattern: int | list | None = None,
-    tied_output: bool = False,
+    tied_output: bool = False, state_bytes: int = 0, attention_layers: int | None = None,
 ) -> ModelShape:
     """A shape from catalog numbers, for a model that is not downloaded.
 
@@ -243,6 +281,10 @@ def shape_from_numbers(
     parameter counts (quantization is taken as uniform). ``n_ff`` may be derived from
     ``n_params``; without either it defaults to 4 x n_embd, which only moves bytes between
     the layers and the embeddings, never changes the total.
+
+    A recurrent model or hybrid gives ``state_bytes`` (one sequence's recurrent state, all
+    layers) and ``attention_layers`` (layers with a KV cache: 0 for Mamba or RWKV); the
+    recurrent layers are counted first (their order only matters for a GPU split).
     """
     attn = 2 * n_embd * n_head * head_dim + 2 * n_embd * n_head_kv * head_dim
     embed = n_vocab * n_embd
@@ -256,9 +298,13 @@ def shape_from_numbers(
     total = n_layer * per_layer_params + embed + out
     per_param = file_bytes / total
     swa, assumed = swa_layers(n_layer, sliding_window, swa_pattern, architecture)
+    n_attn = n_layer if attention_layers is None or not state_bytes else attention_layers
+    n_rec = n_layer - n_attn
+    kv_heads = (0,) * n_rec + (n_head_kv,) * n_attn
+    states = (state_bytes // n_rec,) * n_rec + (0,) * n_attn if n_rec else ()
     return ModelShape(
         name=name, architecture=architecture, n_layer=n_layer, n_head=n_head,
-        n_head_kv=(n_head_kv,) * n_layer, head_dim_k=head_dim, head_dim_v=head_dim, n_embd=n_embd,
+        n_head_kv=kv_heads, state_bytes=states, head_dim_k=head_dim, head_dim_v=head_dim, n_embd=n_embd,
         n_ff=n_ff, n_vocab=n_vocab, ctx_train=ctx_train, sliding_window=sliding_window,
         swa_layers=swa, layer_bytes=(int(per_layer_params * per_param),) * n_layer,
         input_bytes=int(embed * per_param), output_bytes=int(out * per_param),
@@ -272,7 +318,8 @@ CATALOG_KEYS = {
     "file_bytes": "file_bytes", "layers": "n_layer", "heads": "n_head", "kv_heads": "n_head_kv",
     "head_dim": "head_dim", "embedding": "n_embd", "vocab": "n_vocab", "ff": "n_ff",
     "params": "n_params", "sliding_window": "sliding_window", "swa_pattern": "swa_pattern",
-    "tied_embeddings": "tied_output",
+    "tied_embeddings": "tied_output", "state_bytes": "state_bytes",
+    "attention_layers": "attention_layers",
 }
 _CATALOG_REQUIRED = ("file_bytes", "layers", "heads", "kv_heads", "head_dim", "embedding", "vocab")
 

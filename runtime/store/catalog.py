@@ -10,7 +10,9 @@ Schema (``schema_version`` 1), per model:
 - optional: ``parameters`` (e.g. ``"1.2B"``), ``params`` (exact count), ``chat_template``,
   ``sliding_window``, ``draft`` (the id of a catalog model with the same tokenizer),
   ``shape`` (architecture numbers for the fit planner: ``layers``, ``heads``, ``kv_heads``,
-  ``head_dim``, ``embedding``, ``vocab``, ``ff``, ``tied_embeddings``, ``swa_pattern``).
+  ``head_dim``, ``embedding``, ``vocab``, ``ff``, ``tied_embeddings``, ``swa_pattern``; for
+  recurrent models and hybrids ``state_bytes``, one sequence's recurrent state, and
+  ``attention_layers``, the layers with a KV cache).
 
 A file size is written only when it is known; without it the planner estimates the file from
 ``params`` x the quantization's bits per weight. Checksums are never in the catalog: they come
@@ -134,6 +136,11 @@ def _check_hub_entry(m: dict) -> None:
     for key in _SHAPE_INTS:
         if key in shape and not (isinstance(shape[key], int) and shape[key] > 0):
             raise CatalogError(f"{where}: shape.{key} must be a positive integer")
+    for key in ("state_bytes", "attention_layers"):  # recurrent models and hybrids
+        if key in shape and not (isinstance(shape[key], int) and 0 <= shape[key] <= (
+                shape.get("layers", 0) if key == "attention_layers" else 1 << 40)):
+            raise CatalogError(f"{where}: shape.{key} must be a non-negative integer"
+                               + (" no larger than shape.layers" if key == "attention_layers" else ""))
 
 
 @lru_cache(maxsize=1)
