@@ -160,7 +160,8 @@ class Engine:
             raise RequestRejected(f"duplicate request id {request_id}")
         request = Request(request_id, len(prompt), list(prompt), params, max_tokens)
         request.sampler = self.backend.new_sampler(params)
-        if params.repeat_penalty != 1.0 or params.presence_penalty or params.frequency_penalty:
+        penalized = params.repeat_penalty != 1.0 or params.presence_penalty or params.frequency_penalty
+        if penalized and params.penalty_last_n > 0:  # prompt[-0:] would be the whole prompt
             for token in prompt[-params.penalty_last_n:]:
                 request.sampler.accept(token)
         request.detok = TextStream(params.stop + (extra_stop or []))

@@ -18,7 +18,7 @@ DEFAULT_TEMPERATURE = 0.8
 MAX_N = 16
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 _UNSUPPORTED = {"tools": "tool calling", "functions": "function calling", "suffix": "suffix", "best_of": "best_of",
-                "response_format": "structured output is not supported yet"}
+                "response_format": "structured output"}
 
 
 @dataclass(slots=True)
