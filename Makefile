@@ -72,6 +72,7 @@ bench: $(VENV)/.test
 	$(PY) bench/kv_memory.py
 	$(PY) bench/fit_accuracy.py
 	$(PY) bench/speculative.py
+	$(PY) bench/fidelity.py
 
 # Screenshots of the desktop app under Xvfb with the default model, into docs/screenshots/.
 screenshots: $(VENV)/.test
