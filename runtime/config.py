@@ -53,3 +53,7 @@ class ServeConfig:
     max_client_requests: int = 16  # in flight or queued per client address
     max_body_bytes: int = 8 * 1024 * 1024
     shutdown_grace: float = 5.0  # seconds open streams get to finish on SIGTERM
+    # Residency (see runtime/server/router.py): several models loaded at once within a budget
+    max_models: int | None = None  # resident models at most; None: as many as the memory budget holds
+    memory_budget: int | None = None  # bytes per device (RAM, each GPU); None: what the planner deems safe
+    load_wait: float = 60.0  # seconds a request waits for busy models to make room before a 503

@@ -18,28 +18,11 @@ from runtime.engine.messages import (
     Accepted, Cancel, Fatal, Loaded, LoadFailed, Rejected, Shutdown, Stats, StepResult, Submit,
     WorkerSpec,
 )
+from runtime.engine.protocol import (  # noqa: F401  (the errors are part of this module's API)
+    EngineError, ModelLoadFailed, RequestRefused, ServiceStopping, WorkerDied,
+)
 from runtime.engine.sampling_params import SamplingParams
 from runtime.engine.worker import worker_main
-
-
-class EngineError(Exception):
-    """Base of the errors a request can get from the engine."""
-
-
-class WorkerDied(EngineError):
-    pass
-
-
-class ModelLoadFailed(EngineError):
-    pass
-
-
-class RequestRefused(EngineError):
-    """The worker refused the request (too long, bad tokens): the client's fault."""
-
-
-class ServiceStopping(EngineError):
-    """The service is shutting down: the request was ended before it finished."""
 
 
 @dataclass(slots=True)
@@ -166,12 +149,12 @@ class EngineClient:
         elif isinstance(msg, Accepted):
             self._resolve(msg.request_id, msg.prompt_tokens)
         elif isinstance(msg, Rejected):
-            self._resolve(msg.request_id, RequestRefused(msg.message))
+            self._resolve(msg.request_id, RequestRefused(msg.message, msg.code))
             self._drop_group(msg.request_id)
         elif isinstance(msg, Loaded):
             self._ready.set_result(msg)
         elif isinstance(msg, LoadFailed):
-            self._ready.set_exception(ModelLoadFailed(msg.message))
+            self._ready.set_exception(ModelLoadFailed(msg.message, msg.code))
         elif isinstance(msg, Fatal):
             self.error = msg.message
 
@@ -266,3 +249,5 @@ class EngineClient:
             except asyncio.TimeoutError:
                 self.process.kill()
                 await self._exited.wait()
+
+    close = stop  # the name in runtime.engine.protocol.Engine

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 from runtime.backends.errors import NoKVSlotError
 from runtime.engine.kv_cache_manager import KVCacheManager, KVStats
+from runtime.engine.protocol import ErrorCode
 from runtime.engine.request import FinishReason, Request
 from runtime.engine.sampling_params import SamplingParams
 from runtime.engine.scheduler import ScheduledChunk, Scheduler, SchedulerConfig
@@ -25,7 +26,12 @@ from runtime.engine.text_stream import TextStream
 
 
 class RequestRejected(ValueError):
-    """A request that can never run (empty prompt, longer than the context, ...)."""
+    """A request that can never run (empty prompt, longer than the context, ...); ``code``:
+    a ``runtime.engine.protocol.ErrorCode`` value, sent on to the client with the message."""
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass(slots=True)
@@ -101,13 +107,15 @@ class Engine:
         if len(prompt) >= limit:
             raise RequestRejected(
                 f"the prompt has {len(prompt)} tokens; this model's context holds {limit}: "
-                "shorten the conversation or start the server with a larger --ctx"
+                "shorten the conversation or start the server with a larger --ctx",
+                ErrorCode.CONTEXT_LENGTH_EXCEEDED,
             )
         max_tokens = params.max_tokens if params.max_tokens is not None else limit - len(prompt)
         if len(prompt) + max_tokens > limit:
             raise RequestRejected(
                 f"prompt ({len(prompt)} tokens) + max_tokens ({max_tokens}) exceeds this model's "
-                f"context of {limit} tokens: lower max_tokens to at most {limit - len(prompt)}"
+                f"context of {limit} tokens: lower max_tokens to at most {limit - len(prompt)}",
+                ErrorCode.CONTEXT_LENGTH_EXCEEDED,
             )
         if request_id in self.requests:
             raise RequestRejected(f"duplicate request id {request_id}")
@@ -122,10 +130,11 @@ class Engine:
                 self.spec.attach(request)
             except ValueError as e:
                 request.sampler.close()
-                raise RequestRejected(str(e)) from None
+                raise RequestRejected(str(e), ErrorCode.SPECULATION_REFUSED) from None
         elif params.draft not in (None, "off"):
             request.sampler.close()
-            raise RequestRejected("speculative decoding is off on this server: start it with --draft MODEL or --draft ngram")
+            raise RequestRejected("speculative decoding is off on this server: start it with --draft MODEL or --draft ngram",
+                                  ErrorCode.SPECULATION_REFUSED)
         request.follows = follows
         self.requests[request_id] = request
         self.scheduler.add(request)

@@ -67,6 +67,7 @@ class Loaded:
 @dataclass(slots=True)
 class LoadFailed:
     message: str
+    code: str | None = None  #: a runtime.engine.protocol.ErrorCode value
 
 
 @dataclass(slots=True)
@@ -79,6 +80,7 @@ class Accepted:
 class Rejected:
     request_id: str
     message: str
+    code: str | None = None  #: a runtime.engine.protocol.ErrorCode value
 
 
 @dataclass(slots=True)

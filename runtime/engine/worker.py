@@ -16,6 +16,7 @@ from runtime.backends.errors import BackendError, ModelLoadError
 from runtime.backends.llama import ContextConfig, LlamaBackend
 from runtime.backends.vocab_match import vocab_mismatch
 from runtime.engine.engine import CacheConfig, Engine, RequestRejected
+from runtime.engine.protocol import ErrorCode
 from runtime.engine.speculator import MODEL, NGRAM, Speculator
 from runtime.engine.messages import (
     Accepted, Cancel, Fatal, Loaded, LoadFailed, Rejected, Shutdown, Stats, StepResult, Submit,
@@ -55,8 +56,11 @@ class _Worker:
             if bad:
                 raise RequestRejected(f"token id {bad[0]} is outside the vocabulary (0..{self.backend.n_vocab - 1})")
             self.engine.add_group(msg.request_id, tokens, msg.params, msg.n, extra_stop)
-        except (RequestRejected, ChatTemplateError) as e:
-            self.conn.send(Rejected(msg.request_id, str(e)))
+        except RequestRejected as e:
+            self.conn.send(Rejected(msg.request_id, str(e), e.code))
+            return
+        except ChatTemplateError as e:
+            self.conn.send(Rejected(msg.request_id, str(e), ErrorCode.CHAT_TEMPLATE))
             return
         self.conn.send(Accepted(msg.request_id, len(tokens)))
 
@@ -103,9 +107,10 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
         backend = LlamaBackend(spec.model_path, config)
         try:
             speculator = load_speculator(backend, spec.draft, config, spec.draft_id)
-        except ModelLoadError:
+        except ModelLoadError as e:
             backend.close()
-            raise
+            conn.send(LoadFailed(str(e), ErrorCode.DRAFT_REFUSED))
+            return
     except ModelLoadError as e:
         conn.send(LoadFailed(str(e)))
         return

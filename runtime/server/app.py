@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from runtime.config import ServeConfig
-from runtime.server import hardware_api, ollama_api, openai_api, openapi, service_api, store_api
+from runtime.server import hardware_api, models_api, ollama_api, openai_api, openapi, service_api, store_api
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, http_error
 from runtime.server.keep_alive import KEEP_ALIVE, KeepAlive, keep_alive_ctx
@@ -25,7 +25,7 @@ ROUTES = [
     ("POST", "/hearth/unload", service_api.unload),
     ("GET", "/hearth/hardware", hardware_api.hardware),
     ("GET", "/hearth/fit", hardware_api.fit),
-    ("GET", "/v1/models", openai_api.list_models),
+    *models_api.ROUTES,
     ("POST", "/v1/chat/completions", openai_api.chat_completions),
     ("POST", "/v1/completions", openai_api.completions),
     *ollama_api.ROUTES,

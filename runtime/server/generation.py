@@ -5,12 +5,12 @@ from __future__ import annotations
 from aiohttp import web
 
 from runtime.engine.client import (
-    EngineClient, ModelLoadFailed, RequestHandle, RequestRefused, ServiceStopping, WorkerDied,
+    ModelLoadFailed, RequestHandle, RequestRefused, ServiceStopping, WorkerDied,
 )
+from runtime.engine.protocol import Engine, ErrorCode
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, bad_request
-from runtime.server.keep_alive import KEEP_ALIVE
-from runtime.server.model_manager import DraftRefused, ModelDoesNotFit
+from runtime.server.model_manager import DraftRefused, ModelDoesNotFit, NoRoom
 from runtime.server.model_refs import ModelPathRefused
 from runtime.server.schemas import GenerationRequest
 from runtime.store.embedded import EmbeddedModelMissing
@@ -23,12 +23,15 @@ def engine_error(e: Exception) -> ApiError:
     if isinstance(e, ServiceStopping):
         return ApiError(503, str(e), type="server_error", code="shutting_down")
     if isinstance(e, RequestRefused):
-        code = "context_length_exceeded" if "context" in str(e) else None
+        code = e.code.value if e.code not in (None, ErrorCode.INVALID_REQUEST) else None
         return ApiError(400, str(e), code=code)
     if isinstance(e, WorkerDied):
         return ApiError(503, f"{e}; the next request restarts it", type="server_error", code="engine_stopped")
     if isinstance(e, DraftRefused):
         return ApiError(400, str(e), param="draft", code="draft_refused")
+    if isinstance(e, NoRoom):
+        return ApiError(503, str(e), type="server_error", code="model_busy",
+                        headers={"Retry-After": str(e.retry_after)})
     if isinstance(e, ModelDoesNotFit):
         return ApiError(400, str(e), param="model", code="model_does_not_fit")
     if isinstance(e, ModelLoadFailed):
@@ -36,20 +39,20 @@ def engine_error(e: Exception) -> ApiError:
     raise e
 
 
-async def start_generation(request: web.Request, req: GenerationRequest) -> tuple[EngineClient, list[RequestHandle]]:
-    """Pick (load, swap or restart) the engine and submit; raise ``ApiError`` on failure."""
+async def start_generation(request: web.Request, req: GenerationRequest) -> tuple[Engine, list[RequestHandle]]:
+    """Pick (a resident one, or load, or restart) the engine and submit; raise ``ApiError`` on failure.
+
+    Nothing is awaited between getting the engine and submitting to it, so the router cannot
+    unload it in between (an engine with a request in flight is never unloaded for room)."""
     manager = request.app[MANAGER]
     limit = request.app[CONFIG].max_tokens_limit
     if req.params.max_tokens is not None and req.params.max_tokens > limit:
         raise bad_request(f"'max_tokens' must be at most {limit} on this server, got {req.params.max_tokens}",
                           req.extra.get("max_tokens_param", "max_tokens"))
-    keep_alive = request.app[KEEP_ALIVE]
-    keep_alive.touch(req.keep_alive)
     try:
-        engine = await manager.engine_for(req.model)
+        engine = await manager.engine_for(req.model, req.extra.get("num_ctx"), req.keep_alive)
     except Exception as e:
         raise model_error(e) from None
-    keep_alive.touch(req.keep_alive)
     loaded = engine.loaded
     if req.params.max_tokens is None and loaded is not None and limit < loaded.max_request_tokens:
         req.params.max_tokens = limit  # the limit bounds replies that did not ask for a length too

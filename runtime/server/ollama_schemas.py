@@ -62,9 +62,7 @@ def sampling_from_options(options: Any) -> SamplingParams:
     if not isinstance(options, dict):
         raise bad_request("'options' must be an object", "options")
     num_predict = _opt_int(options, "num_predict", -2, 2**31 - 1)
-    # The context window is the service's (--ctx, shared by the requests decoded together):
-    # num_ctx is checked and accepted, and a reply is bounded by that window.
-    _opt_int(options, "num_ctx", 1, 2**31 - 1)
+    _opt_int(options, "num_ctx", 1, 2**31 - 1)  # applied by the router: see num_ctx()
     max_tokens = None if num_predict is None or num_predict < 0 else max(1, num_predict)
     top_k = _opt_int(options, "top_k", 0, 2**31 - 1)
     return SamplingParams(
@@ -82,6 +80,12 @@ def sampling_from_options(options: Any) -> SamplingParams:
     )
 
 
+def num_ctx(options: Any) -> int | None:
+    """``options.num_ctx``: the context the model is loaded with (another value loads, or
+    reuses, an engine of that model at that context). Checked by ``sampling_from_options``."""
+    return options.get("num_ctx") if isinstance(options, dict) else None
+
+
 @dataclass(slots=True)
 class OllamaRequest:
     """A parsed /api/chat or /api/generate body. ``gen`` is None for a load/unload-only call."""
@@ -89,6 +93,7 @@ class OllamaRequest:
     name: str  # the model as the client named it (echoed back)
     gen: GenerationRequest | None
     keep_alive: float | None
+    num_ctx: int | None = None
 
 
 def model_name(body: Any) -> str:
@@ -156,11 +161,12 @@ def parse_ollama_chat(body: Any) -> OllamaRequest:
     stream = _stream(body)
     params = sampling_from_options(body.get("options"))
     messages = _messages(body.get("messages") if body.get("messages") is not None else [])
+    ctx = num_ctx(body.get("options"))
     if not messages:
-        return OllamaRequest(name, None, keep_alive)
+        return OllamaRequest(name, None, keep_alive, ctx)
     gen = GenerationRequest(engine_model(name), params, stream, messages=messages, keep_alive=keep_alive,
-                            extra={"max_tokens_param": "options.num_predict"})
-    return OllamaRequest(name, gen, keep_alive)
+                            extra={"max_tokens_param": "options.num_predict", "num_ctx": ctx})
+    return OllamaRequest(name, gen, keep_alive, ctx)
 
 
 def parse_ollama_generate(body: Any) -> OllamaRequest:
@@ -176,13 +182,14 @@ def parse_ollama_generate(body: Any) -> OllamaRequest:
         raise bad_request("'system' must be a string", "system")
     if raw is not None and not isinstance(raw, bool):
         raise bad_request("'raw' must be true or false", "raw")
+    ctx = num_ctx(body.get("options"))
     if not prompt:
-        return OllamaRequest(name, None, keep_alive)
+        return OllamaRequest(name, None, keep_alive, ctx)
     gen = GenerationRequest(engine_model(name), params, stream, keep_alive=keep_alive,
-                            extra={"max_tokens_param": "options.num_predict"})
+                            extra={"max_tokens_param": "options.num_predict", "num_ctx": ctx})
     if raw:
         gen.prompt = prompt  # no template: the client sends the model's own format
     else:
         gen.messages = ([{"role": "system", "content": system}] if system else []) + [
             {"role": "user", "content": prompt}]
-    return OllamaRequest(name, gen, keep_alive)
+    return OllamaRequest(name, gen, keep_alive, ctx)
