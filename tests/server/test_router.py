@@ -95,7 +95,10 @@ def test_num_ctx_loads_an_engine_with_that_context_and_reuses_it(two):
     loads = two.stats()["loads"][SMOL]
     client.generate(model=SMOL, prompt="Hi", options={"num_predict": 2, "num_ctx": 512})
     assert two.stats()["loads"][SMOL] == loads  # reused, not reloaded
-    assert _post(two, f"/hearth/models/{SMOL}/load", {"ctx": 0}).status_code == 400
+    for bad, param in (({"ctx": 0}, "ctx"), ({"pin": "yes"}, "pin"), ({"keep_alive": "soon"}, "keep_alive")):
+        r = _post(two, f"/hearth/models/{SMOL}/load", bad)
+        assert r.status_code == 400 and r.json()["error"]["param"] == param
+    assert _post(two, "/hearth/models/no-such-model/load").status_code == 404
 
 
 def test_keep_alive_is_per_model(two):
