@@ -9,7 +9,9 @@ import sys
 
 from runtime import __version__
 from runtime.config import DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT, ServeConfig
-from runtime.server.serve_options import add_api_args, add_key_command, api_config, key_command
+from runtime.server.serve_options import (
+    add_api_args, add_key_command, add_router_args, api_config, key_command, router_config,
+)
 from runtime.store import commands as store_commands
 
 
@@ -34,6 +36,7 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--draft", help="speculative decoding: a draft model with the same tokenizer (catalog id "
                    "or .gguf path), or 'ngram' for prompt lookup; 'off' disables a catalog default")
     add_api_args(p)
+    add_router_args(p)
 
 
 def _config(args: argparse.Namespace, **over) -> ServeConfig:
@@ -47,6 +50,7 @@ def _config(args: argparse.Namespace, **over) -> ServeConfig:
         from runtime.config import data_dir
 
         values.update(api_config(args, data_dir()))
+        values.update(router_config(args))
     values.update(over)
     return ServeConfig(**values)
 

@@ -58,3 +58,7 @@ class ServeConfig:
     load_timeout: float = 600.0  # seconds a model may take to load before its worker is killed
     #: also listen on this port (Ollama's, 11434), for tools that assume Ollama; None: off
     ollama_port: int | None = None
+    # Residency (see runtime/server/router.py): several models loaded at once within a budget
+    max_models: int | None = None  # resident models at most; None: as many as the memory budget holds
+    memory_budget: int | None = None  # bytes per device (RAM, each GPU); None: what the planner deems safe
+    load_wait: float = 60.0  # seconds a request waits for busy models to make room before a 503

@@ -37,3 +37,22 @@ def test_kernels_import_only_numpy_and_stdlib():
     allowed = {"numpy", "runtime", "__future__"} | set(sys.stdlib_module_names)
     for p in sources("runtime/kernels"):
         assert imports(p) <= allowed, p
+
+
+def _full_imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_the_engine_protocol_imports_nothing_of_an_engine():
+    """The engine interface is a contract: the service's residency code uses it alone."""
+    for name in ("runtime/engine/protocol.py", "runtime/server/router.py", "runtime/server/residency.py"):
+        found = {m for m in _full_imports(ROOT / name) if m.startswith("runtime.")}
+        allowed = {"runtime.engine.protocol", "runtime.server.residency", "runtime.hardware.fit",
+                   "runtime.hardware.memory"}
+        assert found <= allowed, (name, found - allowed)

@@ -21,42 +21,11 @@ from runtime.engine.messages import (
     Accepted, Cancel, Fatal, Loaded, LoadFailed, Rejected, Shutdown, Stats, StepResult, Submit,
     WorkerSpec,
 )
+from runtime.engine.protocol import (  # noqa: F401  (the errors are part of this module's API)
+    EngineError, ModelLoadFailed, RequestFailed, RequestRefused, ServiceStopping, WorkerDied,
+)
 from runtime.engine.sampling_params import SamplingParams
 from runtime.engine.worker import worker_main
-
-
-class EngineError(Exception):
-    """Base of the errors a request can get from the engine."""
-
-
-class WorkerDied(EngineError):
-    pass
-
-
-class ModelLoadFailed(EngineError):
-    pass
-
-
-class RequestRefused(EngineError):
-    """The worker refused the request (too long, bad tokens): the client's fault.
-
-    ``code``: the worker's reason (``runtime.engine.engine``'s codes, "template_error")."""
-
-    def __init__(self, message: str, code: str = "invalid_request") -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class RequestFailed(EngineError):
-    """The engine could not finish this one request (the others went on); ``code`` says why."""
-
-    def __init__(self, message: str, code: str) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-class ServiceStopping(EngineError):
-    """The service is shutting down: the request was ended before it finished."""
 
 
 @dataclass(slots=True)
@@ -225,7 +194,7 @@ class EngineClient:
         elif isinstance(msg, Loaded):
             self._ready.set_result(msg)
         elif isinstance(msg, LoadFailed):
-            self._ready.set_exception(ModelLoadFailed(msg.message))
+            self._ready.set_exception(ModelLoadFailed(msg.message, msg.code))
         elif isinstance(msg, Fatal):
             self.error = msg.message
 
@@ -334,3 +303,5 @@ class EngineClient:
             except asyncio.TimeoutError:
                 self.process.kill()
                 await self._exited.wait()
+
+    close = stop  # the name in runtime.engine.protocol.Engine

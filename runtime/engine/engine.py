@@ -19,6 +19,7 @@ from runtime.backends.errors import InvalidBatchError, NoKVSlotError
 from runtime.engine.checkpoints import memory_layout
 from runtime.engine.kv_cache_manager import KVCacheManager, KVStats
 from runtime.engine.logprobs import Logprobs, TokenLogprob
+from runtime.engine.protocol import ErrorCode
 from runtime.engine.request import FinishReason, Request
 from runtime.engine.sampling_params import SamplingParams
 from runtime.engine.scheduler import ScheduledChunk, Scheduler, SchedulerConfig
@@ -27,20 +28,19 @@ from runtime.engine.text_stream import TextStream
 
 
 class RequestRejected(ValueError):
-    """A request that can never run (empty prompt, longer than the context, ...).
+    """A request that can never run (empty prompt, longer than the context, ...); ``code``:
+    a ``runtime.engine.protocol.ErrorCode`` value, sent on to the client with the message."""
 
-    ``code`` says which (it crosses the pipe: the service maps it, never the text)."""
-
-    def __init__(self, message: str, code: str = "invalid_request") -> None:
+    def __init__(self, message: str, code: str | None = None) -> None:
         super().__init__(message)
         self.code = code
 
 
 #: the codes of ``RequestRejected`` and of a failed request's output
-CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
-INVALID_REQUEST = "invalid_request"
-INVALID_TOKEN = "invalid_token"
-REQUEST_FAILED = "request_failed"
+CONTEXT_LENGTH_EXCEEDED = ErrorCode.CONTEXT_LENGTH_EXCEEDED
+INVALID_REQUEST = ErrorCode.INVALID_REQUEST
+INVALID_TOKEN = ErrorCode.INVALID_TOKEN
+REQUEST_FAILED = ErrorCode.REQUEST_FAILED
 
 
 @dataclass(slots=True)
@@ -170,10 +170,11 @@ class Engine:
                 self.spec.attach(request)
             except ValueError as e:
                 request.sampler.close()
-                raise RequestRejected(str(e)) from None
+                raise RequestRejected(str(e), ErrorCode.SPECULATION_REFUSED) from None
         elif params.draft not in (None, "off"):
             request.sampler.close()
-            raise RequestRejected("speculative decoding is off on this server: start it with --draft MODEL or --draft ngram")
+            raise RequestRejected("speculative decoding is off on this server: start it with --draft MODEL or --draft ngram",
+                                  ErrorCode.SPECULATION_REFUSED)
         request.follows = follows
         self.requests[request_id] = request
         self.scheduler.add(request)

@@ -71,6 +71,7 @@ class Loaded:
 @dataclass(slots=True)
 class LoadFailed:
     message: str
+    code: str | None = None  #: a runtime.engine.protocol.ErrorCode value
 
 
 @dataclass(slots=True)
@@ -83,8 +84,7 @@ class Accepted:
 class Rejected:
     request_id: str
     message: str
-    #: why, for the service to map (``runtime.engine.engine``'s codes, or "template_error")
-    code: str = "invalid_request"
+    code: str | None = None  #: a runtime.engine.protocol.ErrorCode value
 
 
 @dataclass(slots=True)

@@ -20,6 +20,7 @@ from runtime.engine.checkpoints import speculation_refusal
 from runtime.engine.engine import (
     CONTEXT_LENGTH_EXCEEDED, INVALID_REQUEST, REQUEST_FAILED, CacheConfig, Engine, RequestRejected,
 )
+from runtime.engine.protocol import ErrorCode
 from runtime.engine.speculator import MODEL, NGRAM, Speculator
 from runtime.engine.messages import (
     Accepted, Cancel, Fatal, Loaded, LoadFailed, Rejected, Shutdown, Stats, StepResult, Submit,
@@ -27,7 +28,6 @@ from runtime.engine.messages import (
 )
 from runtime.engine.submit_check import check_submit
 
-TEMPLATE_ERROR = "template_error"
 
 
 # Prompts longer than ``WorkerSpec.inline_tokenize_chars`` are tokenized on a helper thread:
@@ -89,7 +89,7 @@ class _Worker:
             self.conn.send(Rejected(msg.request_id, str(e), e.code))
             return
         except ChatTemplateError as e:
-            self.conn.send(Rejected(msg.request_id, str(e), TEMPLATE_ERROR))
+            self.conn.send(Rejected(msg.request_id, str(e), ErrorCode.CHAT_TEMPLATE))
             return
         except Exception as e:  # noqa: BLE001 - one request's bad data must not end the worker
             self.conn.send(Rejected(msg.request_id, f"the request could not be prepared ({type(e).__name__}: {e})",
@@ -208,9 +208,10 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
         backend = LlamaBackend(spec.model_path, config)
         try:
             speculator = load_speculator(backend, spec.draft, config, spec.draft_id)
-        except ModelLoadError:
+        except ModelLoadError as e:
             backend.close()
-            raise
+            conn.send(LoadFailed(str(e), ErrorCode.DRAFT_REFUSED))
+            return
     except ModelLoadError as e:
         conn.send(LoadFailed(str(e)))
         return

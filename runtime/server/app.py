@@ -11,7 +11,8 @@ from aiohttp import web
 
 from runtime.config import ServeConfig
 from runtime.server import (
-    anthropic_api, hardware_api, ollama_api, openai_api, openapi, responses_api, service_api, store_api,
+    anthropic_api, hardware_api, models_api, ollama_api, openai_api, openapi, responses_api, service_api,
+    store_api,
 )
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, http_error
@@ -28,7 +29,7 @@ ROUTES = [
     ("POST", "/hearth/unload", service_api.unload),
     ("GET", "/hearth/hardware", hardware_api.hardware),
     ("GET", "/hearth/fit", hardware_api.fit),
-    ("GET", "/v1/models", openai_api.list_models),
+    *models_api.ROUTES,
     ("POST", "/v1/chat/completions", openai_api.chat_completions),
     ("POST", "/v1/completions", openai_api.completions),
     *responses_api.ROUTES,

@@ -8,11 +8,10 @@ from runtime.engine.client import (
     EngineClient, EngineError, ModelLoadFailed, RequestFailed, RequestHandle, RequestRefused, ServiceStopping,
     WorkerDied,
 )
-from runtime.engine.engine import INVALID_TOKEN
+from runtime.engine.protocol import Engine, ErrorCode
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, bad_request
-from runtime.server.keep_alive import KEEP_ALIVE
-from runtime.server.model_manager import DraftRefused, ModelDoesNotFit, ModelLoadTimeout
+from runtime.server.model_manager import DraftRefused, ModelDoesNotFit, ModelLoadTimeout, NoRoom
 from runtime.server.model_refs import ModelPathRefused
 from runtime.server.schemas import GenerationRequest
 from runtime.server.validation import token_ids
@@ -26,17 +25,21 @@ def engine_error(e: Exception) -> ApiError:
     if isinstance(e, ServiceStopping):
         return ApiError(503, str(e), type="server_error", code="shutting_down")
     if isinstance(e, RequestRefused):
-        return ApiError(400, str(e), code=e.code)
+        return ApiError(400, str(e), code=e.code.value if e.code else None)
     if isinstance(e, RequestFailed):
-        if e.code == INVALID_TOKEN:
-            return ApiError(400, str(e), code=e.code)
-        return ApiError(500, str(e), type="server_error", code=e.code)
+        code = e.code.value if e.code else None
+        if e.code is ErrorCode.INVALID_TOKEN:
+            return ApiError(400, str(e), code=code)
+        return ApiError(500, str(e), type="server_error", code=code)
     if isinstance(e, WorkerDied):
         return ApiError(503, f"{e}; the next request restarts it", type="server_error", code="engine_stopped")
     if isinstance(e, DraftRefused):
         return ApiError(400, str(e), param="draft", code="draft_refused")
     if isinstance(e, ModelLoadTimeout):
         return ApiError(504, str(e), type="server_error", param="model", code="model_load_timeout")
+    if isinstance(e, NoRoom):
+        return ApiError(503, str(e), type="server_error", code="model_busy",
+                        headers={"Retry-After": str(e.retry_after)})
     if isinstance(e, ModelDoesNotFit):
         return ApiError(400, str(e), param="model", code="model_does_not_fit")
     if isinstance(e, ModelLoadFailed):
@@ -44,20 +47,20 @@ def engine_error(e: Exception) -> ApiError:
     raise e
 
 
-async def start_generation(request: web.Request, req: GenerationRequest) -> tuple[EngineClient, list[RequestHandle]]:
-    """Pick (load, swap or restart) the engine and submit; raise ``ApiError`` on failure."""
+async def start_generation(request: web.Request, req: GenerationRequest) -> tuple[Engine, list[RequestHandle]]:
+    """Pick (a resident one, or load, or restart) the engine and submit; raise ``ApiError`` on failure.
+
+    Nothing is awaited between getting the engine and submitting to it, so the router cannot
+    unload it in between (an engine with a request in flight is never unloaded for room)."""
     manager = request.app[MANAGER]
     limit = request.app[CONFIG].max_tokens_limit
     if req.params.max_tokens is not None and req.params.max_tokens > limit:
         raise bad_request(f"'max_tokens' must be at most {limit} on this server, got {req.params.max_tokens}",
                           req.extra.get("max_tokens_param", "max_tokens"))
-    keep_alive = request.app[KEEP_ALIVE]
-    keep_alive.touch(req.keep_alive)
     try:
-        engine = await manager.engine_for(req.model)
+        engine = await manager.engine_for(req.model, req.extra.get("num_ctx"), req.keep_alive)
     except Exception as e:
         raise model_error(e) from None
-    keep_alive.touch(req.keep_alive)
     loaded = engine.loaded
     if req.tokens is not None and loaded is not None:
         token_ids(req.tokens, "prompt", loaded.info.get("n_vocab"))
@@ -74,13 +77,10 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> tupl
 
 async def count_prompt_tokens(request: web.Request, req: GenerationRequest) -> int:
     """The request's prompt length in the model's tokens (loading the model if needed); nothing is generated."""
-    keep_alive = request.app[KEEP_ALIVE]
-    keep_alive.touch(req.keep_alive)
     try:
-        engine = await request.app[MANAGER].engine_for(req.model)
+        engine = await request.app[MANAGER].engine_for(req.model, None, req.keep_alive)
     except Exception as e:
         raise model_error(e) from None
-    keep_alive.touch(req.keep_alive)
     try:
         return await engine.count_tokens(prompt=req.prompt, messages=req.messages)
     except (RequestRefused, WorkerDied) as e:

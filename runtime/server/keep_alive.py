@@ -1,9 +1,10 @@
 """Unloading an idle model after its keep-alive (Ollama's ``keep_alive``; ``--keep-alive``).
 
-Every generation request sets how long the model stays loaded after the last request ends:
-its own ``keep_alive`` or the service default. A background task stops the engine worker
-(all its memory goes back to the system) once no request has run for that long; the next
-request loads the model again. A negative keep-alive keeps the model loaded for good.
+Each resident model has its own keep-alive: how long it stays loaded after its last request
+ends, set by every request for it (its ``keep_alive``, else what the model had, first the
+service default) or by ``POST /hearth/models/{id}/load``. A background task stops the engine
+worker of each model idle for that long (its memory goes back to the system); the next
+request loads it again. A negative keep-alive, or a pin, keeps the model loaded.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-import time
 from collections.abc import AsyncIterator
 
 from aiohttp import web
@@ -53,41 +53,22 @@ def parse_keep_alive(value: object) -> float | None:
 
 
 class KeepAlive:
-    """When the loaded model expires: ``touch`` on every request, ``expires_at`` for /api/ps."""
+    """The reaper: every ``tick`` seconds, unloads the resident models whose keep-alive ran out."""
 
     def __init__(self, default: float, tick: float = 0.5) -> None:
         self.default = default
-        self.seconds = default
-        self.last_used = time.monotonic()
         self.tick = tick
-
-    def touch(self, seconds: float | None = None) -> None:
-        self.seconds = self.default if seconds is None else seconds
-        self.last_used = time.monotonic()
-
-    def expired(self, engine) -> bool:
-        if engine.active:
-            self.last_used = time.monotonic()
-            return False
-        return self.seconds >= 0 and time.monotonic() - self.last_used >= self.seconds
-
-    def expires_at(self) -> float | None:
-        """Wall-clock time the loaded model unloads at if no request comes (None: never)."""
-        if self.seconds < 0:
-            return None
-        return time.time() + max(0.0, self.seconds - (time.monotonic() - self.last_used))
 
     async def run(self, manager) -> None:
         while True:
             await asyncio.sleep(self.tick)
-            engine = manager.engine
-            if engine is None or not self.expired(engine):
-                continue
-            try:
-                if await manager.unload(self.expired):
-                    log.info("unloaded %s after %.0f s without requests", engine.model_id, self.seconds)
-            except Exception:  # a failing stop must not end the reaper
-                log.exception("could not unload %s", engine.model_id)
+            for r in [r for r in manager.router.residents if r.engine.alive and r.expired()]:
+                try:
+                    # checked again under the router's lock: a request may have taken it meanwhile
+                    if await manager.router.unload(r.model_id, when=lambda x, r=r: x is r and x.expired()):
+                        log.info("unloaded %s after %.0f s without requests", r.model_id, r.keep_alive)
+                except Exception:  # a failing stop must not end the reaper
+                    log.exception("could not unload %s", r.model_id)
 
 
 KEEP_ALIVE = web.AppKey("keep_alive", KeepAlive)

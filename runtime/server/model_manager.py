@@ -1,23 +1,26 @@
-"""Which model is loaded: one engine worker at a time, swapped on demand, restarted after a crash."""
+"""The service's models: resolving names, planning their fit, starting engine workers.
+
+Which models are resident (several at once, within the memory budget) is the router's
+business (``runtime.server.router``); this module gives it the two things it needs, a fit
+plan for a model and a started engine, and keeps the service-wide state (/health's error,
+the request counter)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 
 from runtime.config import ServeConfig
-from runtime.engine.client import EngineClient, ModelLoadFailed
+from runtime.engine.client import EngineClient
 from runtime.engine.messages import WorkerSpec
+from runtime.engine.protocol import Engine, ErrorCode, ModelLoadFailed
 from runtime.server.model_refs import resolve_request_model
-from runtime.store.resolve import InvalidModelFile, ModelPathRefused, ResolvedModel, UnknownModel
+from runtime.server.residency import Budget, default_budget
+from runtime.server.router import ModelDoesNotFit, NoRoom, Router  # noqa: F401  (errors re-exported)
+from runtime.store.resolve import InvalidModelFile, ModelPathRefused, ResolvedModel, UnknownModel  # noqa: F401
 
 
 log = logging.getLogger("hearth.models")
-
-
-class ModelDoesNotFit(ModelLoadFailed):
-    """The fit planner says the model cannot be loaded on this machine."""
 
 
 class DraftRefused(ModelLoadFailed):
@@ -31,15 +34,34 @@ class ModelLoadTimeout(ModelLoadFailed):
 class ModelManager:
     def __init__(self, config: ServeConfig) -> None:
         self.config = config
-        self.engine: EngineClient | None = None
         self.last_error: str | None = None
-        self.loaded_at: float | None = None
         self.requests_served = 0
-        self._lock = asyncio.Lock()
         self._resolved: dict[str, ResolvedModel] = {}
         self._hardware = None
         self._hardware_lock = asyncio.Lock()
-        self._plan = None  # the fit plan of the loaded model
+        self._budget: Budget | None = None
+        self.router = Router(self.plan, self._load, self.budget, config.ctx, config.keep_alive,
+                             config.load_wait)
+
+    @property
+    def engine(self) -> Engine | None:
+        """The most recently used resident engine (None when no model is loaded)."""
+        r = self.router.latest()
+        return r.engine if r is not None else None
+
+    async def budget(self) -> Budget:
+        """The residency budget: the planner's safe amount with nothing loaded (probed once),
+        within ``--memory-budget``; without a hardware probe, only ``--max-models`` bounds it."""
+        if self._budget is None:
+            c = self.config
+            try:
+                hw = await self.hardware()
+                # the probe runs before the first load: available memory is the empty machine's
+                self._budget = default_budget(hw, c.max_models, c.memory_budget)
+            except (RuntimeError, OSError, ValueError) as e:
+                log.warning("no hardware probe, so no memory budget: %s", e)
+                self._budget = Budget(None, {}, c.max_models, "none")
+        return self._budget
 
     async def hardware(self):
         """This machine (probed once, in a child process); available RAM is read fresh."""
@@ -53,11 +75,11 @@ class ModelManager:
         self._hardware.ram.available = int(psutil.virtual_memory().available)
         return self._hardware
 
-    async def plan(self, model: ResolvedModel, freed_bytes: int = 0):
-        """The fit plan for loading ``model`` with this service's settings (None if the
-        probe fails: loading then goes ahead with the settings as given; a file whose header
-        is refused raises ``InvalidModelFile``). ``freed_bytes``:
-        RAM that unloading the current model will give back."""
+    async def plan(self, model: ResolvedModel, ctx: int | None = None):
+        """The fit plan for loading ``model`` at ``ctx`` (default ``--ctx``) with this service's
+        settings, as on this machine with no model loaded (the resident models' planned RAM
+        counts as available: whether it fits beside them is the router's budget check). None
+        if the probe fails: loading then goes ahead with the settings as given."""
         from runtime.hardware.fit import plan_fit
         from runtime.store.model_shape import shape_of_file
 
@@ -69,12 +91,12 @@ class ModelManager:
             except DraftRefused:
                 draft_path = None  # the load reports it
             draft = shape_of_file(draft_path) if draft_path and draft_path != "ngram" else None
-            return plan_fit(shape_of_file(model.path), hw, ctx=c.ctx, kv_type=c.kv_type,
+            return plan_fit(shape_of_file(model.path), hw, ctx=ctx or c.ctx, kv_type=c.kv_type,
                             n_seq=c.parallel, n_batch=c.n_batch, draft=draft)
 
         try:
             hw = await self.hardware()
-            hw.ram.available += freed_bytes
+            hw.ram.available += self.router.used().ram
             return await asyncio.to_thread(blocking, hw)
         except InvalidModelFile:
             raise  # a damaged or hostile file is refused; it must not unload the running model
@@ -100,33 +122,12 @@ class ModelManager:
         """Models were imported or deleted: references are resolved again."""
         self._resolved.clear()
 
-    async def engine_for(self, ref: str | None) -> EngineClient:
-        """The running engine for ``ref``: loads it, swaps the current model, or restarts a dead worker."""
+    async def engine_for(self, ref: str | None, ctx: int | None = None, keep_alive: float | None = None,
+                         pin: bool | None = None) -> Engine:
+        """The running engine for ``ref`` (at context ``ctx`` when given): a resident one, or
+        one loaded now (see ``runtime.server.router``); a dead worker is restarted."""
         model = await self.resolve_async(ref)
-        engine = self.engine
-        if engine is not None and engine.alive and engine.model_id == model.id:
-            return engine
-        async with self._lock:
-            engine = self.engine
-            if engine is not None and engine.alive and engine.model_id == model.id:
-                return engine
-            # Plan first: a model that cannot fit must not unload the one that runs.
-            running = self._plan.ram_bytes if engine is not None and engine.alive and self._plan else 0
-            plan = await self.plan(model, freed_bytes=running)
-            if plan is not None and not plan.fits:
-                raise ModelDoesNotFit(plan.message)
-            if engine is not None:
-                if engine.alive:
-                    await self._drain(engine)
-                await engine.stop()
-                self.engine = None
-            return await self._load(model, plan)
-
-    async def _drain(self, engine: EngineClient, timeout: float = 300.0) -> None:
-        """Let the old model's requests finish before it is swapped out."""
-        deadline = time.monotonic() + timeout
-        while engine.alive and engine.active and time.monotonic() < deadline:
-            await asyncio.sleep(0.05)
+        return (await self.router.acquire(model, ctx, keep_alive, pin)).engine
 
     def draft_for(self, model: ResolvedModel, catalog: dict | None = None) -> tuple[str | None, str | None]:
         """(draft file or "ngram", draft id) for ``model``: ``--draft``, else the catalog
@@ -155,10 +156,10 @@ class ModelManager:
             return None, None
         return str(draft.path), draft.id
 
-    async def _load(self, model: ResolvedModel, plan) -> EngineClient:
+    async def _load(self, model: ResolvedModel, plan, ctx: int) -> EngineClient:
         c = self.config
         draft, draft_id = await asyncio.to_thread(self.draft_for, model)
-        n_ctx = min(c.ctx, plan.ctx) if plan is not None else c.ctx
+        n_ctx = min(ctx, plan.ctx) if plan is not None else ctx
         gpu_layers = plan.gpu_layers if plan is not None else 0
         engine = EngineClient(WorkerSpec(
             model.id, str(model.path), n_ctx=n_ctx, parallel=c.parallel, n_batch=c.n_batch,
@@ -175,39 +176,31 @@ class ModelManager:
             raise ModelLoadTimeout(self.last_error) from None
         except Exception as e:
             self.last_error = str(e)
-            if isinstance(e, ModelLoadFailed) and str(e).startswith("draft model"):
-                raise DraftRefused(str(e)) from None
+            if isinstance(e, ModelLoadFailed) and e.code is ErrorCode.DRAFT_REFUSED:
+                raise DraftRefused(str(e), e.code) from None
             raise
-        self.engine, self.last_error, self.loaded_at, self._plan = engine, None, time.time(), plan
+        self.last_error = None
         return engine
 
     def status(self) -> dict:
-        e = self.engine
-        if e is None:
-            state = "idle"
-        elif e.alive:
-            state = "running"
-        else:
-            state = "crashed"
-        return {"state": state, "model": e.model_id if e else None, "pid": e.pid if e else None,
-                "error": (e.error if e and not e.alive else None) or self.last_error}
+        """/health's ``engine``: the most recently used model's worker, and every resident one."""
+        r = self.router.latest()
+        e = r.engine if r is not None else None
+        models = [{"id": x.model_id, "state": "running" if x.engine.alive else "crashed", "pid": x.engine.pid,
+                   "ctx": x.ctx, "pinned": x.pinned} for x in self.router.residents]
+        return {"state": "idle" if e is None else ("running" if e.alive else "crashed"),
+                "model": e.model_id if e else None, "pid": e.pid if e else None,
+                "error": (e.error if e and not e.alive else None) or self.last_error,
+                "loading": self.router.loading[0] if self.router.loading else None, "models": models}
 
-    async def unload(self, when=lambda engine: True) -> str | None:
-        """Stop the loaded model's worker (its memory goes back); the next request loads a model
-        again. With ``when``, only if ``when(engine)`` holds (checked under the load lock, so a
-        request cannot pick the engine up while it stops). Returns the unloaded model's id."""
-        async with self._lock:
-            engine = self.engine
-            if engine is None or not when(engine):
-                return None
-            self.engine, self._plan = None, None
-            await engine.stop()
-            return engine.model_id
+    async def unload(self, model_id: str | None = None, only_idle: bool = False) -> list[str]:
+        """Stop the workers of ``model_id`` (None: of every model); their memory goes back and
+        the next request loads the model again. ``only_idle``: leave engines that have
+        requests in flight. Returns the unloaded models' ids."""
+        return await self.router.unload(model_id, only_idle)
 
     async def close(self) -> None:
-        if self.engine is not None:
-            await self.engine.stop()
-            self.engine = None
+        await self.router.close()
 
 
 async def _kill(engine: EngineClient) -> None:

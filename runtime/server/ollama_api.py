@@ -20,13 +20,13 @@ from runtime.engine.client import EngineError, RequestHandle
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError
 from runtime.server.generation import engine_error, model_error, start_generation
-from runtime.server.keep_alive import KEEP_ALIVE
 from runtime.server.logprobs_api import chat_content
 from runtime.server.ollama_models import LocalModel, iso, local_models, now_iso, show as show_model, tag_entry
 from runtime.server.ollama_schemas import (
     OllamaRequest, engine_model, model_name, parse_ollama_chat, parse_ollama_generate,
 )
 from runtime.server.openai_api import read_json
+from runtime.server.residency import Resident
 
 NDJSON = "application/x-ndjson"
 #: the Ollama API release whose shapes these endpoints follow (clients check it for features)
@@ -141,19 +141,20 @@ async def _stream(request: web.Request, handle: RequestHandle, head: dict, shape
 
 
 async def _load_or_unload(request: web.Request, oreq: OllamaRequest, shape) -> web.Response:
-    """An empty prompt or message list loads the model; with ``keep_alive: 0`` it unloads it."""
-    manager, keep_alive = request.app[MANAGER], request.app[KEEP_ALIVE]
+    """An empty prompt or message list loads the model; with ``keep_alive: 0`` it unloads it
+    (at once when idle, else when its requests end)."""
+    manager = request.app[MANAGER]
     ref = engine_model(oreq.name)
     try:
         model = await manager.resolve_async(ref)
         if oreq.keep_alive == 0:
-            keep_alive.touch(0)
-            await manager.unload(lambda e: e.model_id == model.id and not e.active)
+            for r in manager.router.residents:
+                if r.model_id == model.id:
+                    r.touch(0.0, pin=False)
+            await manager.unload(model.id, only_idle=True)
             reason = "unload"
         else:
-            keep_alive.touch(oreq.keep_alive)
-            await manager.engine_for(ref)
-            keep_alive.touch(oreq.keep_alive)
+            await manager.engine_for(ref, oreq.num_ctx, oreq.keep_alive)
             reason = "load"
     except Exception as e:
         raise model_error(e) from None
@@ -161,30 +162,35 @@ async def _load_or_unload(request: web.Request, oreq: OllamaRequest, shape) -> w
                               "done": True, "done_reason": reason})
 
 
-def _loaded(request: web.Request) -> LocalModel | None:
+def _residents(request: web.Request) -> list[tuple[Resident, LocalModel]]:
+    """Each resident engine that runs, with its model described as a local model."""
     from pathlib import Path
 
     from runtime.store.catalog import load_catalog
 
-    engine = request.app[MANAGER].engine
-    if engine is None or not engine.alive:
-        return None
-    return LocalModel(engine.model_id, Path(engine.spec.model_path), load_catalog().get(engine.model_id))
+    catalog = load_catalog()
+    return [(r, LocalModel(r.model_id, Path(r.path), catalog.get(r.model_id)))
+            for r in request.app[MANAGER].router.residents if r.engine.alive]
+
+
+async def _local(request: web.Request) -> list[LocalModel]:
+    """The local models and the resident ones (the registry is read in a thread)."""
+    residents = [m for _, m in _residents(request)]
+    models = await asyncio.to_thread(local_models, request.app[CONFIG].data_dir)
+    return models + [m for m in residents if all(x.id != m.id for x in models)]
 
 
 async def _find(request: web.Request, name: str) -> LocalModel:
     """The local model ``name`` names, through the service's one resolver (in a thread: it
     reads headers)."""
-    manager, data_dir, loaded = request.app[MANAGER], request.app[CONFIG].data_dir, _loaded(request)
-    ref = engine_model(name)
+    manager, ref = request.app[MANAGER], engine_model(name)
+    m = next((m for m in await _local(request) if m.id == ref), None)
 
     def blocking() -> LocalModel:
-        m = next((m for m in local_models(data_dir, loaded) if m.id == ref), None)
         resolved = manager.resolve(ref)
-        if m is None:
-            m = LocalModel(resolved.id, resolved.path)
-        m.path = resolved.path
-        return m
+        found = m if m is not None else LocalModel(resolved.id, resolved.path)
+        found.path = resolved.path
+        return found
 
     try:
         return await asyncio.to_thread(blocking)
@@ -193,8 +199,8 @@ async def _find(request: web.Request, name: str) -> LocalModel:
 
 
 async def tags(request: web.Request) -> web.Response:
-    data_dir, loaded = request.app[CONFIG].data_dir, _loaded(request)
-    entries = await asyncio.to_thread(lambda: [tag_entry(m) for m in local_models(data_dir, loaded)])
+    models = await _local(request)
+    entries = await asyncio.to_thread(lambda: [tag_entry(m) for m in models])
     return web.json_response({"models": entries})
 
 
@@ -202,31 +208,32 @@ async def show(request: web.Request) -> web.Response:
     body = await read_json(request)
     m = await _find(request, model_name(body))
     c = request.app[CONFIG]
-    engine = request.app[MANAGER].engine
-    params = {"num_ctx": engine.loaded.max_request_tokens if engine and engine.loaded and engine.model_id == m.id
-              else c.ctx, "temperature": 0.8, "top_k": 40}
+    r = request.app[MANAGER].router.find(m.id)
+    loaded = r.engine.loaded if r is not None and r.engine.alive else None
+    params = {"num_ctx": loaded.max_request_tokens if loaded else c.ctx, "temperature": 0.8, "top_k": 40}
     return web.json_response(await asyncio.to_thread(show_model, m, params))
 
 
 async def ps(request: web.Request) -> web.Response:
-    m = _loaded(request)
-    if m is None:
-        return web.json_response({"models": []})
+    """Every resident model: its memory (the worker's resident set, else the planned bytes),
+    the part on GPUs (planned), its context and when its keep-alive runs out."""
     import psutil
 
-    engine = request.app[MANAGER].engine
-    try:
-        size = psutil.Process(engine.pid).memory_info().rss
-    except (psutil.Error, TypeError):
-        size = m.path.stat().st_size
-    expires = request.app[KEEP_ALIVE].expires_at()
-    entry = await asyncio.to_thread(tag_entry, m)  # reads the header: off the event loop
-    entry.pop("modified_at")
-    entry.update(size=size, size_vram=0, expires_at=iso(expires) if expires else "9999-12-31T23:59:59Z",
-                 context_length=engine.loaded.max_request_tokens if engine.loaded else request.app[CONFIG].ctx)
-    if engine.spec.n_gpu_layers:
-        entry["size_vram"] = size
-    return web.json_response({"models": [entry]})
+    out = []
+    for r, m in _residents(request):
+        try:
+            size = psutil.Process(r.engine.pid).memory_info().rss
+        except (psutil.Error, TypeError, ValueError):
+            size = r.need.ram or m.path.stat().st_size
+        vram = sum(r.need.gpus.values())
+        expires = r.expires_at()
+        entry = await asyncio.to_thread(tag_entry, m)  # reads the header: off the event loop
+        entry.pop("modified_at")
+        entry.update(size=size + vram, size_vram=vram,
+                     expires_at=iso(expires) if expires else "9999-12-31T23:59:59Z",
+                     context_length=r.engine.loaded.max_request_tokens if r.engine.loaded else r.ctx)
+        out.append(entry)
+    return web.json_response({"models": out})
 
 
 async def version(request: web.Request) -> web.Response:
@@ -333,11 +340,11 @@ async def delete(request: web.Request) -> web.Response:
         raise ApiError(404, f"model {name!r} not found") from None
     if model.source == "embedded":
         raise ApiError(400, f"{model.id} ships with Hearth and cannot be deleted", param="model")
-    engine = request.app[MANAGER].engine
-    if engine is not None and engine.alive and engine.model_id == model.id:
-        if engine.active:
-            raise ApiError(409, f"{model.id} is answering requests; delete it when they finish", code="model_in_use")
-        await request.app[MANAGER].unload(lambda e: e.model_id == model.id and not e.active)
+    resident = [r for r in request.app[MANAGER].router.residents if r.model_id == model.id and r.engine.alive]
+    if any(r.busy for r in resident):
+        raise ApiError(409, f"{model.id} is answering requests; delete it when they finish", code="model_in_use")
+    if resident:
+        await request.app[MANAGER].unload(model.id, only_idle=True)
     try:
         await asyncio.to_thread(reg.delete, model.id)
     except ModelNotFound as e:

@@ -123,6 +123,8 @@ def model_info(h: GGUFHeader) -> dict:
 
 
 def show(m: LocalModel, params: dict) -> dict:
+    from runtime.server.capabilities import capabilities_of
+
     h = header(m.path)
     template = h.metadata.get("tokenizer.chat_template")
     parameters = "\n".join(f"{k:<30} {v}" for k, v in params.items())
@@ -134,6 +136,7 @@ def show(m: LocalModel, params: dict) -> dict:
         "license": raw.get("license", ""),
         "details": details(m),
         "model_info": model_info(h),
-        "capabilities": ["completion"],
+        # Ollama's vocabulary has no "chat": a chat model is a "completion" one there
+        "capabilities": [c for c in capabilities_of(h) if c != "chat"],
         "modified_at": iso(m.path.stat().st_mtime),
     }

@@ -52,8 +52,8 @@ def sampling_from_options(options: Any) -> SamplingParams:
     if not isinstance(options, dict):
         raise bad_request("'options' must be an object", "options")
     num_predict = v.integer(options, "num_predict", -2, int(LIMITS["max_tokens"][1]), OPTIONS, whole_floats=True)
-    # The context window is the service's (--ctx, shared by the requests decoded together):
-    # num_ctx and the others above are checked and accepted, and a reply is bounded by that window.
+    # num_ctx is applied by the router (see num_ctx()); the other options above are checked,
+    # accepted and ignored.
     for name, (lo, hi) in IGNORED_INT_OPTIONS.items():
         v.integer(options, name, lo, hi, OPTIONS, whole_floats=True)
     for name, (flo, fhi) in IGNORED_FLOAT_OPTIONS.items():
@@ -77,6 +77,13 @@ def sampling_from_options(options: Any) -> SamplingParams:
     )
 
 
+def num_ctx(options: Any) -> int | None:
+    """``options.num_ctx``: the context the model is loaded with (another value loads, or
+    reuses, an engine of that model at that context). Checked by ``sampling_from_options``."""
+    value = options.get("num_ctx") if isinstance(options, dict) else None
+    return None if value is None else int(value)  # a whole float (4096.0) was accepted too
+
+
 @dataclass(slots=True)
 class OllamaRequest:
     """A parsed /api/chat or /api/generate body. ``gen`` is None for a load/unload-only call."""
@@ -84,6 +91,7 @@ class OllamaRequest:
     name: str  # the model as the client named it (echoed back)
     gen: GenerationRequest | None
     keep_alive: float | None
+    num_ctx: int | None = None
 
 
 def model_name(body: Any) -> str:
@@ -136,11 +144,12 @@ def parse_ollama_chat(body: Any) -> OllamaRequest:
     params = sampling_from_options(body.get("options"))
     params.logprobs, params.top_logprobs = parse_chat_logprobs(body)
     messages = _messages(body.get("messages") if body.get("messages") is not None else [])
+    ctx = num_ctx(body.get("options"))
     if not messages:
-        return OllamaRequest(name, None, keep_alive)
+        return OllamaRequest(name, None, keep_alive, ctx)
     gen = GenerationRequest(engine_model(name), params, stream, messages=messages, keep_alive=keep_alive,
-                            extra={"max_tokens_param": "options.num_predict"})
-    return OllamaRequest(name, gen, keep_alive)
+                            extra={"max_tokens_param": "options.num_predict", "num_ctx": ctx})
+    return OllamaRequest(name, gen, keep_alive, ctx)
 
 
 def parse_ollama_generate(body: Any) -> OllamaRequest:
@@ -152,13 +161,14 @@ def parse_ollama_generate(body: Any) -> OllamaRequest:
     params.logprobs, params.top_logprobs = parse_chat_logprobs(body)
     prompt, system = v.optional_text(body, "prompt"), v.optional_text(body, "system")
     raw = v.boolean(body, "raw")
+    ctx = num_ctx(body.get("options"))
     if not prompt:
-        return OllamaRequest(name, None, keep_alive)
+        return OllamaRequest(name, None, keep_alive, ctx)
     gen = GenerationRequest(engine_model(name), params, stream, keep_alive=keep_alive,
-                            extra={"max_tokens_param": "options.num_predict"})
+                            extra={"max_tokens_param": "options.num_predict", "num_ctx": ctx})
     if raw:
         gen.prompt = prompt  # no template: the client sends the model's own format
     else:
         gen.messages = ([{"role": "system", "content": system}] if system else []) + [
             {"role": "user", "content": prompt}]
-    return OllamaRequest(name, gen, keep_alive)
+    return OllamaRequest(name, gen, keep_alive, ctx)

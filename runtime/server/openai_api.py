@@ -1,4 +1,4 @@
-"""OpenAI-compatible endpoints: /v1/chat/completions, /v1/completions, /v1/models."""
+"""OpenAI-compatible endpoints: /v1/chat/completions, /v1/completions (/v1/models: models_api)."""
 
 from __future__ import annotations
 
@@ -10,13 +10,11 @@ from aiohttp import web
 
 from runtime.engine.client import EngineError, RequestHandle
 from runtime.server import sse
-from runtime.server.app_keys import MANAGER
 from runtime.server.errors import bad_request
 from runtime.server.generation import engine_error, start_generation, usage
 from runtime.server.logprobs_api import CompletionLogprobs, chat_content, echo_text
 from runtime.server.schemas import GenerationRequest, parse_chat, parse_completion
 from runtime.server.validation import read_json  # noqa: F401 - the other routes import it from here
-from runtime.store.catalog import load_catalog
 
 
 class _Chat:
@@ -205,18 +203,3 @@ async def _write_echo(write, chunk_head: dict, req: GenerationRequest, states: l
         lp = _echo_logprobs(state, entries, echo)
         await write(sse.frame({**chunk_head, "choices": [_Text.delta(i, echo, None, lp=lp)]}))
 
-
-async def list_models(request: web.Request) -> web.Response:
-    """The local models: embedded, downloaded, imported, and the loaded model when it is a file."""
-    from runtime.server.app_keys import CONFIG
-    from runtime.store.registry import Registry
-
-    data = [{"id": e.id, "object": "model", "created": 0, "owned_by": "hearth", "name": e.name}
-            for e in load_catalog().values() if e.embedded is not None]
-    local = await asyncio.to_thread(Registry(request.app[CONFIG].data_dir).models)
-    data += [{"id": m.id, "object": "model", "created": 0, "owned_by": m.source, "name": m.name}
-             for m in local if all(d["id"] != m.id for d in data)]
-    engine = request.app[MANAGER].engine
-    if engine is not None and all(m["id"] != engine.model_id for m in data):
-        data.append({"id": engine.model_id, "object": "model", "created": 0, "owned_by": "local"})
-    return web.json_response({"object": "list", "data": data})

@@ -81,7 +81,18 @@ def _schemas(max_tokens: int) -> dict:
             "examples": [{"prompt": "1, 2, 3,", "max_tokens": 8}]},
         "ChatCompletion": {"type": "object", "required": ["id", "object", "choices"], "properties": {
             "id": STR, "object": STR, "model": STR, "choices": {"type": "array"}, "usage": OBJ}},
-        "ModelList": {"type": "object", "required": ["data"], "properties": {"object": STR, "data": {"type": "array"}}},
+        "ModelList": {"type": "object", "required": ["data"], "properties": {"object": STR, "data": {
+            "type": "array", "items": {"type": "object", "required": ["id", "loaded", "capabilities"], "properties": {
+                "id": STR, "object": STR, "owned_by": STR, "name": STR, "loaded": BOOL,
+                "context_length": {"type": ["integer", "null"]},
+                "capabilities": {"type": "array", "items": {"enum": ["chat", "completion", "embedding", "tools",
+                                                                     "vision"]}},
+                "memory": {"type": "object", "description": "for a loaded model: planned bytes per device and "
+                                                            "the worker's resident set"}}}}}},
+        "ModelLoadRequest": {"type": "object", "properties": {
+            "pin": {**BOOL, "description": "never unload it to make room nor by keep-alive"},
+            "ctx": {**INT, "minimum": 1, "description": "context to load it with (default --ctx)"},
+            "keep_alive": keep_alive}, "examples": [{"pin": True}]},
         "OllamaOptions": options,
         "OllamaChatRequest": {"type": "object", "required": ["model"], "properties": {
             "model": {**STR, "minLength": 1}, "messages": {"type": "array", "items": ollama_msg}, "stream": BOOL, **chat_lp,
@@ -208,12 +219,17 @@ OPERATIONS = {
                                      "one): a client proves the service holds its key before sending it",
                                      _ref("Identity"), query=[{**_q("nonce", {**STR, "pattern": "^[A-Za-z0-9_-]{16,128}$"}),
                                                               "required": True}]),
-    ("GET", "/hearth/stats"): _op("Engine counters: requests, KV cache, prefix cache", OBJ),
-    ("POST", "/hearth/unload"): _op("Unload the running model (its memory goes back); needs the key if set", OBJ),
+    ("GET", "/hearth/stats"): _op("Per resident model: engine counters, KV and prefix cache, memory; loads and "
+                                  "unloads per model; the memory budget", OBJ),
+    ("POST", "/hearth/unload"): _op("Unload every loaded model (their memory goes back); needs the key if set", OBJ),
+    ("POST", "/hearth/models/{id}/load"): _op("Load a model (or take the resident one): pin, ctx, keep_alive",
+                                              OBJ, body="ModelLoadRequest", path_params=("id",)),
+    ("POST", "/hearth/models/{id}/unload"): _op("Unload a model, at every context it is loaded at", OBJ,
+                                                path_params=("id",)),
     ("GET", "/hearth/hardware"): _op("This machine: CPU, RAM, GPUs, llama.cpp backends", OBJ),
     ("GET", "/hearth/fit"): _op("Will a model fit, at which context, how fast", OBJ, query=[
         _q("model", STR), _q("ctx", {**STR, "pattern": "^[0-9]+$"}), _q("kv_type", {"enum": ["f16", "q8_0", "q4_0"]})]),
-    ("GET", "/v1/models"): _op("Models (OpenAI format)", _ref("ModelList"), tag="openai"),
+    ("GET", "/v1/models"): _op("Local models (OpenAI format) with loaded, context length, capabilities, memory", _ref("ModelList"), tag="openai"),
     ("POST", "/v1/chat/completions"): _op("Chat completion (OpenAI format; SSE with stream: true)",
                                           _ref("ChatCompletion"), body="ChatCompletionRequest",
                                           stream="text/event-stream", tag="openai"),
@@ -240,7 +256,7 @@ OPERATIONS = {
     ("GET", "/api/tags"): _op("Local models (Ollama format)", _ref("OllamaTags"), ollama=True, tag="ollama"),
     ("POST", "/api/show"): _op("One model's details and GGUF metadata", _ref("OllamaShow"),
                                body="OllamaModelRequest", ollama=True, tag="ollama"),
-    ("GET", "/api/ps"): _op("The loaded model and when it unloads", _ref("OllamaPs"), ollama=True, tag="ollama"),
+    ("GET", "/api/ps"): _op("Every loaded model, its memory and when it unloads", _ref("OllamaPs"), ollama=True, tag="ollama"),
     ("GET", "/api/version"): _op("The Ollama API version these endpoints follow", OBJ, ollama=True, tag="ollama"),
     ("POST", "/api/pull"): _op("Download a model (progress as NDJSON unless stream: false); needs the key if set",
                                _ref("OllamaProgress"), body="OllamaPullRequest", ollama=True,

@@ -94,3 +94,38 @@ def key_command(args: argparse.Namespace, data_dir: Path) -> int:
         print(f"new API key, stored in {key_path(data_dir)} (readable by you only):", file=sys.stderr)
     print(key)
     return 0
+
+
+def _size(text: str) -> int:
+    from runtime.server.residency import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number of at least 1, got {text!r}")
+    return n
+
+
+def add_router_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("several models at once")
+    g.add_argument("--max-models", type=_count, metavar="N",
+                   help="keep at most N models loaded (default: as many as the memory budget holds)")
+    g.add_argument("--memory-budget", type=_size, metavar="SIZE",
+                   help="planned memory the loaded models may take on each device, RAM and each GPU "
+                        "(e.g. 6G, 512M; default: what the fit planner deems safe on this machine)")
+    g.add_argument("--load-wait", type=float, default=60.0, metavar="SECONDS",
+                   help="how long a request for a model that does not fit waits for busy models to "
+                        "finish before it gets 503 (default %(default)s)")
+
+
+def router_config(args: argparse.Namespace) -> dict:
+    return dict(max_models=args.max_models, memory_budget=args.memory_budget, load_wait=args.load_wait)

@@ -24,7 +24,8 @@ def _detailed(request: web.Request) -> bool:
 
 
 async def health(request: web.Request) -> web.Response:
-    """200 while the service runs; ``engine.state`` says whether the worker is up or crashed."""
+    """200 while the service runs; ``engine.state`` says whether the most recently used
+    model's worker is up or crashed (idle: none loaded), ``engine.models`` every resident one."""
     status = request.app[MANAGER].status()
     if not _detailed(request):
         return web.json_response({"status": "error" if status["state"] == "crashed" else "ok", "service": "hearth"})
@@ -43,14 +44,19 @@ async def identity_proof(request: web.Request) -> web.Response:
 
 
 async def stats(request: web.Request) -> web.Response:
+    """Per resident model: its description (``models_api.describe``) and engine counters; the
+    loads and unloads of every model since the service started; the budget and its use."""
+    from runtime.server.models_api import describe
+
     manager = request.app[MANAGER]
+    router = manager.router
     models = []
-    engine = manager.engine
-    if engine is not None and engine.alive:
+    for r in router.residents:
+        engine = r.engine
+        if not engine.alive:
+            continue
+        entry = describe(r, router.loads[r.model_id])
         s = engine.stats
-        entry = {"id": engine.model_id, "pid": engine.pid,
-                 "n_ctx": engine.loaded.n_ctx if engine.loaded else None,
-                 "max_request_tokens": engine.loaded.max_request_tokens if engine.loaded else None}
         if s is not None:
             d = asdict(s)
             kv = {"cells_used": d["kv_cells_used"], "capacity": d["kv_capacity"],
@@ -62,9 +68,16 @@ async def stats(request: web.Request) -> web.Response:
             if d.get("spec") is not None:
                 entry["spec"] = d["spec"]
         models.append(entry)
-    return web.json_response({"requests_served": manager.requests_served, "models": models})
+    budget = await manager.budget() if router.residents or router.loads else None
+    return web.json_response({"requests_served": manager.requests_served, "models": models,
+                              "loads": dict(router.loads), "unloads": dict(router.unloads),
+                              "loading": router.loading[0] if router.loading else None,
+                              "budget": budget.to_dict() if budget else None,
+                              "planned": router.used().to_dict()})
 
 
 async def unload(request: web.Request) -> web.Response:
-    """Unload the running model (requests in flight end with an error); 200 with its id, or null."""
-    return web.json_response({"unloaded": await request.app[MANAGER].unload()})
+    """Unload every model (pinned ones too; requests in flight end with an error); 200 with
+    the first unloaded id (or null) and all of them."""
+    ids = await request.app[MANAGER].unload()
+    return web.json_response({"unloaded": ids[0] if ids else None, "models": ids})

@@ -27,9 +27,9 @@ async def graceful_stop(app: web.Application, runner: web.AppRunner) -> None:
     deadline = time.monotonic() + grace
     while time.monotonic() < deadline and _busy(app):
         await asyncio.sleep(0.05)
-    engine = manager.engine
-    if engine is not None and engine.active:
-        engine.fail_all(ServiceStopping("the service is shutting down; the request was ended early"))
+    for r in manager.router.residents:
+        if r.busy:
+            r.engine.fail_all(ServiceStopping("the service is shutting down; the request was ended early"))
     # Download event feeds and pull progress streams end when the download manager closes
     # (unfinished downloads are recorded and resume on the next start).
     from runtime.server.store_api import DOWNLOADS
@@ -45,5 +45,4 @@ async def graceful_stop(app: web.Application, runner: web.AppRunner) -> None:
 
 def _busy(app: web.Application) -> bool:
     """Generation requests still running (long-lived event feeds do not count: they never end)."""
-    engine = app[MANAGER].engine
-    return bool(engine is not None and engine.active)
+    return any(r.busy for r in app[MANAGER].router.residents)

@@ -84,8 +84,7 @@ async def list_local(request: web.Request) -> web.Response:
 async def delete_model(request: web.Request) -> web.Response:
     model_id = request.match_info["id"]
     reg = _registry(request)
-    engine = request.app[MANAGER].engine
-    if engine is not None and engine.alive and engine.model_id == model_id:
+    if any(r.model_id == model_id and r.engine.alive for r in request.app[MANAGER].router.residents):
         raise ApiError(409, f"{model_id} is loaded: unload it (or load another model) before deleting it",
                        code="model_in_use")
     try:

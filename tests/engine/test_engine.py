@@ -113,12 +113,15 @@ def test_stop_strings_end_generation_without_leaking(engine):
 
 def test_impossible_requests_are_rejected(engine):
     b = engine.backend
-    with pytest.raises(RequestRejected, match="context"):
+    with pytest.raises(RequestRejected, match="context") as too_long:
         engine.add_request("x", [1] * 3000, greedy(4))
-    with pytest.raises(RequestRejected, match="max_tokens"):
+    with pytest.raises(RequestRejected, match="max_tokens") as too_much:
         engine.add_request("y", b.tokenize("hi"), greedy(5000))
-    with pytest.raises(RequestRejected, match="empty"):
+    with pytest.raises(RequestRejected, match="empty") as empty:
         engine.add_request("z", [], greedy(4))
+    # the code travels to the API, which decides by it (never by the message's words)
+    assert too_long.value.code == too_much.value.code == "context_length_exceeded"
+    assert empty.value.code is None
 
 
 def test_seeded_sampling_reproduces_and_differs_across_seeds(engine):

@@ -16,11 +16,11 @@ def _post(server, path: str, body: dict | None = None) -> dict:
 def test_unload_frees_the_worker_and_the_next_request_reloads(server):
     pid = server.health()["engine"]["pid"]
     assert pid and server.health()["engine"]["state"] == "running"
-    assert _post(server, "/hearth/unload") == {"unloaded": "smollm2-135m"}
+    assert _post(server, "/hearth/unload") == {"unloaded": "smollm2-135m", "models": ["smollm2-135m"]}
     health = server.health()["engine"]
     assert health["state"] == "idle" and health["model"] is None
     assert server.stats()["models"] == []
-    assert _post(server, "/hearth/unload") == {"unloaded": None}  # nothing loaded: nothing to do
+    assert _post(server, "/hearth/unload") == {"unloaded": None, "models": []}  # nothing loaded: nothing to do
 
     out = _post(server, "/v1/chat/completions", {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4})
     assert out["choices"][0]["message"]["content"] is not None

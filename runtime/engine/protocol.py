@@ -1,0 +1,134 @@
+"""What the service needs from "a thing that serves a model": the engine interface.
+
+The service (router, API handlers) speaks to engines only through these types, so that a
+local llama.cpp worker (``runtime.engine.client.EngineClient``, the first implementation),
+an embedder of another kind or a remote engine can stand behind the same model name. This
+module imports nothing from the engine implementation: it is the contract, not a part.
+
+Failures cross the process (or network) boundary as an ``EngineError`` subclass that carries
+an ``ErrorCode``; callers decide by the code, never by searching the message.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import AsyncIterator
+from typing import Any, Protocol, runtime_checkable
+
+
+class ErrorCode(str, enum.Enum):
+    """Why an engine refused or ended a request (the value is the API's ``code``)."""
+
+    CONTEXT_LENGTH_EXCEEDED = "context_length_exceeded"
+    INVALID_REQUEST = "invalid_request"  #: an empty prompt, parameters out of range, ...
+    INVALID_TOKEN = "invalid_token"  #: a token id outside the model's vocabulary
+    REQUEST_FAILED = "request_failed"  #: this one request failed mid-way; the others went on
+    CHAT_TEMPLATE = "chat_template_error"
+    SPECULATION_REFUSED = "speculation_refused"
+    WORKER_DIED = "engine_stopped"
+    LOAD_FAILED = "model_load_failed"
+    DRAFT_REFUSED = "draft_refused"
+    SHUTTING_DOWN = "shutting_down"
+
+
+class EngineError(Exception):
+    """Base of the errors a request can get from an engine; ``code`` says which failure."""
+
+    default_code: ErrorCode | None = None
+
+    def __init__(self, message: str = "", code: ErrorCode | str | None = None) -> None:
+        super().__init__(message)
+        self.code = ErrorCode(code) if code else self.default_code
+
+
+class WorkerDied(EngineError):
+    default_code = ErrorCode.WORKER_DIED
+
+
+class ModelLoadFailed(EngineError):
+    default_code = ErrorCode.LOAD_FAILED
+
+
+class RequestRefused(EngineError):
+    """The engine refused the request (too long, bad tokens): the client's fault."""
+
+    default_code = ErrorCode.INVALID_REQUEST
+
+
+class RequestFailed(EngineError):
+    """The engine could not finish this one request (the others went on)."""
+
+    default_code = ErrorCode.REQUEST_FAILED
+
+
+class ServiceStopping(EngineError):
+    """The service is shutting down: the request was ended before it finished."""
+
+    default_code = ErrorCode.SHUTTING_DOWN
+
+
+class LoadedInfo(Protocol):
+    """What a started engine reports about the model it serves."""
+
+    pid: int
+    n_ctx: int  #: KV capacity in tokens, across the requests decoded together
+    max_request_tokens: int  #: the longest prompt + reply one request may have
+    info: dict
+
+
+class OutputStream(Protocol):
+    """One submitted request: ``prompt_tokens``, then its outputs by ``async for``."""
+
+    request_id: str
+    prompt_tokens: int
+    finished: bool
+
+    def __aiter__(self) -> AsyncIterator[Any]: ...
+
+    def ready(self) -> list[Any]:
+        """Outputs already queued, without waiting."""
+        ...
+
+    def cancel(self) -> None: ...
+
+
+@runtime_checkable
+class Engine(Protocol):
+    """A started engine serving one model. ``submit`` takes the sampling settings and one of
+    prompt text, chat messages or token ids; ``stats`` is the last snapshot the engine sent
+    (None before the first); ``active`` counts requests in flight."""
+
+    model_id: str
+    loaded: LoadedInfo | None
+    stats: Any
+    error: str | None
+
+    @property
+    def alive(self) -> bool: ...
+
+    @property
+    def active(self) -> int: ...
+
+    @property
+    def pid(self) -> int | None:
+        """The process holding the model's memory, when it is local (None otherwise)."""
+        ...
+
+    async def start(self) -> LoadedInfo: ...
+
+    async def submit(self, params: Any, *, prompt: str | None = None, messages: list[dict] | None = None,
+                     tokens: list[int] | None = None, n: int = 1) -> list[OutputStream]: ...
+
+    async def count_tokens(self, *, prompt: str | None = None, messages: list[dict] | None = None) -> int:
+        """The prompt's length in this model's tokens (chat template included); nothing runs."""
+        ...
+
+    def cancel(self, request_id: str) -> None: ...
+
+    def fail_all(self, error: EngineError) -> None:
+        """End every request in flight with ``error``."""
+        ...
+
+    async def close(self) -> None:
+        """Stop serving; the engine's memory goes back."""
+        ...

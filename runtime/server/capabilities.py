@@ -1,0 +1,47 @@
+"""What a model file can do, read from its GGUF metadata and chat template.
+
+``chat``: it has a chat template; ``completion``: it generates text (every model that is not an
+encoder); ``embedding``: an encoder architecture or a pooling type in its metadata; ``tools``:
+its chat template renders a ``tools`` list; ``vision``: it carries a vision encoder (a CLIP
+projector, or vision metadata of its own).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from runtime.store.gguf_file import GGUFHeader
+
+#: llama.cpp architectures that encode text into vectors instead of generating it
+ENCODER_ARCHITECTURES = frozenset({"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3",
+                                   "modern-bert", "neo-bert", "t5encoder"})
+
+
+def capabilities_of(h: GGUFHeader) -> list[str]:
+    arch = h.architecture or ""
+    meta = h.metadata
+    template = meta.get("tokenizer.chat_template")
+    template = template if isinstance(template, str) else ""
+    encoder = arch in ENCODER_ARCHITECTURES
+    caps = []
+    if template and not encoder:
+        caps.append("chat")
+    if not encoder and arch != "clip":
+        caps.append("completion")
+    if encoder or f"{arch}.pooling_type" in meta:
+        caps.append("embedding")
+    if template and "tools" in template:
+        caps.append("tools")
+    if arch == "clip" or meta.get("clip.has_vision_encoder") or any(k.startswith(f"{arch}.vision.") for k in meta):
+        caps.append("vision")
+    return caps
+
+
+def capabilities(path: Path) -> list[str]:
+    """The capabilities of the model file at ``path`` ([] when it cannot be read)."""
+    from runtime.server.ollama_models import header
+
+    try:
+        return capabilities_of(header(path))
+    except (OSError, ValueError):
+        return []
