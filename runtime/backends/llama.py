@@ -272,6 +272,29 @@ class LlamaBackend:
             self._pieces[token] = piece
         return piece
 
+    def vocab_pieces(self) -> list[bytes]:
+        """Every token's bytes, for a grammar matcher over this vocabulary: control tokens
+        (and user-defined ``<...>`` ones) render as their text prefixed with ``0xff``, so a
+        grammar can name them and plain text never matches them."""
+        buf = ctypes.create_string_buffer(16 * 1024)
+        special = lc.LLAMA_TOKEN_ATTR_CONTROL
+        user = lc.LLAMA_TOKEN_ATTR_USER_DEFINED
+        pieces: list[bytes] = []
+        for token in range(self.n_vocab):
+            n = lc.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, True)
+            piece = buf.raw[:max(n, 0)]
+            attr = lc.llama_vocab_get_attr(self.vocab, token)
+            if attr & special or (attr & user and piece.startswith(b"<") and piece.endswith(b">")):
+                piece = b"\xff" + piece
+            pieces.append(piece)
+        return pieces
+
+    def eog_tokens(self) -> list[int]:
+        """The end-of-generation tokens (EOS first)."""
+        eos = self.eos
+        rest = [t for t in range(self.n_vocab) if t != eos and lc.llama_vocab_is_eog(self.vocab, t)]
+        return ([eos] if eos >= 0 else []) + rest
+
     def token_text(self, token: int) -> str:
         buf = ctypes.create_string_buffer(256)
         n = lc.llama_token_to_piece(self.vocab, token, buf, 256, 0, True)
@@ -291,9 +314,11 @@ class LlamaBackend:
     def is_eog(self, token: int) -> bool:
         return bool(lc.llama_vocab_is_eog(self.vocab, token))
 
-    def chat_prompt(self, messages: list[dict]) -> list[int]:
-        """Render messages with the model's chat template (or the plain fallback) and tokenize."""
-        text = self.chat_template.render(messages)
+    def chat_prompt(self, messages: list[dict], **template_vars) -> list[int]:
+        """Render messages with the model's chat template (or the plain fallback) and tokenize.
+
+        ``template_vars``: extra template variables (``tools``, ``enable_thinking``)."""
+        text = self.chat_template.render(messages, **template_vars)
         bos = self.chat_template.bos
         add_special = self.add_bos and not (bos and text.startswith(bos))
         return self.tokenize(text, add_special=add_special, parse_special=True)

@@ -38,6 +38,15 @@ class RequestRefused(EngineError):
     """The worker refused the request (too long, bad tokens): the client's fault."""
 
 
+class RequestFailed(EngineError):
+    """The engine ended this one request with an error (its output constraint failed);
+    ``code`` is stable."""
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class ServiceStopping(EngineError):
     """The service is shutting down: the request was ended before it finished."""
 
@@ -71,6 +80,8 @@ class RequestHandle:
         if item.finish_reason is not None:
             self.finished = True
             self.client._forget(self.request_id)
+            if item.finish_reason == "error":
+                raise RequestFailed(item.error or "the request failed in the engine", item.error_code)
         return item
 
     def ready(self) -> list[RequestOutput]:
@@ -80,6 +91,9 @@ class RequestHandle:
         while not self.finished and not queue.empty():
             item = queue.get_nowait()
             if isinstance(item, Exception):
+                queue.put_nowait(item)  # raised by the next __anext__
+                break
+            if item.finish_reason == "error":
                 queue.put_nowait(item)  # raised by the next __anext__
                 break
             items.append(item)
@@ -201,7 +215,7 @@ class EngineClient:
     # -- requests ---------------------------------------------------------------------
     async def submit(self, params: SamplingParams, *, prompt: str | None = None,
                      messages: list[dict] | None = None, tokens: list[int] | None = None,
-                     n: int = 1) -> list[RequestHandle]:
+                     n: int = 1, constraint=None, template_vars: dict | None = None) -> list[RequestHandle]:
         """Submit ``n`` completions of one prompt; one handle each, in choice order."""
         if not self.alive:
             raise WorkerDied(self.error or "the engine worker is not running")
@@ -215,7 +229,7 @@ class EngineClient:
             handles.append(RequestHandle(self, rid, pending))
         self._groups[request_id] = ids
         try:
-            self._conn.send(Submit(request_id, params, prompt, messages, tokens, n))
+            self._conn.send(Submit(request_id, params, prompt, messages, tokens, n, constraint, template_vars))
         except OSError:
             self._drop_group(request_id)
             raise WorkerDied(self.error or "the engine worker is not running") from None

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, replace
 
 from runtime.backends.errors import NoKVSlotError
+from runtime.engine.constraint import Constraint, ConstraintError, ConstraintSpec, ConstraintVocab
 from runtime.engine.kv_cache_manager import KVCacheManager, KVStats
 from runtime.engine.request import FinishReason, Request
 from runtime.engine.sampling_params import SamplingParams
@@ -41,6 +42,9 @@ class RequestOutput:
     #: speculative decoding: drafted and accepted tokens of the request (on the final output)
     drafted: int = 0
     accepted: int = 0
+    #: finish_reason "error": what failed (only this request), with a stable code
+    error: str | None = None
+    error_code: str | None = None
 
 
 @dataclass(slots=True)
@@ -89,12 +93,15 @@ class Engine:
         if speculator is not None:
             self.scheduler.lookahead = speculator.lookahead
         self.requests: dict[str, Request] = {}
+        #: the grammar matcher's view of the vocabulary, built on the first constrained request
+        self._constraint_vocab: ConstraintVocab | None = None
         self.tokens_generated = 0
         self.requests_finished = 0
 
     # -- requests ---------------------------------------------------------------------
     def add_request(self, request_id: str, prompt: list[int], params: SamplingParams,
-                    extra_stop: list[str] | None = None, follows: Request | None = None) -> Request:
+                    extra_stop: list[str] | None = None, follows: Request | None = None,
+                    constraint: ConstraintSpec | None = None) -> Request:
         limit = self.max_request_tokens
         if not prompt:
             raise RequestRejected("the prompt is empty")
@@ -112,6 +119,11 @@ class Engine:
         if request_id in self.requests:
             raise RequestRejected(f"duplicate request id {request_id}")
         request = Request(request_id, len(prompt), list(prompt), params, max_tokens)
+        if constraint is not None:
+            try:
+                request.constraint = Constraint(self.constraint_vocab(), constraint)
+            except ConstraintError as e:
+                raise RequestRejected(str(e)) from None
         request.sampler = self.backend.new_sampler(params)
         if params.repeat_penalty != 1.0 or params.presence_penalty or params.frequency_penalty:
             for token in prompt[-params.penalty_last_n:]:
@@ -131,19 +143,27 @@ class Engine:
         self.scheduler.add(request)
         return request
 
+    def constraint_vocab(self) -> ConstraintVocab:
+        if self._constraint_vocab is None:
+            b = self.backend
+            self._constraint_vocab = ConstraintVocab(b.vocab_pieces(), b.eog_tokens(), b.bos)
+        return self._constraint_vocab
+
     def add_group(self, request_id: str, prompt: list[int], params: SamplingParams, n: int,
-                  extra_stop: list[str] | None = None) -> list[Request]:
+                  extra_stop: list[str] | None = None,
+                  constraint: ConstraintSpec | None = None) -> list[Request]:
         """``n`` completions of one prompt: ids ``request_id``, ``request_id/1``, ...
 
         The prompt is computed once; the others wait for it and take its full blocks from
         the prefix cache (only the last partial block is computed again). With a seed,
         completion ``i`` uses ``seed + i``.
         """
-        first = self.add_request(request_id, prompt, params, extra_stop)
+        first = self.add_request(request_id, prompt, params, extra_stop, constraint=constraint)
         group = [first]
         for i in range(1, n):
             p = replace(params, seed=None if params.seed is None else params.seed + i)
-            group.append(self.add_request(f"{request_id}/{i}", prompt, p, extra_stop, follows=first))
+            group.append(self.add_request(f"{request_id}/{i}", prompt, p, extra_stop, follows=first,
+                                          constraint=constraint))
         return group
 
     def cancel(self, request_id: str) -> bool:
@@ -249,7 +269,19 @@ class Engine:
         return outputs
 
     def _sample(self, request: Request, index: int) -> RequestOutput:
+        if request.constraint is not None:
+            try:
+                # in the logits buffer itself: the native chain then samples the masked distribution
+                request.constraint.mask_logits(self.backend.logits(index))
+            except ConstraintError as e:
+                return self._fail(request, e)
         return self._emit(request, request.sampler.sample(self.backend.ctx, index))
+
+    def _fail(self, request: Request, e: ConstraintError) -> RequestOutput:
+        """End only this request: its constraint failed inside the engine."""
+        self._finish(request, FinishReason.ERROR)
+        return RequestOutput(request.request_id, request.detok.flush(), 0, FinishReason.ERROR.value,
+                             request.cached_tokens, error=str(e), error_code=e.code)
 
     def _emit(self, request: Request, token: int, computed: bool = False) -> RequestOutput:
         """Append a sampled token; finish the request on EOS, a stop string or max_tokens.
@@ -261,12 +293,21 @@ class Engine:
             self.kv.commit(request)
         self.tokens_generated += 1
         reason: FinishReason | None = None
+        c = request.constraint
         if self.backend.is_eog(token) and not request.params.ignore_eos:
             text, reason = request.detok.flush(), FinishReason.STOP
         else:
-            text, hit = request.detok.push(self.backend.token_bytes(token))
-            if hit:
-                reason = FinishReason.STOP
+            piece = self.backend.token_bytes(token)
+            if c is not None:
+                try:
+                    c.advance(token, piece)
+                except ConstraintError as e:
+                    return self._fail(request, e)
+            text, hit = request.detok.push(piece)
+            if hit or (c is not None and c.done):
+                reason = FinishReason.STOP  # a complete constrained output ends the request
+                if not hit:
+                    text += request.detok.flush()
             elif request.num_output >= request.max_tokens:
                 text, reason = text + request.detok.flush(), FinishReason.LENGTH
         if reason is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from runtime.engine.constraint import ConstraintSpec
 from runtime.engine.engine import EngineStats, RequestOutput
 from runtime.engine.sampling_params import SamplingParams
 
@@ -43,6 +44,10 @@ class Submit:
     messages: list[dict] | None = None
     tokens: list[int] | None = None
     n: int = 1
+    #: constrained decoding (compiled and checked by the service), None: free text
+    constraint: ConstraintSpec | None = None
+    #: extra variables for the chat template (``tools``, ``enable_thinking``, ...)
+    template_vars: dict | None = None
 
 
 @dataclass(slots=True)

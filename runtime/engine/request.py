@@ -49,6 +49,8 @@ class Request:
     follows: "Request | None" = None
     #: speculative decoding state (``runtime.engine.speculator.RequestSpec``), None: not drafting
     spec: Any = None
+    #: constrained decoding (``runtime.engine.constraint.Constraint``), None: free text
+    constraint: Any = None
 
     @property
     def num_output(self) -> int:

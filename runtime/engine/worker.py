@@ -45,7 +45,7 @@ class _Worker:
         try:
             extra_stop: list[str] = []
             if msg.messages is not None:
-                tokens = self.backend.chat_prompt(msg.messages)
+                tokens = self.backend.chat_prompt(msg.messages, **(msg.template_vars or {}))
                 extra_stop = self.backend.chat_template.stop
             elif msg.tokens is not None:
                 tokens = msg.tokens
@@ -54,7 +54,7 @@ class _Worker:
             bad = [t for t in tokens if not 0 <= t < self.backend.n_vocab]
             if bad:
                 raise RequestRejected(f"token id {bad[0]} is outside the vocabulary (0..{self.backend.n_vocab - 1})")
-            self.engine.add_group(msg.request_id, tokens, msg.params, msg.n, extra_stop)
+            self.engine.add_group(msg.request_id, tokens, msg.params, msg.n, extra_stop, msg.constraint)
         except (RequestRejected, ChatTemplateError) as e:
             self.conn.send(Rejected(msg.request_id, str(e)))
             return
