@@ -76,6 +76,8 @@ class ModelInfo:
     n_embd: int
     n_swa: int
     has_chat_template: bool
+    #: the GGUF's Jinja chat template (the service reads tool and reasoning support from it)
+    chat_template: str | None = None
 
 
 def amx_advertised() -> bool:
@@ -227,6 +229,7 @@ class LlamaBackend:
             n_embd=lc.llama_model_n_embd(self.model),
             n_swa=lc.llama_model_n_swa(self.model),
             has_chat_template=template is not None,
+            chat_template=template,
         )
 
     # -- metadata ---------------------------------------------------------------------

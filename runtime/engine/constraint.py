@@ -26,8 +26,8 @@ How a constraint is used by the engine:
   the constrained target's.
 
 A lazy constraint (``trigger``) lets the model write freely until its text contains the
-trigger (a tool call's opening markup); from then on the grammar holds, starting with the
-bytes after the trigger.
+trigger (a tool call's opening markup); from then on the grammar holds. The grammar begins with
+the trigger, which it consumes on activation.
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ REGEX = "regex"
 LARK = "lark"
 GBNF = "gbnf"
 KINDS = (JSON_SCHEMA, JSON_OBJECT, REGEX, LARK, GBNF)
+#: JSON is written compactly, one space after ':' and ',': a small model given free whitespace
+#: can loop on newlines until max_tokens
+JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 
 
 class ConstraintError(ValueError):
@@ -61,7 +64,7 @@ class ConstraintSpec:
     """A compiled constraint as it crosses the pipe: an llguidance grammar (JSON text).
 
     ``trigger``: None enforces the grammar from the first token; a string applies it lazily,
-    once the output text contains the trigger (the grammar then covers what follows it).
+    once the output text contains the trigger (the grammar starts with the trigger itself).
     """
 
     kind: str
@@ -76,9 +79,9 @@ def compile_constraint(kind: str, source: object, param: str | None = None,
     try:
         if kind == JSON_SCHEMA:
             text = source if isinstance(source, str) else json.dumps(source)
-            grammar = llg.LLMatcher.grammar_from_json_schema(text)
+            grammar = llg.LLMatcher.grammar_from_json_schema(text, overrides=JSON_OPTIONS)
         elif kind == JSON_OBJECT:
-            grammar = llg.LLMatcher.grammar_from_json_schema('{"type": "object"}')
+            grammar = llg.LLMatcher.grammar_from_json_schema('{"type": "object"}', overrides=JSON_OPTIONS)
         elif kind == REGEX:
             grammar = llg.LLMatcher.grammar_from_regex(_text(source, param))
         elif kind == LARK:
@@ -211,16 +214,17 @@ class Constraint:
 
     def _watch(self, piece: bytes) -> None:
         self._seen += piece
-        at = self._seen.find(self.trigger.encode())
+        trigger = self.trigger.encode()
+        at = self._seen.find(trigger)
         if at < 0:
-            self._seen = self._seen[-len(self.trigger) * 4:]  # enough to find a split trigger
+            self._seen = self._seen[-len(trigger) * 4:]  # enough to find a split trigger
             return
         self.active = True
-        rest = self._seen[at + len(self.trigger.encode()):]
+        # the grammar starts with the trigger: it consumes the trigger and what followed it
+        # in the same token, as some valid spelling in tokens
+        self.matcher.consume_tokens(self.vocab.tokenize(self._seen[at:]))
         self._seen = b""
-        if rest:  # the trigger ended inside a token: the grammar starts with that token's tail
-            self.matcher.consume_tokens(self.vocab.tokenize(rest))
-            self._check()
+        self._check()
 
     def draft_walk(self, tokens: Sequence[int]) -> tuple[int, list[np.ndarray]]:
         """For drafted ``tokens``: how many the grammar allows in a row (``n``), and the mask at

@@ -5,7 +5,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from runtime.engine.client import (
-    EngineClient, ModelLoadFailed, RequestHandle, RequestRefused, ServiceStopping, WorkerDied,
+    EngineClient, ModelLoadFailed, RequestFailed, RequestHandle, RequestRefused, ServiceStopping,
+    WorkerDied,
 )
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, bad_request
@@ -13,6 +14,7 @@ from runtime.server.keep_alive import KEEP_ALIVE
 from runtime.server.model_manager import DraftRefused, ModelDoesNotFit
 from runtime.server.model_refs import ModelPathRefused
 from runtime.server.schemas import GenerationRequest
+from runtime.server.tool_calls import plan_output
 from runtime.store.embedded import EmbeddedModelMissing
 from runtime.store.gguf_file import InvalidModelFile
 from runtime.store.resolve import UnknownModel
@@ -20,6 +22,8 @@ from runtime.store.resolve import UnknownModel
 
 def engine_error(e: Exception) -> ApiError:
     """The HTTP error for an engine-side failure."""
+    if isinstance(e, RequestFailed):
+        return ApiError(500, str(e), type="server_error", code=e.code or "request_failed")
     if isinstance(e, ServiceStopping):
         return ApiError(503, str(e), type="server_error", code="shutting_down")
     if isinstance(e, RequestRefused):
@@ -51,15 +55,28 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> tupl
         raise model_error(e) from None
     keep_alive.touch(req.keep_alive)
     loaded = engine.loaded
+    req.extra["output"] = plan_output(req, (loaded.info or {}).get("chat_template") if loaded else None)
     if req.params.max_tokens is None and loaded is not None and limit < loaded.max_request_tokens:
         req.params.max_tokens = limit  # the limit bounds replies that did not ask for a length too
     try:
         handles = await engine.submit(req.params, prompt=req.prompt, messages=req.messages, tokens=req.tokens,
-                                      n=req.n)
+                                      n=req.n, constraint=req.constraint, template_vars=template_vars(req))
     except (RequestRefused, WorkerDied) as e:
         raise engine_error(e) from None
     manager.requests_served += 1
     return engine, handles
+
+
+def template_vars(req: GenerationRequest) -> dict | None:
+    """Extra chat-template variables: the tools, and thinking on or off."""
+    out: dict = {}
+    if req.tools and req.tool_choice != "none" and req.extra.get("template_tools"):
+        out["tools"] = req.tools
+    if req.think is not None:
+        out["enable_thinking"] = req.think
+    if req.reasoning_effort is not None:
+        out["reasoning_effort"] = req.reasoning_effort
+    return out or None
 
 
 def model_error(e: Exception) -> ApiError:

@@ -17,6 +17,8 @@ from runtime.engine.sampling_params import DEFAULT_TOP_K, SamplingParams
 from runtime.server.errors import bad_request
 from runtime.server.keep_alive import parse_keep_alive
 from runtime.server.schemas import DEFAULT_TEMPERATURE, GenerationRequest
+from runtime.server.structured_output import ollama_constraint
+from runtime.server.tool_calls import apply_tools, parse_reasoning
 
 ROLES = {"system", "user", "assistant", "tool"}
 
@@ -106,12 +108,6 @@ def engine_model(name: str) -> str:
 
 
 def _refuse_unsupported(body: dict) -> None:
-    if body.get("format") not in (None, ""):
-        raise bad_request("'format' (structured output) is not supported by this server", "format")
-    if body.get("tools"):
-        raise bad_request("'tools' (tool calling) is not supported by this server", "tools")
-    if body.get("think") not in (None, False):
-        raise bad_request("'think': the models served here do not support thinking", "think")
     if body.get("images"):
         raise bad_request("'images': the models served here take text only", "images")
     if body.get("suffix"):
@@ -160,6 +156,8 @@ def parse_ollama_chat(body: Any) -> OllamaRequest:
         return OllamaRequest(name, None, keep_alive)
     gen = GenerationRequest(engine_model(name), params, stream, messages=messages, keep_alive=keep_alive,
                             extra={"max_tokens_param": "options.num_predict"})
+    gen.constraint, gen.schema = ollama_constraint(body)
+    apply_tools(gen, body, body.get("messages"))
     return OllamaRequest(name, gen, keep_alive)
 
 
@@ -180,6 +178,8 @@ def parse_ollama_generate(body: Any) -> OllamaRequest:
         return OllamaRequest(name, None, keep_alive)
     gen = GenerationRequest(engine_model(name), params, stream, keep_alive=keep_alive,
                             extra={"max_tokens_param": "options.num_predict"})
+    gen.constraint, gen.schema = ollama_constraint(body)
+    gen.think, gen.reasoning_effort = parse_reasoning(body)
     if raw:
         gen.prompt = prompt  # no template: the client sends the model's own format
     else:

@@ -11,11 +11,13 @@ from typing import Any
 
 from runtime.engine.sampling_params import DEFAULT_TOP_K, SamplingParams
 from runtime.server.errors import bad_request
+from runtime.server.structured_output import openai_constraint
+from runtime.server.tool_calls import apply_tools
 
 DEFAULT_TEMPERATURE = 0.8
 MAX_N = 16
 _ROLES = {"system", "developer", "user", "assistant", "tool"}
-_UNSUPPORTED = {"tools": "tool calling", "functions": "function calling", "logprobs": "logprobs",
+_UNSUPPORTED = {"functions": "function calling (use 'tools')", "logprobs": "logprobs",
                 "top_logprobs": "logprobs", "suffix": "suffix", "best_of": "best_of"}
 
 
@@ -32,6 +34,17 @@ class GenerationRequest:
     n: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
     keep_alive: float | None = None  # seconds; None: the service default
+    #: constrained decoding (``runtime.engine.constraint.ConstraintSpec``), None: free text
+    constraint: Any = None
+    #: the JSON schema a structured reply follows (None: not JSON)
+    schema: dict | None = None
+    #: OpenAI function tools ``[{"type": "function", "function": {...}}]`` and tool_choice
+    tools: list[dict] | None = None
+    tool_choice: Any = None
+    parallel_tool_calls: bool = True
+    #: reasoning: None (the template's default), True / False; effort "low" / "medium" / "high"
+    think: bool | None = None
+    reasoning_effort: str | None = None
 
 
 def _number(body: dict, name: str, default: float, lo: float, hi: float) -> float:
@@ -122,7 +135,9 @@ def _common(body: Any) -> GenerationRequest:
     if options is not None and not isinstance(options, dict):
         raise bad_request("'stream_options' must be an object", "stream_options")
     include_usage = bool(options and _boolean(options, "include_usage"))
-    return GenerationRequest(model, params, stream, include_usage, n=n)
+    req = GenerationRequest(model, params, stream, include_usage, n=n)
+    req.constraint, req.schema = openai_constraint(body)
+    return req
 
 
 def parse_chat(body: Any) -> GenerationRequest:
@@ -137,6 +152,7 @@ def parse_chat(body: Any) -> GenerationRequest:
         if content is not None and not isinstance(content, (str, list)):
             raise bad_request(f"messages[{i}].content must be a string or a list of parts", f"messages[{i}].content")
     req.messages = [{"role": m["role"], "content": m.get("content") or ""} for m in messages]
+    apply_tools(req, body, messages)
     return req
 
 
