@@ -9,6 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from runtime.store.catalog import CatalogEntry, load_catalog
+from runtime.server.tool_formats import template_capabilities
 from runtime.store.embedded import embedded_path
 from runtime.store.gguf_file import GGUFHeader, read_header
 
@@ -134,6 +135,7 @@ def show(m: LocalModel, params: dict) -> dict:
         "license": raw.get("license", ""),
         "details": details(m),
         "model_info": model_info(h),
-        "capabilities": ["completion"],
+        "capabilities": ["completion"] + [name for name, on in template_capabilities(
+            template if isinstance(template, str) else None).items() if on],
         "modified_at": iso(m.path.stat().st_mtime),
     }

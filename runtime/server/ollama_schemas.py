@@ -157,7 +157,12 @@ def parse_ollama_chat(body: Any) -> OllamaRequest:
     gen = GenerationRequest(engine_model(name), params, stream, messages=messages, keep_alive=keep_alive,
                             extra={"max_tokens_param": "options.num_predict"})
     gen.constraint, gen.schema = ollama_constraint(body)
-    apply_tools(gen, body, body.get("messages"))
+    # Ollama has no tool_choice; Hearth reads one from the body or from options (which the
+    # official clients pass through): "required" or a function name forces a call
+    choice = body.get("tool_choice", (body.get("options") or {}).get("tool_choice"))
+    if isinstance(choice, str) and choice not in ("auto", "none", "required"):
+        choice = {"type": "function", "function": {"name": choice}}
+    apply_tools(gen, {**body, "tool_choice": choice}, body.get("messages"))
     return OllamaRequest(name, gen, keep_alive)
 
 

@@ -171,6 +171,21 @@ async def _stream(request: web.Request, req: GenerationRequest, handles: list[Re
     return response
 
 
+def _add_capabilities(data: list[dict], data_dir) -> None:
+    """Tools and reasoning support per model, read from each GGUF's chat template."""
+    from runtime.server.ollama_models import header, local_models
+    from runtime.server.tool_formats import template_capabilities
+
+    paths = {m.id: m.path for m in local_models(data_dir)}
+    for d in data:
+        path = paths.get(d["id"])
+        try:
+            template = header(path).metadata.get("tokenizer.chat_template") if path is not None and path.is_file() else None
+        except ValueError:  # an unreadable file: no capabilities to report
+            template = None
+        d["capabilities"] = template_capabilities(template if isinstance(template, str) else None)
+
+
 async def list_models(request: web.Request) -> web.Response:
     """The local models: embedded, downloaded, imported, and the loaded model when it is a file."""
     from runtime.server.app_keys import CONFIG
@@ -181,7 +196,12 @@ async def list_models(request: web.Request) -> web.Response:
     local = await asyncio.to_thread(Registry(request.app[CONFIG].data_dir).models)
     data += [{"id": m.id, "object": "model", "created": 0, "owned_by": m.source, "name": m.name}
              for m in local if all(d["id"] != m.id for d in data)]
+    await asyncio.to_thread(_add_capabilities, data, request.app[CONFIG].data_dir)
     engine = request.app[MANAGER].engine
     if engine is not None and all(m["id"] != engine.model_id for m in data):
-        data.append({"id": engine.model_id, "object": "model", "created": 0, "owned_by": "local"})
+        from runtime.server.tool_formats import template_capabilities
+
+        template = (engine.loaded.info or {}).get("chat_template") if engine.loaded else None
+        data.append({"id": engine.model_id, "object": "model", "created": 0, "owned_by": "local",
+                     "capabilities": template_capabilities(template)})
     return web.json_response({"object": "list", "data": data})

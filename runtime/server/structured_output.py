@@ -105,7 +105,9 @@ def ollama_constraint(body: dict) -> tuple[ConstraintSpec | None, dict | None]:
     """Ollama's ``format``: "json" (any JSON value that is an object) or a JSON schema."""
     fmt = body.get("format")
     if fmt in (None, ""):
-        return _extensions(body), None
+        # Hearth's regex / grammar ride in options too (Ollama's clients pass options through)
+        options = body.get("options") if isinstance(body.get("options"), dict) else {}
+        return _extensions({k: body.get(k, options.get(k)) for k in ("regex", "grammar")}), None
     if fmt == "json":
         return compile_constraint(JSON_OBJECT, None), {"type": "object"}
     if isinstance(fmt, dict):

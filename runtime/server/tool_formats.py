@@ -260,3 +260,9 @@ def supports_tools(template: str | None) -> bool:
     """Whether the template renders tools itself (models whose template does not still get
     tool calling, with the tools described in the system message)."""
     return bool(template) and "tools" in template
+
+
+def template_capabilities(template: str | None) -> dict[str, bool]:
+    """What ``/v1/models`` reports: ``tools`` when the template renders them itself (any model
+    gets tool calling through the system message), ``reasoning`` when it has a thinking block."""
+    return {"tools": supports_tools(template), "reasoning": bool(template) and "<think>" in template}

@@ -115,8 +115,9 @@ def test_bad_response_formats_are_400(server, body, param):
 
 def test_ollama_format_json_and_schema(server):
     client = ollama.Client(host=server.url, timeout=300)
-    r = client.chat(model="smollm2-135m", messages=[{"role": "user", "content": "A city as JSON."}],
-                    format="json", options={"temperature": 0, "num_predict": 100})
+    r = client.chat(model="smollm2-135m", messages=[{"role": "user", "content": 'Reply with a JSON object such as {"name": "Ann"}.'}],
+                    format="json", options={"temperature": 0, "num_predict": 300})
+    assert r.done_reason == "stop", r.message.content
     assert isinstance(json.loads(r.message.content), dict)
     schema = SCHEMAS[31]
     parts = [c.message.content for c in client.chat(
