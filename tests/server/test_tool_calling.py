@@ -95,14 +95,26 @@ def test_none_never_calls(oai):
 
 
 def test_parallel_calls_when_allowed(oai):
-    r = oai.chat.completions.create(
-        model="smollm2-135m", tools=TOOLS, tool_choice="required", temperature=0, max_tokens=200,
-        messages=[{"role": "user", "content": "Call get_weather for Paris and get_time for Europe/Paris, both at once."}])
-    calls = r.choices[0].message.tool_calls
-    assert len(calls) >= 2, calls
-    for call in calls:
+    """An earlier turn with two calls at once shows the way; the grammar allows up to four."""
+    calls = [{"id": "call_1", "type": "function", "function": {"name": "get_weather",
+                                                                "arguments": '{"city": "Rome", "unit": "celsius"}'}},
+             {"id": "call_2", "type": "function", "function": {"name": "get_time", "arguments": '{"tz": "Europe/Rome"}'}}]
+    history = [{"role": "user", "content": "Weather and time in Rome?"},
+               {"role": "assistant", "content": None, "tool_calls": calls},
+               {"role": "tool", "tool_call_id": "call_1", "content": '{"temperature": 25}'},
+               {"role": "tool", "tool_call_id": "call_2", "content": '{"time": "10:00"}'},
+               {"role": "assistant", "content": "It is 25 degrees and 10:00 in Rome."},
+               {"role": "user", "content": "Weather and time in Paris?"}]
+    r = oai.chat.completions.create(model="smollm2-135m", tools=TOOLS, tool_choice="required", temperature=0,
+                                    max_tokens=200, messages=history)
+    got = r.choices[0].message.tool_calls
+    assert len(got) >= 2, got
+    for call in got:
         _valid(call.function.name, call.function.arguments)
-    assert len({c.id for c in calls}) == len(calls)
+    assert len({c.id for c in got}) == len(got)
+    one = oai.chat.completions.create(model="smollm2-135m", tools=TOOLS, tool_choice="required", temperature=0,
+                                      max_tokens=200, messages=history, parallel_tool_calls=False)
+    assert len(one.choices[0].message.tool_calls) == 1  # not allowed: the grammar stops after one
 
 
 def test_round_trip_with_a_tool_result(oai):
