@@ -164,3 +164,38 @@ def test_masked_kernel_verification_matches_the_masked_target():
     exact = np.zeros(v)
     exact[p_rows[0].ids] = p_rows[0].probs
     assert 0.5 * np.abs(counts - exact).sum() < 0.01
+
+
+def test_a_bad_constraint_fails_only_its_request(backends):
+    from runtime.engine.constraint import ConstraintSpec
+    from runtime.engine.engine import RequestRejected
+
+    for b in backends.values():
+        b.clear()
+    engine = Engine(backends["target"], 4)
+    with pytest.raises(RequestRejected, match="constraint"):
+        engine.add_request("bad", prompts(1)[0], SamplingParams(temperature=0, max_tokens=5),
+                           constraint=ConstraintSpec("lark", '{"grammars": [{"lark_grammar": "start: nope"}]}'))
+    got = run(engine, greedy(2), compile_constraint("regex", PATTERN))
+    assert all(re.fullmatch(PATTERN, text) for _, text, _ in got.values())
+
+
+def test_a_lazy_constraint_starts_at_its_trigger(backends):
+    """Free text until the trigger appears; from there the grammar (which starts with the
+    trigger) holds, and the request ends when it is complete."""
+    for b in backends.values():
+        b.clear()
+    engine = Engine(backends["target"], 4)
+    free = run(engine, greedy(6), None)
+    # a trigger the free greedy text reaches: its 3rd and 4th tokens
+    rid, (tokens, text, _) = next(iter(free.items()))
+    trigger = backends["target"].detokenize(tokens[2:4])
+    spec = compile_constraint("regex", re.escape(trigger) + "(t5[0-9])(t5[0-9])", trigger=trigger)
+    for b in backends.values():
+        b.clear()
+    got = run(Engine(backends["target"], 4), [(rid, greedy(6)[0][1], SamplingParams(temperature=0, max_tokens=20,
+                                                                                      ignore_eos=True))], spec)
+    out = got[rid][1]
+    assert out.startswith(text[:len(backends["target"].detokenize(tokens[:4]))])
+    assert re.fullmatch(re.escape(backends["target"].detokenize(tokens[:4])) + "t5[0-9]t5[0-9]", out), out
+    assert got[rid][2] == "stop"
