@@ -143,6 +143,11 @@ class NativeSampler:
             add(lc.llama_sampler_init_dist(seed))
         self._ptr = chain
 
+    @property
+    def is_argmax(self) -> bool:
+        """Plain greedy: the token is the logits row's argmax."""
+        return self._argmax
+
     def accept(self, token: int) -> None:
         lc.llama_sampler_accept(self._ptr, token)
 

@@ -269,10 +269,13 @@ class Engine:
         return outputs
 
     def _sample(self, request: Request, index: int) -> RequestOutput:
-        if request.constraint is not None:
+        c = request.constraint
+        if c is not None:
             try:
+                if request.sampler.is_argmax:
+                    return self._emit(request, c.greedy(self.backend.logits(index)))
                 # in the logits buffer itself: the native chain then samples the masked distribution
-                request.constraint.mask_logits(self.backend.logits(index))
+                c.mask_logits(self.backend.logits(index))
             except ConstraintError as e:
                 return self._fail(request, e)
         return self._emit(request, request.sampler.sample(self.backend.ctx, index))
