@@ -164,6 +164,9 @@ def plan_output(req, template: str | None) -> OutputPlan | None:
         raise bad_request("'response_format' cannot be combined with 'tools' (unless tool_choice is \"none\")",
                           "response_format")
     if not tools:
+        if not supports_tools(template) and any(m.get("tool_calls") or m.get("role") == "tool" for m in req.messages):
+            # earlier calls and results still reach a template that cannot render them
+            req.messages = render_for(req.messages, detect_format(template), [], native=False)
         if think is None:
             return None
         return OutputPlan(None, [], think, in_reasoning=req.think is not False and _opens_thinking(template))
@@ -208,6 +211,8 @@ def render_for(messages: list[dict], fmt: ToolFormat, tools: list[dict], native:
             out.append({"role": "user", "content": f"<tool_response{name}>\n{m.get('content') or ''}\n</tool_response>"})
         else:
             out.append({"role": m["role"], "content": m.get("content") or ""})
+    if not tools:
+        return out
     prompt = system_prompt(fmt, tools)
     if out and out[0]["role"] in ("system", "developer"):
         out[0] = {"role": out[0]["role"], "content": f"{out[0]['content']}\n\n{prompt}"}

@@ -145,3 +145,28 @@ def test_grammar_output_parses_back(family):
         else '{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]}')
     _, _, calls = parse_all(rendered, fmt)
     assert [(c["name"], json.loads(c["arguments"])) for c in calls] == [("get_weather", {"city": "Paris"})]
+
+
+def test_history_for_templates_without_tools():
+    """Earlier calls and results are written in the family's markup, with or without tools."""
+    from runtime.engine.sampling_params import SamplingParams
+    from runtime.server.schemas import GenerationRequest
+    from runtime.server.tool_calls import plan_output, tool_messages
+
+    raw = [{"role": "user", "content": "Time?"},
+           {"role": "assistant", "content": None, "tool_calls": [
+               {"id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": '{"tz": "UTC"}'}}]},
+           {"role": "tool", "tool_call_id": "call_1", "content": "12:00"}]
+    chatml = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>{% endfor %}"
+    for tools, choice in (([{"type": "function", "function": {"name": "get_time"}}], "auto"), (None, "none")):
+        req = GenerationRequest(None, SamplingParams(), messages=tool_messages(
+            [{"role": m["role"], "content": m["content"] or ""} for m in raw], raw))
+        req.tools, req.tool_choice = tools, choice
+        plan = plan_output(req, chatml)
+        roles = [m["role"] for m in req.messages]
+        assert roles == (["system", "user", "assistant", "user"] if tools else ["user", "assistant", "user"])
+        assert req.messages[-2]["content"] == '<tool_call>[{"name": "get_time", "arguments": {"tz": "UTC"}}]</tool_call>'
+        assert "12:00" in req.messages[-1]["content"] and "tool_response" in req.messages[-1]["content"]
+        assert (plan is not None) == bool(tools)
+        if tools:
+            assert req.constraint.trigger == "<tool_call>" and "get_time" in req.messages[0]["content"]
