@@ -44,10 +44,20 @@ def oai(server):
     return OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=300)
 
 
-def _valid(name: str, arguments: str | dict) -> dict:
+def _valid(name: str, arguments: str | dict, schemas: dict = SCHEMAS) -> dict:
     args = json.loads(arguments) if isinstance(arguments, str) else arguments
-    jsonschema.validate(args, SCHEMAS[name])
+    jsonschema.validate(args, schemas[name])
     return args
+
+
+def _as_ollama_sends(schema: dict) -> dict:
+    """The ollama client's Tool model keeps type, properties (type, description, enum) and
+    required: additionalProperties and maxLength never reach the server."""
+    props = {k: {f: v[f] for f in ("type", "description", "enum") if f in v} for k, v in schema["properties"].items()}
+    return {"type": "object", "properties": props, "required": schema["required"]}
+
+
+OLLAMA_SCHEMAS = {name: _as_ollama_sends(s) for name, s in SCHEMAS.items()}
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -173,14 +183,14 @@ def test_ollama_client_tool_calls(server, model):
                     options={"temperature": 0, "num_predict": 120, "tool_choice": "required"})
     assert r.message.tool_calls and not r.message.content
     for call in r.message.tool_calls:
-        _valid(call.function.name, call.function.arguments)
+        _valid(call.function.name, call.function.arguments, OLLAMA_SCHEMAS)
     streamed = []
     for part in client.chat(model=model, messages=ASK, tools=TOOLS, stream=True,
                             options={"temperature": 0, "num_predict": 120, "tool_choice": "get_time"}):
         assert not part.message.content
         streamed += part.message.tool_calls or []
     assert [c.function.name for c in streamed] == ["get_time"]
-    _valid("get_time", streamed[0].function.arguments)
+    _valid("get_time", streamed[0].function.arguments, OLLAMA_SCHEMAS)
     # the round trip: the call and a tool result, then an answer
     history = ASK + [{"role": "assistant", "content": "", "tool_calls": [streamed[0].model_dump()]},
                      {"role": "tool", "content": '{"time": "14:05"}', "tool_name": "get_time"}]
