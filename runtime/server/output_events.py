@@ -85,6 +85,7 @@ class OutputParser:
         self.state = "reasoning" if (think and in_reasoning) else ("start" if think else "text")
         self.calls: list[dict] = []  # {"id", "name", "arguments"} of the complete calls
         self._open = 0  # calls started
+        self._marker = ""
 
     # -- feeding --------------------------------------------------------------------
     def feed(self, text: str) -> list[Event]:
@@ -144,6 +145,7 @@ class OutputParser:
             if self.buf[:at].strip():  # whitespace right before a call is dropped
                 out.append(TextDelta(self.buf[:at].rstrip()))
             self.buf = self.buf[at + len(marker):]
+            self._marker = marker  # "" when the marker is the body's own start
             self.state = "call"
             return
         if final and self.calls and not self.buf.strip():
@@ -163,14 +165,14 @@ class OutputParser:
         if body is None:
             if final:  # cut off inside the call: keep its text rather than lose it
                 self.state = "text"
-                out.append(TextDelta(self.fmt.starts[0] + self.buf))
+                out.append(TextDelta(self._marker + self.buf))
                 self.buf = ""
             return
         calls = self.fmt.parse_body(body)
         if calls is not None and self.accept is not None and not all(self.accept(n, a) for n, a in calls):
             calls = None
         if calls is None:
-            out.append(TextDelta(self.fmt.starts[0] + body))
+            out.append(TextDelta(self._marker + body))
         else:
             for name, args in calls:
                 i = self._open

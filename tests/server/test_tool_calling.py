@@ -180,13 +180,13 @@ def test_ollama_client_tool_calls(server, model):
     """Ollama has no tool_choice; Hearth takes one from options (the client passes them on)."""
     client = ollama.Client(host=server.url, timeout=300)
     r = client.chat(model=model, messages=ASK, tools=TOOLS,
-                    options={"temperature": 0, "num_predict": 120, "tool_choice": "required"})
+                    options={"temperature": 0, "num_predict": 250, "tool_choice": "required"})
     assert r.message.tool_calls and not r.message.content
     for call in r.message.tool_calls:
         _valid(call.function.name, call.function.arguments, OLLAMA_SCHEMAS)
     streamed = []
     for part in client.chat(model=model, messages=ASK, tools=TOOLS, stream=True,
-                            options={"temperature": 0, "num_predict": 120, "tool_choice": "get_time"}):
+                            options={"temperature": 0, "num_predict": 250, "tool_choice": "get_time"}):
         assert not part.message.content
         streamed += part.message.tool_calls or []
     assert [c.function.name for c in streamed] == ["get_time"]
