@@ -179,7 +179,9 @@ class ChatService(QObject):
             async for chunk in self.client.chat_stream(body):
                 answer.meta["model"] = chunk.get("model", answer.meta.get("model"))
                 for choice in chunk.get("choices") or ():
-                    text = (choice.get("delta") or {}).get("content")
+                    delta = choice.get("delta") or {}
+                    _side_channels(answer, delta)
+                    text = delta.get("content")
                     if text:
                         if t_first is None:
                             t_first = time.monotonic()
@@ -211,6 +213,21 @@ class ChatService(QObject):
         self._live.content += "".join(self._pending)
         self._pending.clear()
         self.messages.changed(self._live.id)
+
+
+def _side_channels(answer: Message, delta: dict) -> None:
+    """Reasoning and tool calls of a streamed answer, kept in its meta (the view shows the
+    reasoning collapsed above the answer and each call as a block)."""
+    if delta.get("reasoning_content"):
+        answer.meta["reasoning"] = answer.meta.get("reasoning", "") + delta["reasoning_content"]
+    for tc in delta.get("tool_calls") or ():
+        calls = answer.meta.setdefault("tool_calls", [])
+        i = tc.get("index", len(calls))
+        while len(calls) <= i:
+            calls.append({"name": "", "arguments": ""})
+        fn = tc.get("function") or {}
+        calls[i]["name"] += fn.get("name") or ""
+        calls[i]["arguments"] += fn.get("arguments") or ""
 
 
 def _title(text: str) -> str:

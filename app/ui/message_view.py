@@ -79,6 +79,18 @@ class MessageWidget(QFrame):
         self.body.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
         self.body.setOpenExternalLinks(True)
         self.body.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        # reasoning: collapsed above the answer, opened by its toggle
+        self.reasoning_toggle = _small("Show reasoning")
+        self.reasoning_toggle.setCheckable(True)
+        self.reasoning_toggle.toggled.connect(self._toggle_reasoning)
+        self.reasoning = WrapLabel()
+        self.reasoning.setObjectName("reasoningBody")
+        self.reasoning.setWordWrap(True)
+        self.reasoning.setVisible(False)
+        self.tool_calls = WrapLabel()
+        self.tool_calls.setObjectName("toolCalls")
+        self.tool_calls.setWordWrap(True)
+        self.tool_calls.setTextFormat(Qt.TextFormat.RichText)
         self.editor = QPlainTextEdit()
         self.editor.setVisible(False)
         self.editor.setMaximumHeight(140)
@@ -104,7 +116,10 @@ class MessageWidget(QFrame):
             buttons.addWidget(b)
         buttons.addStretch(1)
         lay.addWidget(self.role)
+        lay.addWidget(self.reasoning_toggle, 0, Qt.AlignmentFlag.AlignLeft)
+        lay.addWidget(self.reasoning)
         lay.addWidget(self.body)
+        lay.addWidget(self.tool_calls)
         lay.addWidget(self.editor)
         lay.addWidget(self.error)
         lay.addWidget(self.stats)
@@ -123,9 +138,22 @@ class MessageWidget(QFrame):
         self.body.setText(markdown_html(text, self.body.font()) if m.role == "assistant" else _plain_html(text))
         self.stats.setText(stats_line(m.meta) if m.role == "assistant" and not streaming else "")
         self.stats.setVisible(bool(self.stats.text()))
+        reasoning = m.meta.get("reasoning") or ""
+        self.reasoning.setText(_plain_html(reasoning))
+        self.reasoning_toggle.setVisible(bool(reasoning))
+        self.reasoning.setVisible(bool(reasoning) and self.reasoning_toggle.isChecked())
+        calls = m.meta.get("tool_calls") or []
+        self.tool_calls.setText("".join(
+            f"<div><b>tool call</b> <code>{_plain_html(c.get('name', ''))}</code>"
+            f"<pre>{_plain_html(c.get('arguments', ''))}</pre></div>" for c in calls))
+        self.tool_calls.setVisible(bool(calls))
         self.error.setText(m.meta.get("error", ""))
         self.error.setVisible(bool(m.meta.get("error")))
         self.copy_button.setEnabled(bool(m.content))
+
+    def _toggle_reasoning(self, shown: bool) -> None:
+        self.reasoning_toggle.setText("Hide reasoning" if shown else "Show reasoning")
+        self.reasoning.setVisible(shown and bool(self.message.meta.get("reasoning")))
 
     def set_last_answer(self, last: bool, busy: bool) -> None:
         self.regen_button.setVisible(last and self.message.role == "assistant" and not busy)

@@ -60,11 +60,17 @@ class ChatTemplate:
     def is_fallback(self) -> bool:
         return self._jinja is None
 
-    def render(self, messages: list[dict]) -> str:
+    @property
+    def source(self) -> str | None:
+        """The Jinja template's text (None: the plain fallback)."""
+        return self._jinja.template if self._jinja is not None else None
+
+    def render(self, messages: list[dict], **variables) -> str:
+        """``variables``: extra template variables (``tools``, ``enable_thinking``, ...)."""
         if self._jinja is None:
             return render_plain(messages)
         normalized = [{**m, "content": _text(m.get("content"))} for m in messages]
         try:
-            return self._jinja(messages=normalized).prompt
+            return self._jinja(messages=normalized, **variables).prompt
         except Exception as e:  # jinja raises many types; the user needs one message
             raise ChatTemplateError(f"the model's chat template rejected the messages: {e}") from e

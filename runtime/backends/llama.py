@@ -80,6 +80,8 @@ class ModelInfo:
     recurrent: bool = False
     #: attention layers beside recurrent ones (Jamba, Granite 4 hybrid, LFM2, ...)
     hybrid: bool = False
+    #: the GGUF's Jinja chat template (the service reads tool and reasoning support from it)
+    chat_template: str | None = None
 
 
 def amx_advertised() -> bool:
@@ -144,6 +146,11 @@ class NativeSampler:
             seed = lc.LLAMA_DEFAULT_SEED if params.seed is None else params.seed & 0xFFFFFFFF
             add(lc.llama_sampler_init_dist(seed))
         self._ptr = chain
+
+    @property
+    def is_argmax(self) -> bool:
+        """Plain greedy: the token is the logits row's argmax."""
+        return self._argmax
 
     def accept(self, token: int) -> None:
         lc.llama_sampler_accept(self._ptr, token)
@@ -234,6 +241,7 @@ class LlamaBackend:
             has_chat_template=template is not None,
             recurrent=bool(lc.llama_model_is_recurrent(self.model)),
             hybrid=bool(lc.llama_model_is_hybrid(self.model)),
+            chat_template=template,
         )
 
     # -- metadata ---------------------------------------------------------------------
@@ -290,6 +298,29 @@ class LlamaBackend:
             self._max_piece = max(1, min(abs(self._max_piece), 1024))
         return self._max_piece
 
+    def vocab_pieces(self) -> list[bytes]:
+        """Every token's bytes, for a grammar matcher over this vocabulary: control tokens
+        (and user-defined ``<...>`` ones) render as their text prefixed with ``0xff``, so a
+        grammar can name them and plain text never matches them."""
+        buf = ctypes.create_string_buffer(16 * 1024)
+        special = lc.LLAMA_TOKEN_ATTR_CONTROL
+        user = lc.LLAMA_TOKEN_ATTR_USER_DEFINED
+        pieces: list[bytes] = []
+        for token in range(self.n_vocab):
+            n = lc.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, True)
+            piece = buf.raw[:max(n, 0)]
+            attr = lc.llama_vocab_get_attr(self.vocab, token)
+            if attr & special or (attr & user and piece.startswith(b"<") and piece.endswith(b">")):
+                piece = b"\xff" + piece
+            pieces.append(piece)
+        return pieces
+
+    def eog_tokens(self) -> list[int]:
+        """The end-of-generation tokens (EOS first)."""
+        eos = self.eos
+        rest = [t for t in range(self.n_vocab) if t != eos and lc.llama_vocab_is_eog(self.vocab, t)]
+        return ([eos] if eos >= 0 else []) + rest
+
     def token_text(self, token: int) -> str:
         buf = ctypes.create_string_buffer(256)
         n = lc.llama_token_to_piece(self.vocab, token, buf, 256, 0, True)
@@ -309,14 +340,16 @@ class LlamaBackend:
     def is_eog(self, token: int) -> bool:
         return bool(lc.llama_vocab_is_eog(self.vocab, token))
 
-    def chat_prompt(self, messages: list[dict]) -> list[int]:
+    def chat_prompt(self, messages: list[dict], **template_vars) -> list[int]:
         """Render messages with the model's chat template (or the plain fallback) and tokenize."""
-        text, add_special = self.chat_text(messages)
+        text, add_special = self.chat_text(messages, **template_vars)
         return self.tokenize(text, add_special=add_special, parse_special=True)
 
-    def chat_text(self, messages: list[dict]) -> tuple[str, bool]:
-        """The rendered prompt, and whether tokenizing it must add the BOS token."""
-        text = self.chat_template.render(messages)
+    def chat_text(self, messages: list[dict], **template_vars) -> tuple[str, bool]:
+        """The rendered prompt, and whether tokenizing it must add the BOS token.
+
+        ``template_vars``: extra template variables (``tools``, ``enable_thinking``)."""
+        text = self.chat_template.render(messages, **template_vars)
         bos = self.chat_template.bos
         return text, self.add_bos and not (bos and text.startswith(bos))
 

@@ -57,8 +57,8 @@ class RequestHandle:
         if item.finish_reason is not None:
             self.finished = True
             self.client._forget(self.request_id)
-            if item.error_code is not None:
-                raise RequestFailed(item.error or "the request failed", item.error_code)
+            if item.error_code is not None or item.finish_reason == "error":
+                raise RequestFailed(item.error or "the request failed in the engine", item.error_code)
         return item
 
     def ready(self) -> list[RequestOutput]:
@@ -68,6 +68,9 @@ class RequestHandle:
         while not self.finished and not queue.empty():
             item = queue.get_nowait()
             if isinstance(item, Exception) or item.error_code is not None:
+                queue.put_nowait(item)  # raised by the next __anext__
+                break
+            if item.finish_reason == "error":
                 queue.put_nowait(item)  # raised by the next __anext__
                 break
             items.append(item)
@@ -224,7 +227,7 @@ class EngineClient:
     # -- requests ---------------------------------------------------------------------
     async def submit(self, params: SamplingParams, *, prompt: str | None = None,
                      messages: list[dict] | None = None, tokens: list[int] | None = None,
-                     n: int = 1) -> list[RequestHandle]:
+                     n: int = 1, constraint=None, template_vars: dict | None = None) -> list[RequestHandle]:
         """Submit ``n`` completions of one prompt; one handle each, in choice order."""
         if not self.alive:
             raise WorkerDied(self.error or "the engine worker is not running")
@@ -238,7 +241,8 @@ class EngineClient:
             handles.append(RequestHandle(self, rid, pending))
         self._groups[request_id] = ids
         try:
-            self._send(Submit(request_id, params, prompt, messages, tokens, n))
+            self._send(Submit(request_id, params, prompt, messages, tokens, n, constraint=constraint,
+                              template_vars=template_vars))
         except OSError:
             self._drop_group(request_id)
             raise WorkerDied(self.error or "the engine worker is not running") from None
@@ -261,7 +265,7 @@ class EngineClient:
         request_id = f"r{next(self._ids)}"
         pending = self._pending[request_id] = _Pending(self._loop.create_future(), asyncio.Queue())
         try:
-            self._conn.send(Submit(request_id, SamplingParams(), prompt, messages, count_only=True))
+            self._send(Submit(request_id, SamplingParams(), prompt, messages, count_only=True))
             return await pending.accepted
         except OSError:
             raise WorkerDied(self.error or "the engine worker is not running") from None

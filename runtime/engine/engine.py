@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 
 from runtime.backends.errors import InvalidBatchError, NoKVSlotError
 from runtime.engine.checkpoints import memory_layout
+from runtime.engine.constraint import Constraint, ConstraintError, ConstraintSpec, ConstraintVocab
 from runtime.engine.kv_cache_manager import KVCacheManager, KVStats
 from runtime.engine.logprobs import Logprobs, TokenLogprob
 from runtime.engine.protocol import ErrorCode
@@ -123,6 +124,8 @@ class Engine:
         if speculator is not None:
             self.scheduler.lookahead = speculator.lookahead
         self.requests: dict[str, Request] = {}
+        #: the grammar matcher's view of the vocabulary, built on the first constrained request
+        self._constraint_vocab: ConstraintVocab | None = None
         self.tokens_generated = 0
         self.requests_finished = 0
         #: the requests of the step in progress (``fail_step`` ends them if it raises)
@@ -130,7 +133,8 @@ class Engine:
 
     # -- requests ---------------------------------------------------------------------
     def add_request(self, request_id: str, prompt: list[int], params: SamplingParams,
-                    extra_stop: list[str] | None = None, follows: Request | None = None) -> Request:
+                    extra_stop: list[str] | None = None, follows: Request | None = None,
+                    constraint: ConstraintSpec | None = None) -> Request:
         limit = self.max_request_tokens
         if not isinstance(params, SamplingParams):
             raise RequestRejected("the sampling parameters are missing")
@@ -159,6 +163,11 @@ class Engine:
         if request_id in self.requests:
             raise RequestRejected(f"duplicate request id {request_id}")
         request = Request(request_id, len(prompt), list(prompt), params, max_tokens)
+        if constraint is not None:
+            try:
+                request.constraint = Constraint(self.constraint_vocab(), constraint)
+            except ConstraintError as e:
+                raise RequestRejected(str(e)) from None
         request.sampler = self.backend.new_sampler(params)
         penalized = params.repeat_penalty != 1.0 or params.presence_penalty or params.frequency_penalty
         if penalized and params.penalty_last_n > 0:  # prompt[-0:] would be the whole prompt
@@ -180,20 +189,28 @@ class Engine:
         self.scheduler.add(request)
         return request
 
+    def constraint_vocab(self) -> ConstraintVocab:
+        if self._constraint_vocab is None:
+            b = self.backend
+            self._constraint_vocab = ConstraintVocab(b.vocab_pieces(), b.eog_tokens(), b.bos)
+        return self._constraint_vocab
+
     def add_group(self, request_id: str, prompt: list[int], params: SamplingParams, n: int,
-                  extra_stop: list[str] | None = None) -> list[Request]:
+                  extra_stop: list[str] | None = None,
+                  constraint: ConstraintSpec | None = None) -> list[Request]:
         """``n`` completions of one prompt: ids ``request_id``, ``request_id/1``, ...
 
         The prompt is computed once; the others wait for it and take its full blocks from
         the prefix cache (only the last partial block is computed again). With a seed,
         completion ``i`` uses ``seed + i``.
         """
-        first = self.add_request(request_id, prompt, params, extra_stop)
+        first = self.add_request(request_id, prompt, params, extra_stop, constraint=constraint)
         group = [first]
         for i in range(1, n):
             # the prompt's logprobs come with the first completion; the others share its blocks
             p = replace(params, seed=None if params.seed is None else params.seed + i, prompt_logprobs=False)
-            group.append(self.add_request(f"{request_id}/{i}", prompt, p, extra_stop, follows=first))
+            group.append(self.add_request(f"{request_id}/{i}", prompt, p, extra_stop, follows=first,
+                                          constraint=constraint))
         return group
 
     def cancel(self, request_id: str) -> bool:
@@ -377,14 +394,32 @@ class Engine:
         return outputs
 
     def _sample(self, request: Request, index: int) -> RequestOutput:
-        token = request.sampler.sample(self.backend.ctx, index)
-        entry = None
-        if request.params.logprobs:
-            entry = self.logprobs.entry(self.backend.logits(index), token, request.params.top_logprobs)
+        c, want = request.constraint, request.params.logprobs
+        logits = self.backend.logits(index) if c is not None or want else None
+        # logprobs are the model's raw softmax: read them before a constraint masks the buffer
+        raw = logits.copy() if want and c is not None else logits
+        try:
+            if c is None:
+                token = request.sampler.sample(self.backend.ctx, index)
+            elif request.sampler.is_argmax:
+                token = c.greedy(logits)
+            else:
+                # in the logits buffer itself: the native chain then samples the masked distribution
+                c.mask_logits(logits)
+                token = request.sampler.sample(self.backend.ctx, index)
+        except ConstraintError as e:
+            return self._fail(request, e)
+        entry = self.logprobs.entry(raw, token, request.params.top_logprobs) if want else None
         out = self._emit(request, token)
         if entry is not None:
             out.logprobs = [entry]
         return out
+
+    def _fail(self, request: Request, e: ConstraintError) -> RequestOutput:
+        """End only this request: its constraint failed inside the engine."""
+        self._finish(request, FinishReason.ERROR)
+        return RequestOutput(request.request_id, request.detok.flush(), 0, FinishReason.ERROR.value,
+                             request.cached_tokens, error=str(e), error_code=e.code)
 
     def _emit(self, request: Request, token: int, computed: bool = False) -> RequestOutput:
         """Append a sampled token; finish the request on EOS, a stop string or max_tokens.
@@ -396,12 +431,21 @@ class Engine:
             self.kv.commit(request)
         self.tokens_generated += 1
         reason: FinishReason | None = None
+        c = request.constraint
         if self.backend.is_eog(token) and not request.params.ignore_eos:
             text, reason = request.detok.flush(), FinishReason.STOP
         else:
-            text, hit = request.detok.push(self.backend.token_bytes(token))
-            if hit:
-                reason = FinishReason.STOP
+            piece = self.backend.token_bytes(token)
+            if c is not None:
+                try:
+                    c.advance(token, piece)
+                except ConstraintError as e:
+                    return self._fail(request, e)
+            text, hit = request.detok.push(piece)
+            if hit or (c is not None and c.done):
+                reason = FinishReason.STOP  # a complete constrained output ends the request
+                if not hit:
+                    text += request.detok.flush()
             elif request.num_output >= request.max_tokens:
                 text, reason = text + request.detok.flush(), FinishReason.LENGTH
         if reason is None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from runtime.engine.constraint import ConstraintSpec
 from runtime.engine.engine import EngineStats, RequestOutput
 from runtime.engine.sampling_params import SamplingParams
 
@@ -47,6 +48,10 @@ class Submit:
     n: int = 1
     #: tokenize only: the worker answers ``Accepted`` with the prompt's length and runs nothing
     count_only: bool = False
+    #: constrained decoding (compiled and checked by the service), None: free text
+    constraint: ConstraintSpec | None = None
+    #: extra variables for the chat template (``tools``, ``enable_thinking``, ...)
+    template_vars: dict | None = None
 
 
 @dataclass(slots=True)

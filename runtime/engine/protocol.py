@@ -23,6 +23,7 @@ class ErrorCode(str, enum.Enum):
     INVALID_REQUEST = "invalid_request"  #: an empty prompt, parameters out of range, ...
     INVALID_TOKEN = "invalid_token"  #: a token id outside the model's vocabulary
     REQUEST_FAILED = "request_failed"  #: this one request failed mid-way; the others went on
+    CONSTRAINT_FAILED = "constraint_failed"  #: the output constraint could not continue
     CHAT_TEMPLATE = "chat_template_error"
     SPECULATION_REFUSED = "speculation_refused"
     WORKER_DIED = "engine_stopped"
@@ -117,7 +118,11 @@ class Engine(Protocol):
     async def start(self) -> LoadedInfo: ...
 
     async def submit(self, params: Any, *, prompt: str | None = None, messages: list[dict] | None = None,
-                     tokens: list[int] | None = None, n: int = 1) -> list[OutputStream]: ...
+                     tokens: list[int] | None = None, n: int = 1, constraint: Any = None,
+                     template_vars: dict | None = None) -> list[OutputStream]:
+        """``constraint``: an output constraint (``ConstraintSpec``); ``template_vars``: extra
+        chat-template variables (``tools``, ``enable_thinking``)."""
+        ...
 
     async def count_tokens(self, *, prompt: str | None = None, messages: list[dict] | None = None) -> int:
         """The prompt's length in this model's tokens (chat template included); nothing runs."""

@@ -51,6 +51,8 @@ class Request:
     spec: Any = None
     #: prompt tokens whose logprobs were sent (``params.prompt_logprobs``)
     prompt_logprobs_sent: int = 0
+    #: constrained decoding (``runtime.engine.constraint.Constraint``), None: free text
+    constraint: Any = None
 
     @property
     def num_output(self) -> int:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from runtime.backends.errors import NoKVSlotError
+from runtime.engine.constraint import apply_mask
 from runtime.engine.draft_mirror import DraftMirror
 from runtime.engine.prompt_lookup import lookup
 from runtime.engine.request import Request
@@ -66,10 +67,14 @@ class RequestSpec:
 
 @dataclass(slots=True)
 class Draft:
-    """Drafted tokens of one request; ``q`` holds their draft distributions (sampling only)."""
+    """Drafted tokens of one request; ``q`` holds their draft distributions (sampling only).
+
+    ``masks``: a constrained request's allowed-token bitmasks at each of the ``K + 1``
+    verified positions (before each draft, and after the last), None when unconstrained."""
 
     tokens: list[int]
     q: list[Candidates] | None = None
+    masks: list[np.ndarray] | None = None
 
 
 @dataclass(slots=True)
@@ -149,6 +154,10 @@ class Speculator:
         st: RequestSpec | None = request.spec
         if st is None:
             return 0
+        c = request.constraint
+        if c is not None and not c.active:
+            # a lazy constraint could start inside the drafts, whose masks are not known yet
+            return 0
         st.steps += 1
         room = min(request.max_tokens - request.num_output - 1, self._ctx_room(request))
         if room <= 0:
@@ -172,9 +181,14 @@ class Speculator:
         for r, start, k in items:
             if r.spec.mode == NGRAM:
                 found = lookup(r.tokens, k)
+                masks = None
+                if found and r.constraint is not None:
+                    n, masks = r.constraint.draft_walk(found)  # drafts the grammar forbids are cut
+                    found = found[:n]
                 if found:
                     out[r] = Draft(found, None if r.params.temperature <= 0 else
-                                   [Candidates(np.array([t], dtype=np.int64), np.ones(1)) for t in found])
+                                   [Candidates(np.array([t], dtype=np.int64), np.ones(1)) for t in found],
+                                   masks)
             else:
                 model_items.append((r, start, k))
         passes = self._draft_model(model_items, out) if model_items else 0
@@ -219,8 +233,10 @@ class Speculator:
             return 0
         drafts: dict[Request, list[int]] = {r: [] for r in rows}
         qs: dict[Request, list[Candidates]] = {r: [] for r in rows}
+        masks: dict[Request, list[np.ndarray]] = {r: [] for r in rows if r.constraint is not None}
+        consumed: dict[Request, int] = {r: 0 for r in masks}
         want = {r: k for r, _, k in items}
-        self._sample_drafts(rows, drafts, qs)
+        self._sample_drafts(rows, drafts, qs, masks, consumed)
         passes = 1
         for j in range(1, max((want[r] for r in rows), default=0)):
             batch.clear()
@@ -238,23 +254,38 @@ class Speculator:
                 for r in rows:
                     mirror.trim(r.seq_id, mirror.computed(r.seq_id) - 1)
                 break
-            self._sample_drafts(rows, drafts, qs)
+            self._sample_drafts(rows, drafts, qs, masks, consumed)
             passes += 1
+        for r in masks:  # the mask after the last draft; then back to the emitted tokens
+            masks[r].append(r.constraint.compute_mask())
+            r.constraint.rollback(consumed[r])
         for r, toks in drafts.items():
-            out[r] = Draft(toks, qs[r] if r.params.temperature > 0 else None)
+            out[r] = Draft(toks, qs[r] if r.params.temperature > 0 else None, masks.get(r))
         return passes
 
-    def _sample_drafts(self, rows: dict[Request, int], drafts: dict, qs: dict) -> None:
+    def _sample_drafts(self, rows: dict[Request, int], drafts: dict, qs: dict, masks: dict,
+                       consumed: dict) -> None:
         for r, index in rows.items():
             logits = self.draft.logits(index)
-            p = r.params
-            if p.temperature <= 0 and not has_penalties(p):
-                drafts[r].append(int(np.argmax(logits)))
-                continue
-            q = candidates(logits, p, r.tokens + drafts[r] if has_penalties(p) else ())
-            x = int(q.ids[sample(q.probs, r.spec.rng)]) if p.temperature > 0 else int(q.ids[0])
-            drafts[r].append(x)
-            qs[r].append(q)
+            c = r.constraint
+            if c is not None:  # the draft samples the masked distribution too
+                mask = c.compute_mask()  # a new array: kept for verification
+                c.mask_logits(logits, mask)
+                masks[r].append(mask)
+            self._sample_draft(r, logits, drafts, qs)
+            if c is not None and not c.matcher.is_stopped():
+                c.matcher.consume_token(drafts[r][-1])
+                consumed[r] += 1
+
+    def _sample_draft(self, r: Request, logits: np.ndarray, drafts: dict, qs: dict) -> None:
+        p = r.params
+        if p.temperature <= 0 and not has_penalties(p):
+            drafts[r].append(int(np.argmax(logits)))
+            return
+        q = candidates(logits, p, r.tokens + drafts[r] if has_penalties(p) else ())
+        x = int(q.ids[sample(q.probs, r.spec.rng)]) if p.temperature > 0 else int(q.ids[0])
+        drafts[r].append(x)
+        qs[r].append(q)
 
     # -- verification -----------------------------------------------------------------
     def verify(self, request: Request, draft: Draft, first_index: int) -> tuple[list[int], int]:
@@ -264,6 +295,9 @@ class Speculator:
         p = request.params
         xs = draft.tokens
         k = len(xs)
+        if draft.masks is not None:  # p is the constrained target's: masked, renormalised
+            for j in range(k + 1):
+                apply_mask(self.target.logits(first_index + j), draft.masks[j])
         if p.temperature <= 0 and not has_penalties(p):
             top = [int(np.argmax(self.target.logits(first_index + j))) for j in range(k + 1)]
             m, y = verify_greedy(xs, top)

@@ -71,7 +71,7 @@ class _Worker:
             extra_stop: list[str] = []
             add_special, parse_special = True, False
             if msg.messages is not None:
-                text, add_special = self.backend.chat_text(msg.messages)
+                text, add_special = self.backend.chat_text(msg.messages, **(msg.template_vars or {}))
                 parse_special = True
                 extra_stop = self.backend.chat_template.stop
             elif msg.tokens is not None:
@@ -115,7 +115,7 @@ class _Worker:
             self.conn.send(Accepted(msg.request_id, len(tokens)))
             return
         try:
-            self.engine.add_group(msg.request_id, tokens, msg.params, msg.n, extra_stop)
+            self.engine.add_group(msg.request_id, tokens, msg.params, msg.n, extra_stop, msg.constraint)
         except RequestRejected as e:
             self.conn.send(Rejected(msg.request_id, str(e), e.code))
             return

@@ -2,7 +2,8 @@
 
 ``chat``: it has a chat template; ``completion``: it generates text (every model that is not an
 encoder); ``embedding``: an encoder architecture or a pooling type in its metadata; ``tools``:
-its chat template renders a ``tools`` list; ``vision``: it carries a vision encoder (a CLIP
+its chat template renders a ``tools`` list; ``reasoning``: its template has a thinking block;
+``vision``: it carries a vision encoder (a CLIP
 projector, or vision metadata of its own).
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from runtime.server.tool_formats import template_capabilities
 from runtime.store.gguf_file import GGUFHeader
 
 #: llama.cpp architectures that encode text into vectors instead of generating it
@@ -30,8 +32,8 @@ def capabilities_of(h: GGUFHeader) -> list[str]:
         caps.append("completion")
     if encoder or f"{arch}.pooling_type" in meta:
         caps.append("embedding")
-    if template and "tools" in template:
-        caps.append("tools")
+    flags = template_capabilities(template or None)
+    caps += [name for name in ("tools", "reasoning") if flags[name]]
     if arch == "clip" or meta.get("clip.has_vision_encoder") or any(k.startswith(f"{arch}.vision.") for k in meta):
         caps.append("vision")
     return caps

@@ -15,6 +15,7 @@ from runtime.server.model_manager import DraftRefused, ModelDoesNotFit, ModelLoa
 from runtime.server.model_refs import ModelPathRefused
 from runtime.server.schemas import GenerationRequest
 from runtime.server.validation import token_ids
+from runtime.server.tool_calls import plan_output
 from runtime.store.embedded import EmbeddedModelMissing
 from runtime.store.gguf_file import InvalidModelFile
 from runtime.store.resolve import UnknownModel
@@ -22,6 +23,8 @@ from runtime.store.resolve import UnknownModel
 
 def engine_error(e: Exception) -> ApiError:
     """The HTTP error for an engine-side failure."""
+    if isinstance(e, RequestFailed):
+        return ApiError(500, str(e), type="server_error", code=e.code or "request_failed")
     if isinstance(e, ServiceStopping):
         return ApiError(503, str(e), type="server_error", code="shutting_down")
     if isinstance(e, RequestRefused):
@@ -64,11 +67,12 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> tupl
     loaded = engine.loaded
     if req.tokens is not None and loaded is not None:
         token_ids(req.tokens, "prompt", loaded.info.get("n_vocab"))
+    req.extra["output"] = plan_output(req, (loaded.info or {}).get("chat_template") if loaded else None)
     if req.params.max_tokens is None and loaded is not None and limit < loaded.max_request_tokens:
         req.params.max_tokens = limit  # the limit bounds replies that did not ask for a length too
     try:
         handles = await engine.submit(req.params, prompt=req.prompt, messages=req.messages, tokens=req.tokens,
-                                      n=req.n)
+                                      n=req.n, constraint=req.constraint, template_vars=template_vars(req))
     except (RequestRefused, WorkerDied) as e:
         raise engine_error(e) from None
     manager.requests_served += 1
@@ -85,6 +89,18 @@ async def count_prompt_tokens(request: web.Request, req: GenerationRequest) -> i
         return await engine.count_tokens(prompt=req.prompt, messages=req.messages)
     except (RequestRefused, WorkerDied) as e:
         raise engine_error(e) from None
+
+
+def template_vars(req: GenerationRequest) -> dict | None:
+    """Extra chat-template variables: the tools, and thinking on or off."""
+    out: dict = {}
+    if req.tools and req.tool_choice != "none" and req.extra.get("template_tools"):
+        out["tools"] = req.tools
+    if req.think is not None:
+        out["enable_thinking"] = req.think
+    if req.reasoning_effort is not None:
+        out["reasoning_effort"] = req.reasoning_effort
+    return out or None
 
 
 def model_error(e: Exception) -> ApiError:

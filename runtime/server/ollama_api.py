@@ -17,6 +17,7 @@ from aiohttp import web
 
 from runtime import __version__
 from runtime.engine.client import EngineError, RequestHandle
+from runtime.server import chat_output
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError
 from runtime.server.generation import engine_error, model_error, start_generation
@@ -79,7 +80,13 @@ async def _respond(request: web.Request, oreq: OllamaRequest, shape) -> web.Stre
     timing.loaded = time.perf_counter_ns()
     handle = handles[0]
     head = {"model": oreq.name}
+    plan = oreq.gen.extra.get("output")
     try:
+        if plan is not None and shape is _ChatShape:  # tool calls or thinking: parsed replies
+            final = lambda h, text, finish, stats: _final(h, shape, text, finish, stats)  # noqa: E731
+            if oreq.gen.stream:
+                return await chat_output.ollama_stream(request, handle, head, plan, timing, final, line, now_iso)
+            return await chat_output.ollama_collect(handle, head, plan, timing, final)
         with_lp = oreq.gen.params.logprobs
         if oreq.gen.stream:
             return await _stream(request, handle, head, shape, timing, with_lp)

@@ -9,6 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from runtime.store.catalog import CatalogEntry, load_catalog
+from runtime.server.tool_formats import template_capabilities
 from runtime.store.embedded import embedded_path
 from runtime.store.gguf_file import GGUFHeader, read_header
 
@@ -136,7 +137,8 @@ def show(m: LocalModel, params: dict) -> dict:
         "license": raw.get("license", ""),
         "details": details(m),
         "model_info": model_info(h),
-        # Ollama's vocabulary has no "chat": a chat model is a "completion" one there
-        "capabilities": [c for c in capabilities_of(h) if c != "chat"],
+        # Ollama's vocabulary has no "chat" (a chat model is a "completion" one there) and
+        # calls reasoning "thinking"
+        "capabilities": [{"reasoning": "thinking"}.get(c, c) for c in capabilities_of(h) if c != "chat"],
         "modified_at": iso(m.path.stat().st_mtime),
     }

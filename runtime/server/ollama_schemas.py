@@ -4,8 +4,9 @@ Ollama's names map onto the engine's sampling parameters: ``options.num_predict`
 ``max_tokens`` (negative: until the context ends; 0 is one token), ``options.repeat_last_n`` is the penalty
 window, and so on. Options Ollama knows but that do not apply to a running Hearth model
 (``num_gpu``, ``use_mmap``, ...) are ignored as Ollama ignores unknown ones; an option of the
-wrong type is a 400 that names it. Features Hearth does not have (images, tools, structured
-output, suffix) are refused with a clear message instead of being silently dropped.
+wrong type is a 400 that names it. Features Hearth does not have (images, suffix) are refused
+with a clear message instead of being silently dropped. ``format``, ``tools`` and ``think`` are
+read by ``structured_output`` and ``tool_calls``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from runtime.server.errors import bad_request
 from runtime.server.keep_alive import parse_keep_alive
 from runtime.server.logprobs_api import parse_chat_logprobs
 from runtime.server.schemas import DEFAULT_TEMPERATURE, GenerationRequest
+from runtime.server.structured_output import ollama_constraint
+from runtime.server.tool_calls import apply_tools, parse_reasoning
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 
@@ -108,12 +111,6 @@ def engine_model(name: str) -> str:
 
 
 def _refuse_unsupported(body: dict) -> None:
-    if body.get("format") not in (None, ""):
-        raise bad_request("'format' (structured output) is not supported by this server", "format")
-    if body.get("tools"):
-        raise bad_request("'tools' (tool calling) is not supported by this server", "tools")
-    if body.get("think") not in (None, False):
-        raise bad_request("'think': the models served here do not support thinking", "think")
     if body.get("images"):
         raise bad_request("'images': the models served here take text only", "images")
     if body.get("suffix"):
@@ -149,6 +146,13 @@ def parse_ollama_chat(body: Any) -> OllamaRequest:
         return OllamaRequest(name, None, keep_alive, ctx)
     gen = GenerationRequest(engine_model(name), params, stream, messages=messages, keep_alive=keep_alive,
                             extra={"max_tokens_param": "options.num_predict", "num_ctx": ctx})
+    gen.constraint, gen.schema = ollama_constraint(body)
+    # Ollama has no tool_choice; Hearth reads one from the body or from options (which the
+    # official clients pass through): "required" or a function name forces a call
+    choice = body.get("tool_choice", (body.get("options") or {}).get("tool_choice"))
+    if isinstance(choice, str) and choice not in ("auto", "none", "required"):
+        choice = {"type": "function", "function": {"name": choice}}
+    apply_tools(gen, {**body, "tool_choice": choice}, body.get("messages"))
     return OllamaRequest(name, gen, keep_alive, ctx)
 
 
@@ -166,6 +170,8 @@ def parse_ollama_generate(body: Any) -> OllamaRequest:
         return OllamaRequest(name, None, keep_alive, ctx)
     gen = GenerationRequest(engine_model(name), params, stream, keep_alive=keep_alive,
                             extra={"max_tokens_param": "options.num_predict", "num_ctx": ctx})
+    gen.constraint, gen.schema = ollama_constraint(body)
+    gen.think, gen.reasoning_effort = parse_reasoning(body)
     if raw:
         gen.prompt = prompt  # no template: the client sends the model's own format
     else:

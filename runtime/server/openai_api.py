@@ -9,7 +9,7 @@ import uuid
 from aiohttp import web
 
 from runtime.engine.client import EngineError, RequestHandle
-from runtime.server import sse
+from runtime.server import chat_output, sse
 from runtime.server.errors import bad_request
 from runtime.server.generation import engine_error, start_generation, usage
 from runtime.server.logprobs_api import CompletionLogprobs, chat_content, echo_text
@@ -70,7 +70,12 @@ async def _generate(request: web.Request, req: GenerationRequest, fmt) -> web.St
     engine, handles = await start_generation(request, req)
     head = {"id": f"{fmt.prefix}-{uuid.uuid4().hex}", "object": fmt.obj, "created": int(time.time()),
             "model": engine.model_id}
+    plan = req.extra.get("output")
     try:
+        if plan is not None and fmt is _Chat:  # tool calls or reasoning: parsed replies
+            if req.stream:
+                return await chat_output.openai_stream(request, req, handles, head, plan)
+            return await chat_output.openai_collect(req, handles, head, plan)
         if req.stream:
             return await _stream(request, req, handles, head, fmt)
         return await _collect(req, handles, head, fmt)

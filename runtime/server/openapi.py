@@ -86,7 +86,7 @@ def _schemas(max_tokens: int) -> dict:
                 "id": STR, "object": STR, "owned_by": STR, "name": STR, "loaded": BOOL,
                 "context_length": {"type": ["integer", "null"]},
                 "capabilities": {"type": "array", "items": {"enum": ["chat", "completion", "embedding", "tools",
-                                                                     "vision"]}},
+                                                                     "reasoning", "vision"]}},
                 "memory": {"type": "object", "description": "for a loaded model: planned bytes per device and "
                                                             "the worker's resident set"}}}}}},
         "ModelLoadRequest": {"type": "object", "properties": {

@@ -13,12 +13,13 @@ from runtime.engine.sampling_params import DEFAULT_TOP_K, SamplingParams
 from runtime.server import validation as v
 from runtime.server.errors import bad_request
 from runtime.server.logprobs_api import parse_chat_logprobs, parse_completion_logprobs
+from runtime.server.structured_output import openai_constraint
+from runtime.server.tool_calls import apply_tools
 
 DEFAULT_TEMPERATURE = 0.8
 MAX_N = 16
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
-_UNSUPPORTED = {"tools": "tool calling", "functions": "function calling", "suffix": "suffix", "best_of": "best_of",
-                "response_format": "structured output"}
+_UNSUPPORTED = {"functions": "function calling (use 'tools')", "suffix": "suffix", "best_of": "best_of"}
 
 
 @dataclass(slots=True)
@@ -34,6 +35,17 @@ class GenerationRequest:
     n: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
     keep_alive: float | None = None  # seconds; None: the service default
+    #: constrained decoding (``runtime.engine.constraint.ConstraintSpec``), None: free text
+    constraint: Any = None
+    #: the JSON schema a structured reply follows (None: not JSON)
+    schema: dict | None = None
+    #: OpenAI function tools ``[{"type": "function", "function": {...}}]`` and tool_choice
+    tools: list[dict] | None = None
+    tool_choice: Any = None
+    parallel_tool_calls: bool = True
+    #: reasoning: None (the template's default), True / False; effort "low" / "medium" / "high"
+    think: bool | None = None
+    reasoning_effort: str | None = None
 
 
 def _draft(body: dict) -> str | None:
@@ -81,13 +93,16 @@ def _common(body: Any) -> GenerationRequest:
     if options is not None and not isinstance(options, dict):
         raise bad_request("'stream_options' must be an object", "stream_options")
     include_usage = bool(options and v.boolean(options, "include_usage", prefix="stream_options."))
-    return GenerationRequest(model, params, stream, include_usage, n=n)
+    req = GenerationRequest(model, params, stream, include_usage, n=n)
+    req.constraint, req.schema = openai_constraint(body)
+    return req
 
 
 def parse_chat(body: Any) -> GenerationRequest:
     req = _common(body)
     req.messages = v.messages(body.get("messages"), ROLES)
     req.params.logprobs, req.params.top_logprobs = parse_chat_logprobs(body)
+    apply_tools(req, body, body["messages"])
     return req
 
 

@@ -106,7 +106,8 @@ def test_load_only_chat(client):
      400, "at most"),
     ({"model": "smollm2-135m", "messages": [], "keep_alive": "soon"}, 400, "keep_alive"),
     ({"model": "smollm2-135m", "messages": [{"role": "user", "content": "hi", "images": ["aGk="]}]}, 400, "images"),
-    ({"model": "smollm2-135m", "messages": [{"role": "user", "content": "hi"}], "format": "json"}, 400, "format"),
+    ({"model": "smollm2-135m", "messages": [{"role": "user", "content": "hi"}], "format": "yaml"}, 400, "format"),
+    ({"model": "smollm2-135m", "messages": [{"role": "user", "content": "hi"}], "format": {"type": "foo"}}, 400, "format"),
 ])
 def test_bad_input_gets_4xx_in_ollama_format(server, body, status, needle):
     r = httpx.post(f"{server.url}/api/chat", json=body)

@@ -22,7 +22,8 @@ def vocab(prefix: str = "t") -> list[str]:
 
 def write_tiny(path: Path, seed: int, noise: float = 0.0, noise_seed: int = 1, negate_output: bool = False,
                tokens: list[str] | None = None, n_layer: int = 2, n_embd: int = 64, n_head: int = 4,
-               n_head_kv: int = 2, n_ff: int = 128, scale: float = 0.3) -> Path:
+               n_head_kv: int = 2, n_ff: int = 128, scale: float = 0.3,
+               chat_template: str | None = None) -> Path:
     tokens = tokens or vocab()
     n_vocab = len(tokens)
     rng = np.random.default_rng(seed)
@@ -51,6 +52,8 @@ def write_tiny(path: Path, seed: int, noise: float = 0.0, noise_seed: int = 1, n
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
     w.add_add_bos_token(False)
+    if chat_template is not None:
+        w.add_chat_template(chat_template)
     head_dim = n_embd // n_head
     ones = np.ones(n_embd, dtype=np.float32)
     w.add_tensor("token_embd.weight", mat(n_vocab, n_embd) * 3)

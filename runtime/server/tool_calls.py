@@ -1,0 +1,253 @@
+"""Tool calling and reasoning on the request side: parse ``tools`` / ``tool_choice``, prepare the
+conversation for the model's template, and choose the output parser and grammar.
+
+Internal form (``GenerationRequest``): ``tools`` is a list of OpenAI function tools
+``{"type": "function", "function": {"name", "description", "parameters"}}`` (Ollama sends the
+same shape); ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or
+``{"type": "function", "function": {"name": ...}}``.
+
+Once the engine (and so the chat template) is known, :func:`plan_output` picks the family's
+:class:`~runtime.server.tool_formats.ToolFormat`, sets the constraint (``required`` / named:
+the call grammar from the first token; ``auto``: the same grammar lazily from the family's
+trigger; ``none``: no tools are shown to the model), and rewrites the messages for templates
+that do not render tools themselves (tool descriptions in the system message, earlier calls in
+the family's markup, tool results as user turns).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from runtime.engine.constraint import LARK, ConstraintError, compile_constraint
+from runtime.server.errors import ApiError, bad_request
+from runtime.server.structured_output import check_schema
+from runtime.server.tool_formats import ToolFormat, detect_format, supports_tools
+
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+THINK = ("<think>", "</think>")
+EFFORTS = ("low", "medium", "high")
+
+
+@dataclass(slots=True)
+class OutputPlan:
+    """How the service reads a reply: the tool-call format (None: no tools) and reasoning."""
+
+    fmt: ToolFormat | None
+    tools: list[dict]
+    think: tuple[str, str] | None
+    in_reasoning: bool = False
+
+
+def apply_tools(req, body: dict, raw_messages: list | None) -> None:
+    """Read tools, tool_choice, parallel_tool_calls and the reasoning switches into ``req``."""
+    req.tools = parse_tools(body)
+    req.tool_choice = parse_tool_choice(body, req.tools)
+    ptc = body.get("parallel_tool_calls")
+    if ptc is not None and not isinstance(ptc, bool):
+        raise bad_request("'parallel_tool_calls' must be true or false", "parallel_tool_calls")
+    req.parallel_tool_calls = ptc is not False
+    req.think, req.reasoning_effort = parse_reasoning(body)
+    if req.messages is not None and raw_messages is not None:
+        req.messages = tool_messages(req.messages, raw_messages)
+
+
+def parse_tools(body: dict) -> list[dict] | None:
+    raw = body.get("tools")
+    if raw is None or raw == []:
+        return None
+    if not isinstance(raw, list):
+        raise bad_request("'tools' must be a list of function tools", "tools")
+    tools, names = [], set()
+    for i, t in enumerate(raw):
+        where = f"tools[{i}]"
+        if not isinstance(t, dict) or t.get("type", "function") != "function" or not isinstance(t.get("function"), dict):
+            raise bad_request(f"'{where}' must be {{\"type\": \"function\", \"function\": {{...}}}}", where)
+        fn = t["function"]
+        name = fn.get("name")
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise bad_request(f"'{where}.function.name' must be 1-64 letters, digits, '_', '.' or '-'", f"{where}.function.name")
+        if name in names:
+            raise bad_request(f"'{where}.function.name': {name!r} is defined twice", f"{where}.function.name")
+        names.add(name)
+        desc = fn.get("description")
+        if desc is not None and not isinstance(desc, str):
+            raise bad_request(f"'{where}.function.description' must be a string", f"{where}.function.description")
+        params = fn.get("parameters")
+        out = {"name": name, **({"description": desc} if desc else {})}
+        if params is not None:
+            out["parameters"] = check_schema(params, f"{where}.function.parameters")
+        tools.append({"type": "function", "function": out})
+    return tools
+
+
+def parse_tool_choice(body: dict, tools: list[dict] | None) -> Any:
+    v = body.get("tool_choice")
+    if v is None:
+        return "auto" if tools else "none"
+    if v in ("auto", "none", "required"):
+        if v == "required" and not tools:
+            raise bad_request("'tool_choice' is \"required\" but no 'tools' were given", "tool_choice")
+        return v
+    if isinstance(v, dict) and v.get("type") == "function" and isinstance(v.get("function"), dict):
+        name = v["function"].get("name")
+        if not any(t["function"]["name"] == name for t in tools or []):
+            raise bad_request(f"'tool_choice' names the function {name!r}, which is not in 'tools'", "tool_choice")
+        return {"type": "function", "function": {"name": name}}
+    raise bad_request("'tool_choice' must be \"none\", \"auto\", \"required\" or "
+                      "{\"type\": \"function\", \"function\": {\"name\": ...}}", "tool_choice")
+
+
+def parse_reasoning(body: dict) -> tuple[bool | None, str | None]:
+    """OpenAI ``reasoning_effort`` and the ``enable_thinking`` / Ollama ``think`` switches."""
+    effort = body.get("reasoning_effort")
+    if effort is not None and effort not in EFFORTS + ("none", "minimal"):
+        raise bad_request("'reasoning_effort' must be one of none, minimal, low, medium, high", "reasoning_effort")
+    think = body.get("think", body.get("enable_thinking"))
+    if think in EFFORTS:
+        effort, think = think, True
+    elif think is not None and not isinstance(think, bool):
+        raise bad_request("'think' must be true, false, \"low\", \"medium\" or \"high\"", "think")
+    if effort in ("none", "minimal") and think is None:
+        think = False
+    elif effort in EFFORTS and think is None:
+        think = True
+    return think, effort if effort in EFFORTS else None
+
+
+def tool_messages(messages: list[dict], raw: list) -> list[dict]:
+    """Keep ``tool_calls`` on assistant messages (arguments as objects, as templates expect
+    them) and ``tool_call_id`` / ``name`` on tool messages."""
+    out = []
+    for i, (m, r) in enumerate(zip(messages, raw)):
+        m = dict(m)
+        calls = r.get("tool_calls") if isinstance(r, dict) else None
+        if calls:
+            if not isinstance(calls, list):
+                raise bad_request(f"messages[{i}].tool_calls must be a list", f"messages[{i}].tool_calls")
+            m["tool_calls"] = [_history_call(c, f"messages[{i}].tool_calls[{j}]") for j, c in enumerate(calls)]
+        for key, to in (("tool_call_id", "tool_call_id"), ("name", "name"), ("tool_name", "name")):
+            if isinstance(r, dict) and isinstance(r.get(key), str):
+                m[to] = r[key]
+        if isinstance(r, dict) and isinstance(r.get("reasoning_content") or r.get("thinking"), str):
+            m["reasoning_content"] = r.get("reasoning_content") or r.get("thinking")
+        out.append(m)
+    return out
+
+
+def _history_call(c: Any, where: str) -> dict:
+    fn = c.get("function") if isinstance(c, dict) else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+        raise bad_request(f"{where} must be {{\"type\": \"function\", \"function\": {{\"name\", \"arguments\"}}}}", where)
+    args = fn.get("arguments", {})
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except json.JSONDecodeError:
+            raise bad_request(f"{where}.function.arguments is not valid JSON", f"{where}.function.arguments") from None
+    if not isinstance(args, dict):
+        raise bad_request(f"{where}.function.arguments must be a JSON object", f"{where}.function.arguments")
+    return {"id": c.get("id") or "", "type": "function", "function": {"name": fn["name"], "arguments": args}}
+
+
+def plan_output(req, template: str | None) -> OutputPlan | None:
+    """Tools and reasoning for ``req`` on a model with ``template``; rewrites ``req.messages``
+    and sets ``req.constraint`` for tool calls. None: plain text (the fast path)."""
+    if req.messages is None:
+        return None  # raw completions: the client owns the format
+    think = THINK if template and "<think>" in template else None
+    choice = req.tool_choice
+    tools = req.tools if req.tools and choice != "none" else None
+    if tools and req.constraint is not None:
+        raise bad_request("'response_format' cannot be combined with 'tools' (unless tool_choice is \"none\")",
+                          "response_format")
+    if not tools:
+        if not supports_tools(template) and any(m.get("tool_calls") or m.get("role") == "tool" for m in req.messages):
+            # earlier calls and results still reach a template that cannot render them
+            req.messages = render_for(req.messages, detect_format(template), [], native=False)
+        if think is None:
+            return None
+        return OutputPlan(None, [], think, in_reasoning=req.think is not False and _opens_thinking(template))
+    fmt = detect_format(template)
+    if isinstance(choice, dict):
+        offered = [t for t in tools if t["function"]["name"] == choice["function"]["name"]]
+    else:
+        offered = tools
+    try:
+        spec = compile_constraint(LARK, fmt.grammar(offered, req.parallel_tool_calls and not isinstance(choice, dict)),
+                                  "tools", trigger=None if choice != "auto" else fmt.trigger)
+    except ConstraintError as e:
+        raise ApiError(400, f"the tools' parameter schemas cannot be enforced: {e}", param="tools",
+                       code="invalid_schema") from None
+    req.constraint = spec
+    native = supports_tools(template)
+    req.extra["template_tools"] = native
+    if req.messages is not None:
+        req.messages = render_for(req.messages, fmt, tools, native)
+    return OutputPlan(fmt, tools, think, in_reasoning=False)
+
+
+def _opens_thinking(template: str) -> bool:
+    """Templates that end the generation prompt inside ``<think>`` (DeepSeek-R1 distills)."""
+    tail = template[template.rfind("add_generation_prompt"):] if "add_generation_prompt" in template else ""
+    return "<think>" in tail and "</think>" not in tail
+
+
+def render_for(messages: list[dict], fmt: ToolFormat, tools: list[dict], native: bool) -> list[dict]:
+    """Messages for a template that renders tools itself (unchanged), or one that does not:
+    the tools described in the system message, calls and results as text."""
+    if native:
+        return messages
+    out: list[dict] = []
+    for m in messages:
+        if m.get("role") == "assistant" and m.get("tool_calls"):
+            calls = [(c["function"]["name"], c["function"]["arguments"]) for c in m["tool_calls"]]
+            text = (m.get("content") or "") + fmt.render_calls(calls)
+            out.append({"role": "assistant", "content": text})
+        elif m.get("role") == "tool":
+            name = f" {m['name']}" if m.get("name") else ""
+            out.append({"role": "user", "content": f"<tool_response{name}>\n{m.get('content') or ''}\n</tool_response>"})
+        else:
+            out.append({"role": m["role"], "content": m.get("content") or ""})
+    if not tools:
+        return out
+    prompt = system_prompt(fmt, tools)
+    if out and out[0]["role"] in ("system", "developer"):
+        out[0] = {"role": out[0]["role"], "content": f"{out[0]['content']}\n\n{prompt}"}
+    else:
+        out.insert(0, {"role": "system", "content": prompt})
+    return out
+
+
+def system_prompt(fmt: ToolFormat, tools: list[dict]) -> str:
+    listing = json.dumps([t["function"] for t in tools], ensure_ascii=False)
+    example = fmt.render_calls([("function_name", {"argument": "value"})])
+    return ("You are an expert in composing functions. You are given a question and a set of possible "
+            "functions. Based on the question, you will need to make one or more function/tool calls "
+            "to achieve the purpose.\n"
+            f"Here is a list of functions in JSON format that you can invoke.\n<tools>{listing}</tools>\n\n"
+            f"To call functions, reply with exactly this format:\n{example}\n"
+            "When a tool result is given, use it to answer the question.")
+
+
+def call_checker(tools: list[dict]):
+    """``accept(name, arguments)`` for the output parser: the function exists and the
+    arguments validate against its parameters schema (``jsonschema``)."""
+    import jsonschema
+
+    schemas = {t["function"]["name"]: t["function"].get("parameters") for t in tools}
+
+    def accept(name: str, arguments: dict) -> bool:
+        if name not in schemas:
+            return False
+        if schemas[name] is None:
+            return True
+        try:
+            jsonschema.validate(arguments, schemas[name])
+        except jsonschema.ValidationError:
+            return False
+        return True
+
+    return accept

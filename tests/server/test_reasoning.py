@@ -1,0 +1,94 @@
+"""Reasoning split from the answer, on a tiny generated GGUF that carries a Qwen3-style chat
+template (its generation prompt closes an empty thinking block when thinking is off).
+
+The tiny model's text is random, so a regular expression makes it write a thinking block
+and an answer; what is tested is the service's side: the template's switch, the split into
+``reasoning_content`` / ``thinking``, streaming, and usage.
+"""
+
+from __future__ import annotations
+
+import httpx
+import ollama
+import pytest
+
+from runtime.server.launcher import ServiceProcess
+from tests.spec.tiny_models import vocab, write_tiny
+
+#: Qwen3's generation prompt, without spaces or newlines (the tiny vocabulary has neither)
+QWEN3_STYLE = (
+    "{%- for message in messages %}{{'<|im_start|>' + message.role + ':' + message.content + '<|im_end|>'}}"
+    "{%- endfor %}{%- if add_generation_prompt %}{{- '<|im_start|>assistant:' }}"
+    "{%- if enable_thinking is defined and enable_thinking is false %}{{- '<think></think>' }}{%- endif %}"
+    "{%- endif %}")
+REPLY = r"<think>t0[0-9]t0[0-9]</think>t1[0-9]"
+TOKENS = vocab() + [chr(i) for i in range(33, 127)] + ["\u2581", "\n"]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    d = tmp_path_factory.mktemp("think")
+    path = write_tiny(d / "thinker.gguf", seed=0, tokens=TOKENS, chat_template=QWEN3_STYLE)
+    s = ServiceProcess("--model", str(path), "--ctx", "512", "--batch", "64", "--threads", "1",
+                       "--models-dir", str(d)).wait_ready()
+    s.model = str(path)
+    yield s
+    s.stop()
+
+
+def chat(server, **body):
+    r = httpx.post(f"{server.url}/v1/chat/completions", timeout=120, json={
+        "model": server.model, "messages": [{"role": "user", "content": "hi"}], "temperature": 0,
+        "max_tokens": 40, "regex": REPLY, **body})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+def test_reasoning_content_is_split_from_the_answer(server):
+    r = chat(server)
+    msg = r["choices"][0]["message"]
+    assert msg["reasoning_content"] and "<think>" not in msg["reasoning_content"]
+    assert msg["content"] and "think>" not in msg["content"]
+    assert len(msg["reasoning_content"]) == 6 and len(msg["content"]) == 3
+    usage = r["usage"]
+    assert usage["completion_tokens"] >= 1 + 2 + 1  # thinking tokens count as output
+    assert 0 < usage["completion_tokens_details"]["reasoning_tokens"] < usage["completion_tokens"]
+    # streamed: reasoning_content deltas, then content deltas, the same text
+    with httpx.stream("POST", f"{server.url}/v1/chat/completions", timeout=120, json={
+            "model": server.model, "messages": [{"role": "user", "content": "hi"}], "temperature": 0,
+            "max_tokens": 40, "regex": REPLY, "stream": True}) as s:
+        import json
+
+        deltas = [json.loads(line[6:])["choices"][0]["delta"] for line in s.iter_lines()
+                  if line.startswith("data: {")]
+    assert "".join(d.get("reasoning_content", "") for d in deltas) == msg["reasoning_content"]
+    assert "".join(d.get("content", "") or "" for d in deltas) == msg["content"]
+
+
+def test_reasoning_effort_and_think_switch_the_template(server):
+    on = chat(server)["usage"]["prompt_tokens"]
+    off = chat(server, reasoning_effort="none")["usage"]["prompt_tokens"]
+    assert off > on  # the template closed an empty thinking block in the prompt
+    assert chat(server, enable_thinking=False)["usage"]["prompt_tokens"] == off
+    r = httpx.post(f"{server.url}/v1/chat/completions", timeout=60, json={
+        "model": server.model, "messages": [{"role": "user", "content": "hi"}], "reasoning_effort": "extreme"})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "reasoning_effort"
+
+
+def test_ollama_thinking_field(server):
+    client = ollama.Client(host=server.url, timeout=120)
+    r = client.chat(model=server.model, messages=[{"role": "user", "content": "hi"}], think=True,
+                    options={"temperature": 0, "num_predict": 40, "regex": REPLY})
+    assert len(r.message.thinking) == 6 and len(r.message.content) == 3
+    parts = list(client.chat(model=server.model, messages=[{"role": "user", "content": "hi"}], think=True,
+                             stream=True, options={"temperature": 0, "num_predict": 40, "regex": REPLY}))
+    assert "".join(p.message.thinking or "" for p in parts) == r.message.thinking
+    assert "".join(p.message.content or "" for p in parts) == r.message.content
+
+
+def test_models_list_reports_reasoning(server):
+    data = httpx.get(f"{server.url}/v1/models", timeout=30).json()["data"]
+    caps = {m["id"]: m.get("capabilities") for m in data}
+    assert caps["smollm2-135m"] == {"tools": False, "reasoning": False}
+    engine_id = httpx.get(f"{server.url}/hearth/stats", timeout=30).json()["models"][0]["id"]
+    assert caps[engine_id] == {"tools": False, "reasoning": True}
