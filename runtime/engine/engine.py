@@ -333,13 +333,17 @@ class Engine:
     def _verify(self, c: ScheduledChunk, draft, first: int) -> RequestOutput:
         """Accept a prefix of the drafts, trim both caches to it, emit the tokens in order."""
         r = c.request
+        # logprobs are the raw softmax: keep the rows before verification masks a constrained one
+        raw = [self.backend.logits(first + j).copy() for j in range(len(draft.tokens) + 1)] \
+            if r.params.logprobs and r.constraint is not None else None
         emitted, m = self.spec.verify(r, draft, first)
         # the target computed [last, x1..xK]: keep [last, x1..xm]; the mirror trims the draft
         self.kv.memory.seq_rm(r.seq_id, c.start + 1 + m, None)
         r.num_computed = c.start + 1
         self.kv.commit(r)
         # the target's rows at [last, x1..xm] gave the emitted tokens: their logprobs
-        entries = [self.logprobs.entry(self.backend.logits(first + i), token, r.params.top_logprobs)
+        entries = [self.logprobs.entry(raw[i] if raw is not None else self.backend.logits(first + i), token,
+                                       r.params.top_logprobs)
                    for i, token in enumerate(emitted)] if r.params.logprobs else None
         text, n = "", 0
         for i, token in enumerate(emitted):
