@@ -29,7 +29,8 @@ from runtime.server.reply_events import Reply, apply_options, collect, events
 
 def _apply(mreq: MessagesRequest) -> None:
     apply_options(mreq.gen, tools=mreq.tools, tool_choice=mreq.tool_choice, parallel=mreq.parallel_tool_calls,
-                  think=mreq.think, effort=mreq.effort, response_format=mreq.response_format)
+                  think=mreq.think, effort=mreq.effort, response_format=mreq.response_format,
+                  extensions=mreq.extensions)
 
 
 def stop_reason(run: Run, stop_sequences: list[str]) -> tuple[str, str | None]:

@@ -16,6 +16,7 @@ from typing import Any
 from runtime.engine.sampling_params import DEFAULT_TOP_K, SamplingParams
 from runtime.server.errors import bad_request
 from runtime.server.schemas import DEFAULT_TEMPERATURE, GenerationRequest
+from runtime.server.structured_output import extension_fields
 from runtime.server.validation import boolean, int_option, integer, number, option, stop_list
 from runtime.server.tool_shapes import function_tool, tool_list
 
@@ -34,6 +35,7 @@ class MessagesRequest:
     response_format: dict | None = None  # OpenAI's shape, from ``output_config.format``
     effort: str | None = None  # ``output_config.effort``
     think: bool | None = None  # ``thinking`` enabled / adaptive (True), disabled (False), absent (None)
+    extensions: dict = field(default_factory=dict)  # Hearth's ``regex`` / ``grammar``
 
     @property
     def uses_tools(self) -> bool:
@@ -221,4 +223,4 @@ def parse_messages(body: Any, *, count_only: bool = False) -> MessagesRequest:
     budget = thinking_budget(body.get("thinking"))
     think = None if body.get("thinking") is None else budget is not None
     return MessagesRequest(gen, list(params.stop), translate_tools(body.get("tools")), choice, parallel,
-                           budget, fmt, effort, think)
+                           budget, fmt, effort, think, extension_fields(body))

@@ -25,11 +25,13 @@ _EFFORT = {"xhigh": "high", "max": "high"}
 
 
 def apply_options(gen: GenerationRequest, *, tools: list[dict] | None, tool_choice: Any, parallel: bool | None,
-                  think: bool | None, effort: str | None, response_format: dict | None) -> None:
+                  think: bool | None, effort: str | None, response_format: dict | None,
+                  extensions: dict | None = None) -> None:
     """Tools, tool choice, reasoning and response format (all in OpenAI chat's shape) into ``gen``;
-    ``gen.messages`` must hold the whole conversation (earlier calls and results included)."""
-    body = {"tools": tools or None, "tool_choice": tool_choice, "parallel_tool_calls": parallel, "think": think,
-            "reasoning_effort": _EFFORT.get(effort, effort), "response_format": response_format}
+    ``gen.messages`` must hold the whole conversation (earlier calls and results included).
+    ``extensions``: Hearth's own ``regex`` / ``grammar`` fields, as the chat API takes them."""
+    body = {**(extensions or {}), "tools": tools or None, "tool_choice": tool_choice, "parallel_tool_calls": parallel,
+            "think": think, "reasoning_effort": _EFFORT.get(effort, effort), "response_format": response_format}
     body = {k: v for k, v in body.items() if v is not None}
     gen.constraint, gen.schema = openai_constraint(body)
     apply_tools(gen, body, gen.messages)

@@ -103,7 +103,8 @@ async def create(request: web.Request) -> web.StreamResponse:
     system = [{"role": "system", "content": rreq.instructions}] if rreq.instructions else []
     rreq.gen.messages = system + history + rreq.input_messages
     apply_options(rreq.gen, tools=rreq.tools, tool_choice=rreq.tool_choice, parallel=rreq.parallel_tool_calls,
-                  think=None, effort=rreq.reasoning_effort, response_format=rreq.response_format)
+                  think=None, effort=rreq.reasoning_effort, response_format=rreq.response_format,
+                  extensions=rreq.extensions)
     engine, handles = await start_generation(request, rreq.gen)
     run, reply = Run(handles[0]), _Reply(rreq, rreq.gen.model or engine.model_id)
     plan = rreq.gen.extra.get("output")
