@@ -453,4 +453,5 @@ class Engine:
         self._finish(request, reason)
         st = request.spec
         return RequestOutput(request.request_id, text, 1, reason.value, request.cached_tokens,
-                             st.drafted if st else 0, st.accepted if st else 0, request.detok.matched)
+                             st.drafted if st else 0, st.accepted if st else 0,
+                             stop_sequence=request.detok.matched)
