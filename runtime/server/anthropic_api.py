@@ -13,29 +13,30 @@ counts them. Errors on these routes are in Anthropic's shape (``errors.py``).
 from __future__ import annotations
 
 import asyncio
+import json
 import uuid
 
 from aiohttp import web
 
 from runtime.engine.client import EngineError
 from runtime.server import sse
-from runtime.server.anthropic_schemas import TOOLS_NOT_YET, MessagesRequest, parse_messages
-from runtime.server.errors import ApiError
+from runtime.server.anthropic_schemas import MessagesRequest, parse_messages
 from runtime.server.generation import Run, count_prompt_tokens, engine_error, start_generation
 from runtime.server.openai_api import read_json
+from runtime.server.output_events import ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
+from runtime.server.reply_events import Reply, apply_options, collect, events
 
 
-def refuse_not_yet(mreq: MessagesRequest) -> None:
-    if mreq.uses_tools:
-        raise ApiError(400, f"tools: {TOOLS_NOT_YET}; send text messages only", param="tools",
-                       code="tools_not_supported")
-    if mreq.response_format is not None:
-        raise ApiError(400, "output_config.format: structured output is not supported by this server yet",
-                       param="output_config.format", code="structured_output_not_supported")
+def _apply(mreq: MessagesRequest) -> None:
+    apply_options(mreq.gen, tools=mreq.tools, tool_choice=mreq.tool_choice, parallel=mreq.parallel_tool_calls,
+                  think=mreq.think, effort=mreq.effort, response_format=mreq.response_format,
+                  extensions=mreq.extensions)
 
 
 def stop_reason(run: Run, stop_sequences: list[str]) -> tuple[str, str | None]:
     """Anthropic's ``stop_reason`` and ``stop_sequence`` for a finished run."""
+    if run.calls:
+        return "tool_use", None
     if run.finish == "length":
         return "max_tokens", None
     if run.stop_sequence is not None and run.stop_sequence in stop_sequences:
@@ -56,38 +57,97 @@ def _message(msg_id: str, model: str, content: list[dict], reason: str | None, s
 
 async def messages(request: web.Request) -> web.StreamResponse:
     mreq = parse_messages(await read_json(request))
-    refuse_not_yet(mreq)
+    _apply(mreq)
     engine, handles = await start_generation(request, mreq.gen)
-    run = Run(handles[0])
+    run, plan = Run(handles[0]), mreq.gen.extra.get("output")
     msg_id = f"msg_{uuid.uuid4().hex}"
     model = mreq.gen.model or engine.model_id
     try:
         if mreq.gen.stream:
-            return await _stream(request, run, msg_id, model, mreq.stop_sequences)
-        text = await run.collect()
+            return await _stream(request, run, plan, msg_id, model, mreq.stop_sequences)
+        reply = await collect(run, plan)
         reason, seq = stop_reason(run, mreq.stop_sequences)
-        content = [{"type": "text", "text": text}] if text else []
-        return web.json_response(_message(msg_id, model, content, reason, seq, usage(run)))
+        return web.json_response(_message(msg_id, model, _content(reply), reason, seq, usage(run)))
     finally:
         run.handle.cancel()  # no-op once finished; frees the request's blocks if the client left
 
 
-async def _stream(request: web.Request, run: Run, msg_id: str, model: str, stops: list[str]) -> web.StreamResponse:
+def _content(reply: Reply) -> list[dict]:
+    """A whole reply's content blocks: thinking, text, then the tool_use blocks."""
+    blocks: list[dict] = []
+    if reply.reasoning:
+        blocks.append({"type": "thinking", "thinking": reply.reasoning, "signature": ""})
+    if reply.text:
+        blocks.append({"type": "text", "text": reply.text})
+    blocks += [{"type": "tool_use", "id": tool_use_id(c["id"]), "name": c["name"], "input": json.loads(c["arguments"])}
+               for c in reply.calls]
+    return blocks
+
+
+def tool_use_id(call_id: str) -> str:
+    """Anthropic's ``toolu_`` ids for the parser's ``call_`` ids."""
+    return "toolu_" + call_id.removeprefix("call_")
+
+
+class _Blocks:
+    """Streamed content blocks: each event opens the block it belongs to (closing the one
+    before) and adds its delta; blocks are numbered from 0 in the order they open."""
+
+    def __init__(self, write) -> None:
+        self.write, self.index, self.kind = write, -1, None
+        self.text = None
+
+    async def open(self, kind: str, block: dict) -> None:
+        await self.close()
+        self.index, self.kind = self.index + 1, kind
+        if kind == "text":  # one frame per token: its JSON around the text is encoded once
+            self.text = sse.TextFrames({"type": "content_block_delta", "index": self.index,
+                                        "delta": {"type": "text_delta", "text": ""}}, ("delta", "text"),
+                                       event="content_block_delta")
+        await self.write(sse.frame({"type": "content_block_start", "index": self.index, "content_block": block},
+                                   "content_block_start"))
+
+    async def close(self) -> None:
+        if self.kind is not None:
+            await self.write(sse.frame({"type": "content_block_stop", "index": self.index}, "content_block_stop"))
+            self.kind = None
+
+    async def delta(self, delta: dict) -> None:
+        await self.write(sse.frame({"type": "content_block_delta", "index": self.index, "delta": delta},
+                                   "content_block_delta"))
+
+    async def add(self, e) -> None:
+        if isinstance(e, TextDelta) and e.text:
+            if self.kind != "text":
+                await self.open("text", {"type": "text", "text": ""})
+            await self.write(self.text(e.text))
+        elif isinstance(e, ReasoningDelta) and e.text:
+            if self.kind != "thinking":
+                await self.open("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+            await self.delta({"type": "thinking_delta", "thinking": e.text})
+        elif isinstance(e, ToolCallStart):
+            await self.open("tool_use", {"type": "tool_use", "id": tool_use_id(e.id), "name": e.name, "input": {}})
+        elif isinstance(e, ToolCallArgsDelta):
+            await self.delta({"type": "input_json_delta", "partial_json": e.fragment})
+        elif isinstance(e, ToolCallEnd):
+            await self.close()
+
+
+async def _stream(request: web.Request, run: Run, plan, msg_id: str, model: str, stops: list[str]) -> web.StreamResponse:
     response = await sse.open_stream(request)
     write = response.write
     start = {"input_tokens": run.prompt_tokens, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
              "output_tokens": 0}
-    delta = sse.TextFrames({"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": ""}},
-                           ("delta", "text"), event="content_block_delta")
+    blocks = _Blocks(write)
     try:
         await write(sse.frame({"type": "message_start", "message": _message(msg_id, model, [], None, None, start)},
                               "message_start"))
-        await write(sse.frame({"type": "content_block_start", "index": 0,
-                               "content_block": {"type": "text", "text": ""}}, "content_block_start"))
+        if plan is None:  # plain text: the one text block opens at once, as Anthropic's does
+            await blocks.open("text", {"type": "text", "text": ""})
         await write(sse.frame({"type": "ping"}, "ping"))
-        async for text in run.pieces():
-            await write(delta(text))
-        await write(sse.frame({"type": "content_block_stop", "index": 0}, "content_block_stop"))
+        async for e in events(run, plan):
+            await blocks.add(e)
+        await blocks.close()
         reason, seq = stop_reason(run, stops)
         await write(sse.frame({"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": seq},
                                "usage": usage(run)}, "message_delta"))
@@ -103,7 +163,7 @@ async def _stream(request: web.Request, run: Run, msg_id: str, model: str, stops
 
 async def count_tokens(request: web.Request) -> web.Response:
     mreq = parse_messages(await read_json(request), count_only=True)
-    refuse_not_yet(mreq)
+    _apply(mreq)
     return web.json_response({"input_tokens": await count_prompt_tokens(request, mreq.gen)})
 
 

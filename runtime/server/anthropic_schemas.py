@@ -16,10 +16,10 @@ from typing import Any
 from runtime.engine.sampling_params import DEFAULT_TOP_K, SamplingParams
 from runtime.server.errors import bad_request
 from runtime.server.schemas import DEFAULT_TEMPERATURE, GenerationRequest
+from runtime.server.structured_output import extension_fields
 from runtime.server.validation import boolean, int_option, integer, number, option, stop_list
 from runtime.server.tool_shapes import function_tool, tool_list
 
-TOOLS_NOT_YET = "tool use is not supported by this server yet"
 _SKIPPED_BLOCKS = {"thinking", "redacted_thinking"}
 _REFUSED_FIELDS = {"mcp_servers": "MCP servers", "container": "containers"}
 
@@ -34,6 +34,8 @@ class MessagesRequest:
     thinking_budget: int | None = None  # tokens, when ``thinking`` is enabled
     response_format: dict | None = None  # OpenAI's shape, from ``output_config.format``
     effort: str | None = None  # ``output_config.effort``
+    think: bool | None = None  # ``thinking`` enabled / adaptive (True), disabled (False), absent (None)
+    extensions: dict = field(default_factory=dict)  # Hearth's ``regex`` / ``grammar``
 
     @property
     def uses_tools(self) -> bool:
@@ -218,5 +220,7 @@ def parse_messages(body: Any, *, count_only: bool = False) -> MessagesRequest:
     gen = GenerationRequest(model, params, stream=boolean(body, "stream"), messages=messages)
     choice, parallel = translate_tool_choice(body.get("tool_choice"))
     fmt, effort = translate_output_config(body.get("output_config"))
+    budget = thinking_budget(body.get("thinking"))
+    think = None if body.get("thinking") is None else budget is not None
     return MessagesRequest(gen, list(params.stop), translate_tools(body.get("tools")), choice, parallel,
-                           thinking_budget(body.get("thinking")), fmt, effort)
+                           budget, fmt, effort, think, extension_fields(body))

@@ -85,6 +85,9 @@ async def count_prompt_tokens(request: web.Request, req: GenerationRequest) -> i
         engine = await request.app[MANAGER].engine_for(req.model, None, req.keep_alive)
     except Exception as e:
         raise model_error(e) from None
+    loaded = engine.loaded
+    if loaded is not None:  # tools described in the prompt, earlier calls in the model's markup
+        plan_output(req, (loaded.info or {}).get("chat_template"))
     try:
         return await engine.count_tokens(prompt=req.prompt, messages=req.messages)
     except (RequestRefused, WorkerDied) as e:
@@ -144,6 +147,7 @@ class Run:
         self.finish: str | None = None
         self.cached_tokens = 0
         self.stop_sequence: str | None = None
+        self.calls: list[dict] = []  # the tool calls parsed from the text (``reply_events``)
 
     @property
     def prompt_tokens(self) -> int:

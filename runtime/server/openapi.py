@@ -30,6 +30,28 @@ def _range(name: str, kind: dict = NUM) -> dict:
     return {**kind, "minimum": lo, "maximum": hi}
 
 
+NAME = {**STR, "pattern": "^[A-Za-z0-9_.\\-]{1,64}$"}
+EFFORT = {"enum": ["none", "minimal", "low", "medium", "high"]}
+
+
+def _tool_fields() -> tuple[dict, dict]:
+    """Tool calling, structured output and reasoning: the chat API's fields, and Ollama's."""
+    fn = {"type": "object", "required": ["name"], "properties": {"name": NAME, "description": STR, "parameters": OBJ}}
+    tools = {"type": "array", "maxItems": 8, "items": {"type": "object", "required": ["type", "function"],
+                                                       "properties": {"type": {"const": "function"}, "function": fn}}}
+    named = {"type": "object", "required": ["type", "function"], "properties": {
+        "type": {"const": "function"}, "function": {"type": "object", "required": ["name"], "properties": {"name": NAME}}}}
+    response_format = {"type": "object", "required": ["type"], "properties": {
+        "type": {"enum": ["text", "json_object", "json_schema"]},
+        "json_schema": {"type": "object", "properties": {"name": STR, "schema": OBJ, "strict": BOOL}}}}
+    chat = {"tools": tools, "tool_choice": {"oneOf": [{"enum": ["auto", "none", "required"]}, named]},
+            "parallel_tool_calls": BOOL, "response_format": response_format, "reasoning_effort": EFFORT,
+            "enable_thinking": BOOL}
+    ollama = {"tools": tools, "format": {"oneOf": [{"const": "json"}, OBJ]},
+              "think": {"oneOf": [BOOL, {"enum": ["low", "medium", "high"]}]}}
+    return chat, ollama
+
+
 def _schemas(max_tokens: int) -> dict:
     from runtime.server.ollama_schemas import IGNORED_INT_OPTIONS
 
@@ -55,6 +77,7 @@ def _schemas(max_tokens: int) -> dict:
         "seed": seed, "stop": stop, "repeat_penalty": _range("repeat_penalty"),
         "repeat_last_n": {**INT, "minimum": -1, "maximum": LIMITS["penalty_last_n"][1]}}}
     top = {**INT, "minimum": 0, "maximum": 20}
+    chat_tools, ollama_tools = _tool_fields()
     chat_lp = {"logprobs": BOOL, "top_logprobs": {**top, "description": "needs logprobs: true"}}
     keep_alive = {"oneOf": [NUM, STR], "description": "seconds, or a duration such as \"5m\"; negative: forever; 0: unload"}
     ollama_msg = {"type": "object", "required": ["role"], "properties": {
@@ -70,7 +93,7 @@ def _schemas(max_tokens: int) -> dict:
                 "code": {"type": ["string", "null"]}}}}},
         "OllamaError": {"type": "object", "required": ["error"], "properties": {"error": STR}},
         "ChatCompletionRequest": {"type": "object", "required": ["messages"], "properties": {
-            **sampling, **chat_lp, "messages": {"type": "array", "minItems": 1, "items": {
+            **sampling, **chat_lp, **chat_tools, "messages": {"type": "array", "minItems": 1, "items": {
                 "type": "object", "required": ["role"], "properties": {
                     "role": {"enum": ["system", "developer", "user", "assistant", "tool"]}, "content": STR}}}},
             "examples": [{"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8}]},
@@ -96,11 +119,13 @@ def _schemas(max_tokens: int) -> dict:
         "OllamaOptions": options,
         "OllamaChatRequest": {"type": "object", "required": ["model"], "properties": {
             "model": {**STR, "minLength": 1}, "messages": {"type": "array", "items": ollama_msg}, "stream": BOOL, **chat_lp,
+            **ollama_tools,
             "options": _ref("OllamaOptions"), "keep_alive": keep_alive},
             "examples": [{"model": "smollm2-135m", "messages": [{"role": "user", "content": "Hi"}],
                           "stream": False, "options": {"num_predict": 8}}]},
         "OllamaGenerateRequest": {"type": "object", "required": ["model"], "properties": {
             "model": {**STR, "minLength": 1}, "prompt": STR, "system": STR, "raw": BOOL, "stream": BOOL, **chat_lp,
+            "format": ollama_tools["format"], "think": ollama_tools["think"],
             "options": _ref("OllamaOptions"), "keep_alive": keep_alive},
             "examples": [{"model": "smollm2-135m", "prompt": "Hi", "stream": False, "options": {"num_predict": 8}}]},
         "OllamaChatResponse": {"type": "object", "required": ["model", "created_at", "message", "done"], "properties": {
@@ -133,13 +158,26 @@ def _schemas(max_tokens: int) -> dict:
 
 
 def _wire_schemas(max_tokens: int) -> dict:
-    """Anthropic Messages and OpenAI Responses bodies (text content; tools are refused for now)."""
+    """Anthropic Messages and OpenAI Responses bodies: text, tool calls and their results."""
     text_block = {"type": "object", "required": ["type", "text"], "properties": {"type": {"const": "text"}, "text": STR}}
     content = {"oneOf": [STR, {"type": "array", "items": text_block}]}
+    tool_use = {"type": "object", "required": ["type", "id", "name", "input"], "properties": {
+        "type": {"const": "tool_use"}, "id": STR, "name": STR, "input": OBJ}}
+    tool_result = {"type": "object", "required": ["type", "tool_use_id"], "properties": {
+        "type": {"const": "tool_result"}, "tool_use_id": STR, "content": content, "is_error": BOOL}}
+    thinking = {"type": "object", "required": ["type", "thinking"], "properties": {
+        "type": {"const": "thinking"}, "thinking": STR, "signature": STR}}
     a_msg = {"type": "object", "required": ["role", "content"], "properties": {
-        "role": {"enum": ["user", "assistant"]}, "content": content}}
+        "role": {"enum": ["user", "assistant"]},
+        "content": {"oneOf": [STR, {"type": "array", "items": {"oneOf": [text_block, tool_use, tool_result]}}]}}}
+    a_tool = {"type": "object", "required": ["name", "input_schema"], "properties": {
+        "name": NAME, "description": STR, "input_schema": OBJ}}
+    a_choice = {"type": "object", "required": ["type"], "properties": {
+        "type": {"enum": ["auto", "any", "tool", "none"]}, "name": STR, "disable_parallel_tool_use": BOOL}}
     a_common = {"model": STR, "messages": {"type": "array", "minItems": 1, "items": a_msg},
-                "system": content, "metadata": OBJ}
+                "system": content, "metadata": OBJ, "tools": {"type": "array", "maxItems": 8, "items": a_tool},
+                "tool_choice": a_choice, "thinking": {"type": "object", "required": ["type"], "properties": {
+                    "type": {"enum": ["enabled", "disabled", "adaptive"]}, "budget_tokens": {**INT, "minimum": 1}}}}
     a_usage = {"type": "object", "required": ["input_tokens", "output_tokens"], "properties": {
         k: INT for k in ("input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")}}
     r_part = {"type": "object", "required": ["type", "text"], "properties": {
@@ -147,6 +185,14 @@ def _wire_schemas(max_tokens: int) -> dict:
     r_item = {"type": "object", "required": ["role", "content"], "properties": {
         "type": {"const": "message"}, "role": {"enum": ["user", "assistant", "system", "developer"]},
         "content": {"oneOf": [STR, {"type": "array", "items": r_part}]}}}
+    r_call = {"type": "object", "required": ["type", "call_id", "name", "arguments"], "properties": {
+        "type": {"const": "function_call"}, "call_id": STR, "name": STR, "arguments": STR}}
+    r_output = {"type": "object", "required": ["type", "call_id", "output"], "properties": {
+        "type": {"const": "function_call_output"}, "call_id": STR, "output": STR}}
+    r_tool = {"type": "object", "required": ["type", "name"], "properties": {
+        "type": {"const": "function"}, "name": NAME, "description": STR, "parameters": OBJ, "strict": BOOL}}
+    r_format = {"type": "object", "required": ["type"], "properties": {
+        "type": {"enum": ["text", "json_object", "json_schema"]}, "name": STR, "schema": OBJ, "strict": BOOL}}
     return {
         "AnthropicError": {"type": "object", "required": ["type", "error"], "properties": {
             "type": {"const": "error"}, "error": {"type": "object", "required": ["type", "message"], "properties": {
@@ -155,7 +201,10 @@ def _wire_schemas(max_tokens: int) -> dict:
             **a_common, "max_tokens": {**INT, "minimum": 1, "maximum": max_tokens, "examples": [8]},
             "stop_sequences": {"type": "array", "items": STR, "maxItems": 16}, "stream": BOOL,
             "temperature": {**NUM, "minimum": 0, "maximum": 1}, "top_p": {**NUM, "minimum": 0, "maximum": 1},
-            "top_k": {**INT, "minimum": 0}},
+            "top_k": {**INT, "minimum": 0}, "output_config": {"type": "object", "properties": {
+                "format": {"type": "object", "required": ["type", "schema"], "properties": {
+                    "type": {"const": "json_schema"}, "schema": OBJ}},
+                "effort": {"enum": ["low", "medium", "high", "xhigh", "max"]}}}},
             "examples": [{"model": "smollm2-135m", "max_tokens": 8, "messages": [{"role": "user", "content": "Hi"}]}]},
         "AnthropicCountTokensRequest": {"type": "object", "required": ["model", "messages"], "properties": a_common,
                                         "examples": [{"model": "smollm2-135m",
@@ -163,12 +212,18 @@ def _wire_schemas(max_tokens: int) -> dict:
         "AnthropicMessage": {"type": "object", "required": ["id", "type", "role", "content", "model", "stop_reason",
                                                             "usage"], "properties": {
             "id": STR, "type": {"const": "message"}, "role": {"const": "assistant"}, "model": STR,
-            "content": {"type": "array", "items": text_block},
-            "stop_reason": {"enum": ["end_turn", "max_tokens", "stop_sequence", None]},
+            "content": {"type": "array", "items": {"oneOf": [text_block, tool_use, thinking]}},
+            "stop_reason": {"enum": ["end_turn", "max_tokens", "stop_sequence", "tool_use", None]},
             "stop_sequence": {"type": ["string", "null"]}, "usage": a_usage}},
         "AnthropicTokenCount": {"type": "object", "required": ["input_tokens"], "properties": {"input_tokens": INT}},
         "ResponsesRequest": {"type": "object", "required": ["input"], "properties": {
-            "model": STR, "input": {"oneOf": [STR, {"type": "array", "minItems": 1, "items": r_item}]},
+            "model": STR, "input": {"oneOf": [STR, {"type": "array", "minItems": 1, "items": {
+                "oneOf": [r_item, r_call, r_output]}}]},
+            "tools": {"type": "array", "maxItems": 8, "items": r_tool}, "parallel_tool_calls": BOOL,
+            "tool_choice": {"oneOf": [{"enum": ["auto", "none", "required"]}, {
+                "type": "object", "required": ["type", "name"], "properties": {"type": {"const": "function"},
+                                                                              "name": STR}}]},
+            "text": {"type": "object", "properties": {"format": r_format}},
             "instructions": STR, "max_output_tokens": {**INT, "minimum": 1, "maximum": max_tokens, "examples": [8]},
             "temperature": {**NUM, "minimum": 0, "maximum": 2}, "top_p": {**NUM, "minimum": 0, "maximum": 1},
             "stream": BOOL, "store": BOOL, "previous_response_id": STR, "metadata": OBJ,

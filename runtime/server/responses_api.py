@@ -7,7 +7,8 @@ cache serves them (``usage.input_tokens_details.cached_tokens``). With ``stream:
 reply is the Responses event sequence, each event named and numbered (``sequence_number``):
 ``response.created``, ``response.in_progress``, ``response.output_item.added``,
 ``response.content_part.added``, ``response.output_text.delta`` ... ``.done``,
-``response.content_part.done``, ``response.output_item.done``, then ``response.completed``
+``response.content_part.done``, ``response.output_item.done`` (function calls, reasoning: see
+``responses_output``), then ``response.completed``
 (``response.incomplete`` when ``max_output_tokens`` cut it, ``response.failed`` on an engine error).
 """
 
@@ -25,21 +26,12 @@ from runtime.server.app_keys import CONFIG
 from runtime.server.errors import ApiError
 from runtime.server.generation import Run, engine_error, start_generation
 from runtime.server.openai_api import read_json
+from runtime.server.reply_events import apply_options, events
+from runtime.server.responses_output import OutputItems
 from runtime.server.responses_schemas import ResponsesRequest, parse_responses
 from runtime.server.responses_store import ResponseStore
 
 RESPONSES = web.AppKey("responses", ResponseStore)
-NOT_YET = {"tools": "tool calling is not supported by this server yet",
-           "text.format": "structured output (text.format json_schema / json_object) is not supported by this server yet"}
-
-
-def _refuse_not_yet(rreq: ResponsesRequest) -> None:
-    if rreq.uses_tools:
-        raise ApiError(400, f"'tools': {NOT_YET['tools']}; send text input only", param="tools",
-                       code="tools_not_supported")
-    if rreq.response_format is not None:
-        raise ApiError(400, f"'text.format': {NOT_YET['text.format']}", param="text.format",
-                       code="structured_output_not_supported")
 
 
 class _Reply:
@@ -47,39 +39,51 @@ class _Reply:
 
     def __init__(self, rreq: ResponsesRequest, model: str) -> None:
         self.rreq, self.model = rreq, model
-        self.id, self.item_id = f"resp_{uuid.uuid4().hex}", f"msg_{uuid.uuid4().hex}"
+        self.id = f"resp_{uuid.uuid4().hex}"
         self.created_at = int(time.time())
 
-    def item(self, text: str, status: str) -> dict:
-        content = [] if status == "in_progress" else [
-            {"type": "output_text", "text": text, "annotations": [], "logprobs": []}]
-        return {"id": self.item_id, "type": "message", "status": status, "role": "assistant", "content": content}
-
-    def body(self, status: str, run: Run | None = None, error: dict | None = None) -> dict:
+    def body(self, status: str, run: Run | None = None, output: list[dict] | None = None,
+             error: dict | None = None) -> dict:
         r = self.rreq
         incomplete = status == "incomplete"
-        output = [self.item(run.text, status)] if run is not None and status in ("completed", "incomplete") else []
         return {
             "id": self.id, "object": "response", "created_at": self.created_at, "status": status,
             "error": error, "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
             "instructions": r.instructions, "max_output_tokens": r.max_output_tokens, "model": self.model,
-            "output": output, "parallel_tool_calls": r.parallel_tool_calls,
+            "output": output or [], "parallel_tool_calls": r.parallel_tool_calls,
             "previous_response_id": r.previous_response_id, "reasoning": {"effort": r.reasoning_effort, "summary": None},
-            "store": r.store, "temperature": r.gen.params.temperature, "text": {"format": {"type": "text"}},
-            "tool_choice": r.tool_choice or "auto", "tools": [], "top_p": r.gen.params.top_p, "truncation": "disabled",
-            "usage": usage(run) if run is not None and output else None, "metadata": r.metadata, "user": None,
+            "store": r.store, "temperature": r.gen.params.temperature, "text": {"format": r.text_format},
+            "tool_choice": _tool_choice(r.tool_choice), "tools": [_tool(t) for t in r.tools],
+            "top_p": r.gen.params.top_p, "truncation": "disabled",
+            "usage": usage(run, output) if run is not None and output else None, "metadata": r.metadata, "user": None,
         }
 
 
-def usage(run: Run) -> dict:
+def _tool(t: dict) -> dict:
+    fn = t["function"]
+    return {"type": "function", "name": fn["name"], "description": fn.get("description"),
+            "parameters": fn.get("parameters"), "strict": fn.get("strict")}
+
+
+def _tool_choice(choice) -> str | dict:
+    if isinstance(choice, dict):
+        return {"type": "function", "name": choice["function"]["name"]}
+    return choice or "auto"
+
+
+def usage(run: Run, output: list[dict]) -> dict:
+    reasoning = sum(len(p["text"]) for i in output if i["type"] == "reasoning" for p in i["content"])
+    total = reasoning + sum(len(p.get("text", "")) for i in output if i["type"] == "message" for p in i["content"])
+    # the engine counts tokens per step, not per channel: reasoning's share by characters
+    thought = round(run.completion_tokens * reasoning / total) if reasoning else 0
     return {"input_tokens": run.prompt_tokens,
             "input_tokens_details": {"cached_tokens": min(run.cached_tokens, run.prompt_tokens), "cache_write_tokens": 0},
-            "output_tokens": run.completion_tokens, "output_tokens_details": {"reasoning_tokens": 0},
+            "output_tokens": run.completion_tokens, "output_tokens_details": {"reasoning_tokens": thought},
             "total_tokens": run.prompt_tokens + run.completion_tokens}
 
 
 def _status(run: Run) -> str:
-    return "incomplete" if run.finish == "length" else "completed"
+    return "incomplete" if run.finish == "length" and not run.calls else "completed"
 
 
 async def _history(request: web.Request, rreq: ResponsesRequest) -> list[dict]:
@@ -95,30 +99,43 @@ async def _history(request: web.Request, rreq: ResponsesRequest) -> list[dict]:
 
 async def create(request: web.Request) -> web.StreamResponse:
     rreq = parse_responses(await read_json(request))
-    _refuse_not_yet(rreq)
     history = await _history(request, rreq)
     system = [{"role": "system", "content": rreq.instructions}] if rreq.instructions else []
     rreq.gen.messages = system + history + rreq.input_messages
+    apply_options(rreq.gen, tools=rreq.tools, tool_choice=rreq.tool_choice, parallel=rreq.parallel_tool_calls,
+                  think=None, effort=rreq.reasoning_effort, response_format=rreq.response_format,
+                  extensions=rreq.extensions)
     engine, handles = await start_generation(request, rreq.gen)
     run, reply = Run(handles[0]), _Reply(rreq, rreq.gen.model or engine.model_id)
+    plan = rreq.gen.extra.get("output")
     try:
         if rreq.gen.stream:
-            return await _stream(request, run, reply, history)
-        await run.collect()
-        body = reply.body(_status(run), run)
-        await _keep(request, rreq, body, history, run)
+            return await _stream(request, run, plan, reply, history)
+        items = OutputItems()
+        try:
+            async for e in events(run, plan):
+                await items.add(e)
+        except EngineError as e:
+            raise engine_error(e) from None
+        body = reply.body(_status(run), run, await items.finish(_status(run)))
+        await _keep(request, rreq, body, history, items)
         return web.json_response(body)
     finally:
         run.handle.cancel()  # no-op once finished; frees the request's blocks if the client left
 
 
-async def _keep(request: web.Request, rreq: ResponsesRequest, body: dict, history: list[dict], run: Run) -> None:
+async def _keep(request: web.Request, rreq: ResponsesRequest, body: dict, history: list[dict],
+                items: OutputItems) -> None:
     if rreq.store:
-        conversation = history + rreq.input_messages + [{"role": "assistant", "content": run.text}]
+        turn: dict = {"role": "assistant", "content": items.text("message")}
+        if items.calls:
+            turn["tool_calls"] = [{"id": c["call_id"], "type": "function",
+                                   "function": {"name": c["name"], "arguments": c["arguments"]}} for c in items.calls]
+        conversation = history + rreq.input_messages + [turn]
         await asyncio.to_thread(request.app[RESPONSES].put, body["id"], body, conversation)
 
 
-async def _stream(request: web.Request, run: Run, reply: _Reply, history: list[dict]) -> web.StreamResponse:
+async def _stream(request: web.Request, run: Run, plan, reply: _Reply, history: list[dict]) -> web.StreamResponse:
     response = await sse.open_stream(request)
     seq = 0
 
@@ -127,21 +144,17 @@ async def _stream(request: web.Request, run: Run, reply: _Reply, history: list[d
         await response.write(sse.frame({"type": kind, "sequence_number": seq, **fields}, kind))
         seq += 1
 
-    where = {"item_id": reply.item_id, "output_index": 0, "content_index": 0}
+    items = OutputItems(emit)
     try:
         await emit("response.created", response=reply.body("in_progress"))
         await emit("response.in_progress", response=reply.body("in_progress"))
-        await emit("response.output_item.added", output_index=0, item=reply.item("", "in_progress"))
-        await emit("response.content_part.added", **where, part={"type": "output_text", "text": "", "annotations": []})
-        async for text in run.pieces():
-            await emit("response.output_text.delta", **where, delta=text, logprobs=[])
+        if plan is None:  # plain text: the one message opens at once
+            await items.open_message()
+        async for e in events(run, plan):
+            await items.add(e)
         status = _status(run)
-        await emit("response.output_text.done", **where, text=run.text, logprobs=[])
-        await emit("response.content_part.done", **where,
-                   part={"type": "output_text", "text": run.text, "annotations": []})
-        await emit("response.output_item.done", output_index=0, item=reply.item(run.text, status))
-        body = reply.body(status, run)
-        await _keep(request, reply.rreq, body, history, run)
+        body = reply.body(status, run, await items.finish(status))
+        await _keep(request, reply.rreq, body, history, items)
         await emit("response.completed" if status == "completed" else "response.incomplete", response=body)
     except EngineError as e:
         err = engine_error(e)

@@ -15,6 +15,7 @@ from typing import Any
 from runtime.engine.sampling_params import DEFAULT_TOP_K, SamplingParams
 from runtime.server.errors import bad_request
 from runtime.server.schemas import DEFAULT_TEMPERATURE, GenerationRequest
+from runtime.server.structured_output import extension_fields
 from runtime.server.validation import boolean, int_option, option
 from runtime.server.tool_shapes import function_tool, tool_list
 
@@ -36,6 +37,8 @@ class ResponsesRequest:
     tool_choice: str | dict | None = None
     parallel_tool_calls: bool = True
     response_format: dict | None = None  # OpenAI chat's response_format, for json_schema / json_object
+    text_format: dict = field(default_factory=lambda: {"type": "text"})  # ``text.format`` as given
+    extensions: dict = field(default_factory=dict)  # Hearth's ``regex`` / ``grammar``
     reasoning_effort: str | None = None
     metadata: dict = field(default_factory=dict)
     max_output_tokens: int | None = None
@@ -187,4 +190,10 @@ def parse_responses(body: Any) -> ResponsesRequest:
         tool_choice=translate_tool_choice(body.get("tool_choice")),
         parallel_tool_calls=True if body.get("parallel_tool_calls") is None else boolean(body, "parallel_tool_calls"),
         response_format=translate_text_format(body.get("text")), reasoning_effort=_reasoning(body),
-        metadata=metadata, max_output_tokens=max_tokens)
+        metadata=metadata, max_output_tokens=max_tokens, text_format=_text_format(body.get("text")),
+        extensions=extension_fields(body))
+
+
+def _text_format(text: Any) -> dict:
+    fmt = text.get("format") if isinstance(text, dict) else None
+    return fmt if isinstance(fmt, dict) else {"type": "text"}

@@ -55,6 +55,12 @@ def schema_constraint(schema: Any, param: str) -> tuple[ConstraintSpec, dict]:
         raise ApiError(400, str(e), param=param, code="invalid_schema") from None
 
 
+def extension_fields(body: dict) -> dict:
+    """Hearth's ``regex`` / ``grammar`` of a body, for the wire formats that translate into the
+    chat API's shape (checked when the constraint is compiled)."""
+    return {k: body[k] for k in ("regex", "grammar") if body.get(k) is not None}
+
+
 def _extensions(body: dict) -> ConstraintSpec | None:
     for name, kind in (("regex", REGEX), ("grammar", GBNF)):
         v = body.get(name)

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
+
 import anthropic
 import httpx
+import jsonschema
 import pytest
 
 GREEDY = {"temperature": 0}  # the SDK dropped sampling arguments: they go in the body as extras
@@ -83,12 +86,14 @@ def test_missing_max_tokens_is_anthropics_error(server):
 
 
 @pytest.mark.parametrize("extra, status, needle", [
-    ({"tools": [{"name": "weather", "input_schema": {"type": "object"}}]}, 400, "tool use is not supported"),
+    ({"tools": [{"name": "weather", "input_schema": {"type": "object"}}], "tool_choice": {"type": "tool", "name": "x"}},
+     400, "not in 'tools'"),
+    ({"tools": [{"name": "weather", "input_schema": {"type": "nonsense"}}]}, 400, "not a valid JSON schema"),
     ({"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}, 400, "text only"),
     ({"model": "no-such-model"}, 404, "no-such-model"),
     ({"temperature": 1.5}, 400, "temperature"),
     ({"messages": [{"role": "bot", "content": "hi"}]}, 400, "messages.0.role"),
-    ({"output_config": {"format": {"type": "json_schema", "schema": {"type": "object"}}}}, 400, "structured output"),
+    ({"output_config": {"format": {"type": "json_schema"}}}, 400, "output_config.format"),
 ])
 def test_bad_input_gets_anthropic_errors(server, extra, status, needle):
     body = {"model": "smollm2-135m", "max_tokens": 4, "messages": QUESTION, **extra}
@@ -108,3 +113,71 @@ def test_raw_stream_names_every_event(server):
     assert names[:3] == ["message_start", "content_block_start", "ping"]
     assert names[-3:] == ["content_block_stop", "message_delta", "message_stop"]
     assert set(names[3:-3]) == {"content_block_delta"}
+
+
+WEATHER = {"name": "get_weather", "description": "The current weather in a city",
+           "input_schema": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}},
+                            "required": ["city"], "additionalProperties": False}}
+ASK_WEATHER = [{"role": "user", "content": "What is the weather in Paris?"}]
+FORCED = {"tools": [WEATHER], "tool_choice": {"type": "tool", "name": "get_weather"}}
+
+
+def _tool_use(message):
+    uses = [b for b in message.content if b.type == "tool_use"]
+    assert message.stop_reason == "tool_use" and len(uses) == 1
+    use = uses[0]
+    assert use.name == "get_weather" and use.id.startswith("toolu_")
+    jsonschema.validate(use.input, WEATHER["input_schema"])
+    return use
+
+
+def test_forced_tool_use_whole_and_streamed(client):
+    kw = dict(model="smollm2-135m", max_tokens=60, messages=ASK_WEATHER, extra_body=GREEDY, **FORCED)
+    whole = _tool_use(client.messages.create(**kw))
+    with client.messages.stream(**kw) as s:
+        kinds = [ev.type for ev in s]
+        final = s.get_final_message()
+    streamed = _tool_use(final)
+    assert "input_json" in kinds and kinds[-1] == "message_stop"
+    assert streamed.input == whole.input  # greedy: the same call both ways
+
+
+def test_tool_result_round_trip(client):
+    kw = dict(model="smollm2-135m", max_tokens=60, extra_body=GREEDY)
+    first = client.messages.create(messages=ASK_WEATHER, **FORCED, **kw)
+    use = _tool_use(first)
+    history = ASK_WEATHER + [
+        {"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in first.content]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "Sunny, 18 C"}]}]
+    answer = client.messages.create(messages=history, tools=[WEATHER], tool_choice={"type": "none"}, **kw)
+    assert answer.stop_reason in ("end_turn", "max_tokens")
+    assert [b.type for b in answer.content] == ["text"] and answer.content[0].text
+    # the result is in the prompt: it is longer than the same history without it
+    shorter = client.messages.count_tokens(model="smollm2-135m", messages=history[:2] + [
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": ""}]}])
+    longer = client.messages.count_tokens(model="smollm2-135m", messages=history)
+    assert longer.input_tokens > shorter.input_tokens
+
+
+def test_raw_tool_use_stream_events(server):
+    body = {"model": "smollm2-135m", "max_tokens": 60, "stream": True, "messages": ASK_WEATHER, "temperature": 0,
+            **FORCED}
+    with httpx.stream("POST", f"{server.url}/v1/messages", json=body) as r:
+        data = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: ")]
+    kinds = [d["type"] for d in data]
+    assert kinds[:2] == ["message_start", "ping"] and kinds[-2:] == ["message_delta", "message_stop"]
+    start = next(d for d in data if d["type"] == "content_block_start")
+    assert start["content_block"]["type"] == "tool_use" and start["content_block"]["input"] == {}
+    i = start["index"]
+    parts = [d["delta"]["partial_json"] for d in data if d["type"] == "content_block_delta" and d["index"] == i]
+    jsonschema.validate(json.loads("".join(parts)), WEATHER["input_schema"])
+    assert kinds.index("content_block_stop") > kinds.index("content_block_delta")
+    assert data[-2]["delta"]["stop_reason"] == "tool_use"
+
+
+def test_structured_output_from_output_config(client):
+    schema = {"type": "object", "properties": {"color": {"enum": ["red", "green", "blue"]}},
+              "required": ["color"], "additionalProperties": False}
+    r = client.messages.create(model="smollm2-135m", max_tokens=30, messages=QUESTION, extra_body={
+        **GREEDY, "output_config": {"format": {"type": "json_schema", "schema": schema}}})
+    jsonschema.validate(json.loads(r.content[0].text), schema)

@@ -92,3 +92,40 @@ def test_models_list_reports_reasoning(server):
     assert caps["smollm2-135m"] == {"tools": False, "reasoning": False}
     engine_id = httpx.get(f"{server.url}/hearth/stats", timeout=30).json()["models"][0]["id"]
     assert caps[engine_id] == {"tools": False, "reasoning": True}
+
+
+def test_anthropic_thinking_blocks(server):
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0, timeout=120)
+    kw = dict(model=server.model, max_tokens=40, messages=[{"role": "user", "content": "hi"}],
+              thinking={"type": "enabled", "budget_tokens": 1024}, extra_body={"temperature": 0, "regex": REPLY})
+    whole = client.messages.create(**kw)
+    assert [b.type for b in whole.content] == ["thinking", "text"]
+    assert len(whole.content[0].thinking) == 6 and len(whole.content[1].text) == 3
+    with client.messages.stream(**kw) as s:
+        kinds = [ev.type for ev in s]
+        final = s.get_final_message()
+    assert "thinking" in kinds and "text" in kinds
+    assert [(b.type, getattr(b, "thinking", None) or getattr(b, "text", None)) for b in final.content] == \
+        [(b.type, getattr(b, "thinking", None) or getattr(b, "text", None)) for b in whole.content]
+    # disabled: the template closes an empty thinking block in the prompt
+    off = client.messages.create(**{**kw, "thinking": {"type": "disabled"}}).usage
+    assert off.input_tokens + off.cache_read_input_tokens > whole.usage.input_tokens + whole.usage.cache_read_input_tokens
+
+
+def test_responses_reasoning_items(server):
+    from openai import OpenAI
+
+    client = OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=120)
+    kw = dict(model=server.model, input="hi", max_output_tokens=40, temperature=0, extra_body={"regex": REPLY})
+    whole = client.responses.create(**kw)
+    assert [i.type for i in whole.output] == ["reasoning", "message"]
+    assert len(whole.output[0].content[0].text) == 6 and len(whole.output_text) == 3
+    assert 0 < whole.usage.output_tokens_details.reasoning_tokens < whole.usage.output_tokens
+    events = list(client.responses.create(stream=True, **kw))
+    thought = "".join(e.delta for e in events if e.type == "response.reasoning_text.delta")
+    assert thought == whole.output[0].content[0].text
+    assert events[-1].response.output_text == whole.output_text
+    off = client.responses.create(reasoning={"effort": "none"}, **kw)
+    assert off.usage.input_tokens > whole.usage.input_tokens

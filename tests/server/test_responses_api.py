@@ -3,11 +3,13 @@ formats, against a live server that also listens on an Ollama port."""
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 
 import anthropic
 import httpx
+import jsonschema
 import ollama
 import openai
 import pytest
@@ -92,8 +94,9 @@ def test_unstored_responses_cannot_be_continued(oai):
 
 
 @pytest.mark.parametrize("extra, needle", [
-    ({"tools": [{"type": "function", "name": "weather", "parameters": {"type": "object"}}]}, "tool calling"),
-    ({"text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "object"}}}}, "structured output"),
+    ({"tools": [{"type": "function", "name": "weather", "parameters": {"type": "object"}}],
+      "tool_choice": {"type": "function", "name": "other"}}, "not in 'tools'"),
+    ({"text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "nonsense"}}}}, "not a valid JSON schema"),
     ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "text only"),
     ({"max_output_tokens": 0}, "max_output_tokens"),
     ({"temperature": "warm"}, "temperature"),
@@ -134,3 +137,62 @@ def test_a_taken_ollama_port_is_refused_at_start(smollm2_path):
                               capture_output=True, text=True, timeout=120)
     assert proc.returncode != 0
     assert f"127.0.0.1:{port} for --ollama-port" in proc.stderr and "Is Ollama" in proc.stderr
+
+
+WEATHER = {"type": "function", "name": "get_weather", "description": "The current weather in a city",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 30}},
+                          "required": ["city"], "additionalProperties": False}}
+FORCED = {"tools": [WEATHER], "tool_choice": {"type": "function", "name": "get_weather"}}
+
+
+def _call(response):
+    calls = [i for i in response.output if i.type == "function_call"]
+    assert response.status == "completed" and len(calls) == 1
+    call = calls[0]
+    assert call.name == "get_weather" and call.call_id.startswith("call_") and call.id.startswith("fc_")
+    jsonschema.validate(json.loads(call.arguments), WEATHER["parameters"])
+    return call
+
+
+def test_forced_function_call_whole_and_streamed(oai):
+    kw = dict(model="smollm2-135m", input="What is the weather in Paris?", max_output_tokens=60, temperature=0,
+              **FORCED)
+    whole = _call(oai.responses.create(**kw))
+    kinds, args = [], []
+    for ev in oai.responses.create(stream=True, **kw):
+        kinds.append(ev.type)
+        if ev.type == "response.function_call_arguments.delta":
+            args.append(ev.delta)
+        elif ev.type == "response.completed":
+            final = ev.response
+    streamed = _call(final)
+    assert kinds[:3] == ["response.created", "response.in_progress", "response.output_item.added"]
+    assert kinds[-3:] == ["response.function_call_arguments.done", "response.output_item.done", "response.completed"]
+    assert "".join(args) == streamed.arguments == whole.arguments  # greedy: the same call both ways
+
+
+def test_function_call_output_round_trip(oai):
+    first = oai.responses.create(model="smollm2-135m", input="What is the weather in Paris?", max_output_tokens=60,
+                                 temperature=0, **FORCED)
+    call = _call(first)
+    result = {"type": "function_call_output", "call_id": call.call_id, "output": "Sunny, 18 C"}
+    # stateless: the call and its result sent back as input items
+    items = [{"role": "user", "content": "What is the weather in Paris?"},
+             {"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments}, result]
+    answer = oai.responses.create(model="smollm2-135m", input=items, tools=[WEATHER], tool_choice="none",
+                                  max_output_tokens=12, temperature=0)
+    assert answer.output_text and not [i for i in answer.output if i.type == "function_call"]
+    # stateful: the stored call continues from previous_response_id with only the result
+    chained = oai.responses.create(model="smollm2-135m", previous_response_id=first.id, input=[result],
+                                   tools=[WEATHER], tool_choice="none", max_output_tokens=12, temperature=0)
+    assert chained.output_text == answer.output_text
+    assert chained.usage.input_tokens_details.cached_tokens > 0
+
+
+def test_text_format_json_schema(oai):
+    schema = {"type": "object", "properties": {"color": {"enum": ["red", "green", "blue"]}},
+              "required": ["color"], "additionalProperties": False}
+    r = oai.responses.create(model="smollm2-135m", input=QUESTION, max_output_tokens=30, temperature=0,
+                             text={"format": {"type": "json_schema", "name": "color", "schema": schema}})
+    jsonschema.validate(json.loads(r.output_text), schema)
+    assert r.text.format.type == "json_schema"
