@@ -154,7 +154,7 @@ def test_model_swap_on_request(server, oai, gemma_path):
     assert r.model == "gemma-3-270m"
     assert r.choices[0].message.content == " The capital of France is Paris."
     assert r.choices[0].finish_reason == "stop"
-    assert server.stats()["models"][0]["id"] == "gemma-3-270m"
+    assert "gemma-3-270m" in {m["id"] for m in server.stats()["models"]}
     r = oai.chat.completions.create(model="smollm2-135m", messages=[{"role": "user", "content": "Hi"}], **GREEDY)
     assert r.model == "smollm2-135m"
 

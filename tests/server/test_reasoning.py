@@ -89,9 +89,9 @@ def test_ollama_thinking_field(server):
 def test_models_list_reports_reasoning(server):
     data = httpx.get(f"{server.url}/v1/models", timeout=30).json()["data"]
     caps = {m["id"]: m.get("capabilities") for m in data}
-    assert caps["smollm2-135m"] == {"tools": False, "reasoning": False}
+    assert "reasoning" not in caps["smollm2-135m"] and "tools" not in caps["smollm2-135m"]
     engine_id = httpx.get(f"{server.url}/hearth/stats", timeout=30).json()["models"][0]["id"]
-    assert caps[engine_id] == {"tools": False, "reasoning": True}
+    assert "reasoning" in caps[engine_id] and "tools" not in caps[engine_id]
 
 
 def test_anthropic_thinking_blocks(server):

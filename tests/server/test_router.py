@@ -42,11 +42,16 @@ def test_two_models_serve_interleaved_streams_without_reloading(two):
     oai = OpenAI(base_url=f"{two.url}/v1", api_key="unused", max_retries=0, timeout=120)
     texts: dict[str, list[str]] = {SMOL: [], GEMMA: []}
 
+    errors: list[BaseException] = []
+
     def stream(model: str) -> None:
         parts = []
-        for chunk in oai.chat.completions.create(model=model, messages=CHAT, max_tokens=3, stream=True):
-            if chunk.choices and chunk.choices[0].delta.content:
-                parts.append(chunk.choices[0].delta.content)
+        try:
+            for chunk in oai.chat.completions.create(model=model, messages=CHAT, max_tokens=3, stream=True):
+                if chunk.choices and chunk.choices[0].delta.content:
+                    parts.append(chunk.choices[0].delta.content)
+        except Exception as e:  # noqa: BLE001 - reported by the assertion below
+            errors.append(e)
         texts[model].append("".join(parts))
 
     for _ in range(2):  # both models stream at the same time, twice
@@ -55,7 +60,8 @@ def test_two_models_serve_interleaved_streams_without_reloading(two):
             t.start()
         for t in threads:
             t.join(120)
-    assert all(len(v) == 4 and all(v) for v in texts.values())
+    assert not errors, errors
+    assert all(len(v) == 4 and all(v) for v in texts.values()), texts
     stats = two.stats()
     assert stats["loads"] == {SMOL: 1, GEMMA: 1} and stats["unloads"] == {}
     resident = _resident(two)
