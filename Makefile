@@ -73,6 +73,9 @@ bench: $(VENV)/.test
 	$(PY) bench/fit_accuracy.py
 	$(PY) bench/speculative.py
 	$(PY) bench/fidelity.py
+	$(PY) bench/constrained.py
+	$(PY) bench/router.py
+	$(PY) bench/tokenize_stall.py
 
 # Screenshots of the desktop app under Xvfb with the default model, into docs/screenshots/.
 screenshots: $(VENV)/.test
