@@ -187,7 +187,7 @@ class ModelStoreService(QObject):
     async def import_file(self, path: str) -> bool:
         """Import the file the user chose in the file dialog: that choice is the confirmation
         the service asks for (the data directory's import token in a header)."""
-        from runtime.server.import_confirm import CONFIRM_HEADER, load_token
+        from runtime.import_confirm import CONFIRM_HEADER, load_token
 
         token = load_token(self.data_dir) if self.data_dir is not None else None
         try:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from runtime.backends.errors import InvalidBatchError, NoKVSlotError
 from runtime.engine.checkpoints import memory_layout
 from runtime.engine.constraint import Constraint, ConstraintError, ConstraintSpec, ConstraintVocab
-from runtime.engine.kv_cache_manager import KVCacheManager, KVStats
+from runtime.engine.kv_cache_manager import KVCacheManager
 from runtime.engine.logprobs import Logprobs, TokenLogprob
 from runtime.engine.protocol import ErrorCode
 from runtime.engine.request import FinishReason, Request
@@ -28,62 +28,13 @@ from runtime.engine.speculator import Speculator
 from runtime.engine.text_stream import TextStream
 
 
-class RequestRejected(ValueError):
-    """A request that can never run (empty prompt, longer than the context, ...); ``code``:
-    a ``runtime.engine.protocol.ErrorCode`` value, sent on to the client with the message."""
-
-    def __init__(self, message: str, code: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-
-
-#: the codes of ``RequestRejected`` and of a failed request's output
-CONTEXT_LENGTH_EXCEEDED = ErrorCode.CONTEXT_LENGTH_EXCEEDED
-INVALID_REQUEST = ErrorCode.INVALID_REQUEST
-INVALID_TOKEN = ErrorCode.INVALID_TOKEN
-REQUEST_FAILED = ErrorCode.REQUEST_FAILED
-
-
-@dataclass(slots=True)
-class RequestOutput:
-    """What one step produced for one request."""
-
-    request_id: str
-    text: str
-    n_tokens: int
-    finish_reason: str | None = None
-    #: prompt tokens served from the prefix cache (set on the final output)
-    cached_tokens: int = 0
-    #: speculative decoding: drafted and accepted tokens of the request (on the final output)
-    drafted: int = 0
-    accepted: int = 0
-    #: set when ``finish_reason`` is "error": what went wrong with this request (the others go on)
-    error: str | None = None
-    error_code: str | None = None
-    #: the stop string that ended the request, when one did (on the final output)
-    stop_sequence: str | None = None
-    #: ``params.logprobs``: one entry per token of this output, in order
-    logprobs: list[TokenLogprob] | None = None
-    #: ``params.prompt_logprobs``: entries of the prompt tokens computed this step, in order
-    prompt_logprobs: list[TokenLogprob] | None = None
-
+from runtime.engine.outputs import (  # noqa: F401 (re-exported: the engine's outputs and errors)
+    CONTEXT_LENGTH_EXCEEDED, INVALID_REQUEST, INVALID_TOKEN, REQUEST_FAILED, EngineStats, RequestOutput,
+    RequestRejected,
+)
 
 #: bytes of llama.cpp's output buffer a prompt-logprobs chunk may fill (one float row per token)
 OUTPUT_ROWS_BYTES = 64 << 20
-
-
-@dataclass(slots=True)
-class EngineStats:
-    running: int
-    waiting: int
-    tokens_generated: int
-    kv_cells_used: int
-    kv_capacity: int
-    preemptions: int
-    requests_finished: int
-    kv: KVStats | None = None
-    #: speculative decoding counters (``Speculator.as_dict``), None when it is off
-    spec: dict | None = None
 
 
 @dataclass(slots=True)

@@ -18,7 +18,7 @@ from runtime.server import sse
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.api_key import is_loopback
 from runtime.server.errors import ApiError, bad_request
-from runtime.server.import_confirm import CONFIRM_HEADER, confirmed, ensure_token
+from runtime.import_confirm import CONFIRM_HEADER, confirmed, ensure_token
 from runtime.store import hub
 from runtime.store.catalog import CatalogEntry, load_catalog
 from runtime.store.downloads import DownloadManager, DownloadNotFound, NotEnoughSpace
@@ -96,7 +96,7 @@ async def delete_model(request: web.Request) -> web.Response:
 
 
 def _import_consented(request: web.Request) -> None:
-    """An import over the API is the user's own act (see ``runtime.server.import_confirm``)."""
+    """An import over the API is the user's own act (see ``runtime.import_confirm``)."""
     config = request.app[CONFIG]
     if config.api_key:  # the guard checked the request carried it
         return

@@ -19,7 +19,7 @@ import httpx
 import psutil
 import pytest
 
-from runtime.server.import_confirm import CONFIRM_HEADER, load_token
+from runtime.import_confirm import CONFIRM_HEADER, load_token
 from tests.hardware.ggufs import write_model
 from tests.store.hostile_ggufs import HOSTILE, write_all
 

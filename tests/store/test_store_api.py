@@ -90,7 +90,7 @@ async def test_store_errors_are_clear(service, loopback_hub, tmp_path):
         ("post", "/hearth/downloads/nope/pause", None, 404, "download_not_found"),
     ]
     from runtime.config import data_dir
-    from runtime.server.import_confirm import CONFIRM_HEADER, load_token
+    from runtime.import_confirm import CONFIRM_HEADER, load_token
 
     confirm = {CONFIRM_HEADER: load_token(data_dir())}  # as the app sends it after its file dialog
     async with aiohttp.ClientSession() as s:
