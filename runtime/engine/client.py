@@ -25,7 +25,7 @@ from runtime.engine.protocol import (  # noqa: F401  (the errors are part of thi
     EngineError, ModelLoadFailed, RequestFailed, RequestRefused, ServiceStopping, WorkerDied,
 )
 from runtime.engine.sampling_params import SamplingParams
-from runtime.engine.worker import worker_main
+from runtime.engine.worker_entry import worker_main
 
 
 @dataclass(slots=True)
