@@ -119,7 +119,7 @@ def decode(engine, prompt: list[int], params, constraint) -> dict:
 def speed(target, draft, mode: str | None, tokens: int) -> dict:
     from runtime.engine.constraint import compile_constraint
     from runtime.engine.engine import Engine
-    from runtime.engine.sampling_params import SamplingParams
+    from runtime.sampling_params import SamplingParams
     from runtime.engine.speculator import Speculator
 
     spec = None

@@ -45,7 +45,7 @@ def run(e, sample=None) -> int:
 
 
 def mixed() -> dict:
-    from runtime.engine.sampling_params import SamplingParams
+    from runtime.sampling_params import SamplingParams
 
     e = engine(prefix_cache=False)
     b = e.backend
@@ -63,7 +63,7 @@ def mixed() -> dict:
 
 
 def sharing() -> dict:
-    from runtime.engine.sampling_params import SamplingParams
+    from runtime.sampling_params import SamplingParams
 
     out = {}
     prompt_text = "Tell me a story about a lighthouse keeper. " * 40

@@ -83,7 +83,7 @@ def main() -> None:
     from runtime.backends.llama import ContextConfig, LlamaBackend
     from runtime.backends.quantize import requantized
     from runtime.config import data_dir
-    from runtime.engine.sampling_params import SamplingParams
+    from runtime.sampling_params import SamplingParams
 
     draft_path = model_path("gemma-3-270m")
     t0 = time.perf_counter()

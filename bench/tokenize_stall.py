@@ -21,7 +21,7 @@ from common import model_path  # noqa: E402 - sets up the data directory and sys
 
 from runtime.engine.client import EngineClient, RequestRefused
 from runtime.engine.messages import WorkerSpec
-from runtime.engine.sampling_params import SamplingParams
+from runtime.sampling_params import SamplingParams
 
 
 async def longest_gap(client: EngineClient, text: str) -> dict:

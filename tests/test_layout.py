@@ -56,3 +56,10 @@ def test_the_engine_protocol_imports_nothing_of_an_engine():
         allowed = {"runtime.engine.protocol", "runtime.server.residency", "runtime.hardware.fit",
                    "runtime.hardware.memory"}
         assert found <= allowed, (name, found - allowed)
+
+
+def test_backends_import_nothing_of_the_engine():
+    """The lower layer does not reach up: what both need (SamplingParams) lives in runtime/."""
+    for p in sources("runtime/backends"):
+        found = {m for m in _full_imports(p) if m.startswith("runtime.engine")}
+        assert not found, (p, found)

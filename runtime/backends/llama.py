@@ -26,7 +26,7 @@ from runtime.backends.errors import (
     ModelLoadError,
     NoKVSlotError,
 )
-from runtime.engine.sampling_params import SamplingParams
+from runtime.sampling_params import SamplingParams
 
 _GGML_LOG_LEVEL_WARN = 3
 #: KV cache types by name -> ggml type ids (ggml.h: F16 = 1, Q4_0 = 2, Q8_0 = 8)

@@ -24,7 +24,7 @@ from runtime.engine.messages import (
 from runtime.engine.protocol import (  # noqa: F401  (the errors are part of this module's API)
     EngineError, ModelLoadFailed, RequestFailed, RequestRefused, ServiceStopping, WorkerDied,
 )
-from runtime.engine.sampling_params import SamplingParams
+from runtime.sampling_params import SamplingParams
 from runtime.engine.worker_entry import worker_main
 
 

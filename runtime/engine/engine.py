@@ -22,7 +22,7 @@ from runtime.engine.kv_cache_manager import KVCacheManager
 from runtime.engine.logprobs import Logprobs, TokenLogprob
 from runtime.engine.protocol import ErrorCode
 from runtime.engine.request import FinishReason, Request
-from runtime.engine.sampling_params import SamplingParams
+from runtime.sampling_params import SamplingParams
 from runtime.engine.scheduler import ScheduledChunk, Scheduler, SchedulerConfig
 from runtime.engine.speculator import Speculator
 from runtime.engine.text_stream import TextStream

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 from runtime.engine.constraint import ConstraintSpec
 from runtime.engine.engine import EngineStats, RequestOutput
-from runtime.engine.sampling_params import SamplingParams
+from runtime.sampling_params import SamplingParams
 
 
 @dataclass(slots=True)

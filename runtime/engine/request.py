@@ -6,7 +6,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.engine.sampling_params import SamplingParams
+from runtime.sampling_params import SamplingParams
 
 
 class FinishReason(str, enum.Enum):

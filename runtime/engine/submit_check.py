@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from runtime.engine.engine import RequestRejected
 from runtime.engine.messages import Submit
-from runtime.engine.sampling_params import SamplingParams, utf8_ok
+from runtime.sampling_params import SamplingParams, utf8_ok
 
 #: completions of one prompt (each takes a sequence id of the context)
 MAX_N = 64

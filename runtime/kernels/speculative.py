@@ -30,7 +30,7 @@ import numpy as np
 
 
 class Transforms(Protocol):
-    """The sampling settings read here (``runtime.engine.sampling_params.SamplingParams`` fits)."""
+    """The sampling settings read here (``runtime.sampling_params.SamplingParams`` fits)."""
 
     temperature: float
     top_k: int

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.engine.sampling_params import DEFAULT_TOP_K, SamplingParams
+from runtime.sampling_params import DEFAULT_TOP_K, SamplingParams
 from runtime.server.errors import bad_request
 from runtime.server.schemas import DEFAULT_TEMPERATURE, GenerationRequest
 from runtime.server.structured_output import extension_fields

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.engine.sampling_params import DEFAULT_TOP_K, LIMITS, SamplingParams
+from runtime.sampling_params import DEFAULT_TOP_K, LIMITS, SamplingParams
 from runtime.server import validation as v
 from runtime.server.errors import bad_request
 from runtime.server.keep_alive import parse_keep_alive

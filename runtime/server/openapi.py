@@ -10,7 +10,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from runtime import __version__
-from runtime.engine.sampling_params import LIMITS, MAX_STOP_CHARS, MAX_STOPS
+from runtime.sampling_params import LIMITS, MAX_STOP_CHARS, MAX_STOPS
 from runtime.server.app_keys import CONFIG
 from runtime.server.responses_schemas import EFFORTS
 

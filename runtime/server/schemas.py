@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from runtime.engine.sampling_params import DEFAULT_TOP_K, SamplingParams
+from runtime.sampling_params import DEFAULT_TOP_K, SamplingParams
 from runtime.server import validation as v
 from runtime.server.errors import bad_request
 from runtime.server.logprobs_api import parse_chat_logprobs, parse_completion_logprobs

@@ -20,7 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
-from runtime.engine.sampling_params import LIMITS, MAX_STOP_CHARS, MAX_STOPS, utf8_ok
+from runtime.sampling_params import LIMITS, MAX_STOP_CHARS, MAX_STOPS, utf8_ok
 from runtime.server.errors import bad_request
 
 MAX_DEPTH = 64

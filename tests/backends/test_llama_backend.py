@@ -6,7 +6,7 @@ import pytest
 
 from runtime.backends.errors import InvalidBatchError
 from runtime.backends.llama import ContextConfig, LlamaBackend
-from runtime.engine.sampling_params import SamplingParams
+from runtime.sampling_params import SamplingParams
 
 
 @pytest.fixture(scope="module")

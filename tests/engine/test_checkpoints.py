@@ -13,7 +13,7 @@ from runtime.engine.checkpoints import Checkpoints
 from runtime.engine.engine import CacheConfig, Engine
 from runtime.engine.host_cache import HostCache
 from runtime.engine.request import Request
-from runtime.engine.sampling_params import SamplingParams
+from runtime.sampling_params import SamplingParams
 from runtime.kernels.block_hash import hash_blocks
 from tests.greedy_reference import assert_same_or_near_tie, greedy_reference
 

@@ -8,7 +8,7 @@ from tests.greedy_reference import assert_same_or_near_tie, greedy_reference
 from runtime.backends.llama import ContextConfig, LlamaBackend
 from runtime.engine.engine import Engine, RequestRejected
 from runtime.engine.kv_cache_manager import KVCacheManager
-from runtime.engine.sampling_params import SamplingParams
+from runtime.sampling_params import SamplingParams
 
 
 def make_engine(path, parallel=4, n_ctx=2048, n_batch=256) -> Engine:

@@ -6,7 +6,7 @@ import pytest
 
 from runtime.backends.llama import ContextConfig, LlamaBackend
 from runtime.engine.engine import CacheConfig, Engine
-from runtime.engine.sampling_params import SamplingParams
+from runtime.sampling_params import SamplingParams
 from tests.greedy_reference import assert_same_or_near_tie, greedy_reference
 
 SYSTEM = ("You are a careful assistant. Answer in one or two sentences, plainly, without lists. "

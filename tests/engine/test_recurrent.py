@@ -8,7 +8,7 @@ import pytest
 from runtime.backends.llama import ContextConfig, LlamaBackend
 from runtime.engine.checkpoints import memory_layout, speculation_refusal
 from runtime.engine.engine import CacheConfig, Engine
-from runtime.engine.sampling_params import SamplingParams
+from runtime.sampling_params import SamplingParams
 from tests.engine.tiny_recurrent import write_tiny_jamba, write_tiny_mamba
 
 GREEDY = SamplingParams(temperature=0, max_tokens=12, ignore_eos=True)

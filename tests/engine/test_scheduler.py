@@ -9,7 +9,7 @@ import pytest
 from runtime.backends.llama import ContextConfig, LlamaBackend
 from runtime.engine.kv_cache_manager import KVCacheManager
 from runtime.engine.request import Request, RequestStatus
-from runtime.engine.sampling_params import SamplingParams
+from runtime.sampling_params import SamplingParams
 from runtime.engine.scheduler import Scheduler, SchedulerConfig
 
 

@@ -11,7 +11,7 @@ from runtime.backends.llama import ContextConfig, LlamaBackend
 from runtime.engine.client import EngineClient, RequestRefused
 from runtime.engine.engine import Engine
 from runtime.engine.messages import WorkerSpec
-from runtime.engine.sampling_params import SamplingParams
+from runtime.sampling_params import SamplingParams
 from tests.greedy_reference import assert_same_or_near_tie, greedy_reference
 
 

@@ -151,7 +151,7 @@ def test_grammar_output_parses_back(family):
 
 def test_history_for_templates_without_tools():
     """Earlier calls and results are written in the family's markup, with or without tools."""
-    from runtime.engine.sampling_params import SamplingParams
+    from runtime.sampling_params import SamplingParams
     from runtime.server.schemas import GenerationRequest
     from runtime.server.tool_calls import plan_output, tool_messages
 

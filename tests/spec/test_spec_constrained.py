@@ -16,7 +16,7 @@ import pytest
 from runtime.backends.llama import ContextConfig, LlamaBackend
 from runtime.engine.constraint import compile_constraint
 from runtime.engine.engine import Engine
-from runtime.engine.sampling_params import SamplingParams
+from runtime.sampling_params import SamplingParams
 from runtime.engine.speculator import Speculator
 from tests.spec.test_spec_engine import _tv, prompts
 from tests.spec.tiny_models import vocab, write_tiny

@@ -8,7 +8,7 @@ import pytest
 from runtime.backends.errors import ModelLoadError
 from runtime.backends.llama import ContextConfig, LlamaBackend
 from runtime.engine.engine import Engine, RequestRejected
-from runtime.engine.sampling_params import SamplingParams
+from runtime.sampling_params import SamplingParams
 from runtime.engine.speculator import Speculator
 from runtime.engine.worker import load_speculator
 from runtime.kernels.speculative import candidates

@@ -12,7 +12,7 @@ import pytest
 
 from runtime.backends.llama import ContextConfig, LlamaBackend
 from runtime.engine.engine import Engine
-from runtime.engine.sampling_params import SamplingParams
+from runtime.sampling_params import SamplingParams
 from runtime.engine.speculator import Speculator
 from runtime.kernels.logprobs import MAX_TOP, row_logprobs, sequence_logprobs, top_n
 

@@ -7,7 +7,7 @@ import pytest
 from runtime.backends.llama import ContextConfig, LlamaBackend
 from runtime.backends.quantize import requantized
 from runtime.engine.engine import Engine
-from runtime.engine.sampling_params import SamplingParams
+from runtime.sampling_params import SamplingParams
 from runtime.engine.speculator import Speculator
 from tests.greedy_reference import assert_same_or_near_tie, greedy_reference
 
