@@ -1,0 +1,46 @@
+"""A small MCP server for the tests (stdio, FastMCP): two tools that work, one that fails, one
+that hangs. ``--exit-after S`` makes the process exit S seconds after it starts, as a crashing
+server would."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import threading
+
+from mcp.server.fastmcp import FastMCP
+
+server = FastMCP("hearth-test")
+
+
+@server.tool()
+def lookup_code(name: str) -> str:
+    """The secret code of a named thing."""
+    return f"The code for {name} is AZURE-7731."
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two whole numbers."""
+    return a + b
+
+
+@server.tool()
+def broken(reason: str = "") -> str:
+    """A tool that always fails."""
+    raise RuntimeError("the disk is on fire")
+
+
+@server.tool()
+async def slow(seconds: float = 60) -> str:
+    """A tool that takes a long time."""
+    await asyncio.sleep(seconds)
+    return "finally"
+
+
+if __name__ == "__main__":
+    if "--exit-after" in sys.argv:
+        delay = float(sys.argv[sys.argv.index("--exit-after") + 1])
+        threading.Timer(delay, lambda: os._exit(3)).start()
+    server.run("stdio")
