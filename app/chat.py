@@ -17,6 +17,8 @@ from app.api_client import ApiClient
 from app.conversations import Conversation, ConversationStore, Message, Sampling
 from app.errors import ApiProblem, explain
 from app.qt_models import ConversationListModel, MessageListModel
+from app import tool_loop
+from app.tool_loop import DENY, Permissions, ToolCall
 
 TITLE_CHARS = 48
 
@@ -27,9 +29,21 @@ class ChatService(QObject):
     current_changed = Signal(object)  # Conversation or None
     finished = Signal(object)  # the assistant Message, when its answer ended (done, stopped or failed)
 
-    def __init__(self, client: ApiClient, store: ConversationStore, *, flush_ms: int = 50) -> None:
+    tool_call_changed = Signal(object)  # a ToolCall of the live answer (asked, running, done)
+
+    def __init__(self, client: ApiClient, store: ConversationStore, *, flush_ms: int = 50,
+                 tools=None, always_allowed: set[str] | None = None) -> None:
         super().__init__()
         self.client, self.store = client, store
+        #: where tools come from (``McpHub``: ``api_tools()``, ``call(name, args, timeout)``), or None
+        self.tools = tools
+        #: asks the user about one tool call (the window sets it); no window: nothing runs
+        self.ask = _deny
+        self.always_allowed = always_allowed if always_allowed is not None else set()
+        self.max_steps = tool_loop.DEFAULT_MAX_STEPS
+        self.tool_timeout_s = tool_loop.DEFAULT_TOOL_TIMEOUT_S
+        #: adds document context to a request (``Documents.augment``), or None
+        self.augment = None
         self.conversations = ConversationListModel()
         self.messages = MessageListModel()
         self.current: Conversation | None = None
@@ -158,7 +172,16 @@ class ChatService(QObject):
         body = {"messages": msgs, **c.sampling.to_request()}
         if c.model:
             body["model"] = c.model
+        if c.options.get("response_format"):
+            body["response_format"] = c.options["response_format"]
         return body
+
+    def offered_tools(self, c: Conversation) -> list[dict]:
+        """The tools this chat offers the model: the enabled tools of running servers, unless the
+        chat switched tools off."""
+        if self.tools is None or c.options.get("tools") is False:
+            return []
+        return self.tools.api_tools()
 
     def _generate(self) -> None:
         c = self.current
@@ -166,29 +189,60 @@ class ChatService(QObject):
         answer = self.store.add_message(c.id, "assistant", "", {"finish": "streaming"})
         self.messages.append(answer)
         self._live, self._live_conversation = answer, c.id
-        self._task = asyncio.ensure_future(self._stream(answer, body))
+        self._task = asyncio.ensure_future(self._stream(answer, body, c))
         self.busy_changed.emit(True)
 
-    async def _stream(self, answer: Message, body: dict) -> None:
+    async def _prepare(self, c: Conversation, body: dict, answer: Message) -> None:
+        """Before the first step: the chat's context length (the model is loaded at it) and the
+        attached documents' passages."""
+        ctx = c.options.get("ctx")
+        if ctx and c.model:
+            from urllib.parse import quote
+
+            await self.client.post(f"/hearth/models/{quote(c.model, safe='')}/load", {"ctx": int(ctx)}, timeout=300)
+        if self.augment is not None and c.options.get("documents"):
+            citations = await self.augment(c, body)
+            if citations:
+                answer.meta["citations"] = citations
+
+    async def _stream(self, answer: Message, body: dict, c: Conversation) -> None:
         t0 = time.monotonic()
-        t_first: float | None = None
+        self._t_first: float | None = None
         usage: dict = {}
         finish = None
         self._timer.start()
+        tools = self.offered_tools(c)
+        permissions = Permissions(set(c.options.get("allowed_tools") or ()), self.always_allowed)
+        done_calls: list[dict] = []
         try:
-            async for chunk in self.client.chat_stream(body):
-                answer.meta["model"] = chunk.get("model", answer.meta.get("model"))
-                for choice in chunk.get("choices") or ():
-                    delta = choice.get("delta") or {}
-                    _side_channels(answer, delta)
-                    text = delta.get("content")
-                    if text:
-                        if t_first is None:
-                            t_first = time.monotonic()
-                        self._pending.append(text)
-                    finish = choice.get("finish_reason") or finish
-                if chunk.get("usage"):
-                    usage = chunk["usage"]
+            await self._prepare(c, body, answer)
+            for step in range(self.max_steps if tools else 1):
+                if tools:
+                    body["tools"] = tools
+                    body["tool_choice"] = tool_loop.choice_for_step(step, self.max_steps, c.options.get("tool_choice"))
+                raw: list[dict] = []
+                finish, step_usage = await self._step(answer, body, raw, done_calls)
+                usage = _add_usage(usage, step_usage)
+                if not (tools and raw and finish == "tool_calls"):
+                    break
+                calls = tool_loop.calls_from_deltas(raw)
+                for call in calls:
+                    call.server = self.tools.server_of(call.name) if hasattr(self.tools, "server_of") else ""
+                self._flush()
+
+                def changed(call: ToolCall, calls=calls) -> None:
+                    answer.meta["tool_calls"] = done_calls + [x.to_meta() for x in calls]
+                    self.messages.changed(answer.id)
+                    self.tool_call_changed.emit(call)
+
+                await tool_loop.run_calls(calls, run_tool=self.tools.call, ask=self.ask, permissions=permissions,
+                                          timeout_s=self.tool_timeout_s, changed=changed)
+                if permissions.chat != set(c.options.get("allowed_tools") or ()):
+                    c.options["allowed_tools"] = sorted(permissions.chat)
+                    self.store.update(c)
+                done_calls += [x.to_meta() for x in calls]
+                answer.meta["tool_calls"] = done_calls
+                body["messages"] = body["messages"] + tool_loop.round_messages(answer.content, calls)
         except asyncio.CancelledError:
             finish = "stopped"
         except ApiProblem as e:
@@ -199,13 +253,34 @@ class ChatService(QObject):
         finally:
             self._timer.stop()
             self._flush()
-            answer.meta.update(_numbers(t0, t_first, time.monotonic(), usage))
+            answer.meta.update(_numbers(t0, self._t_first, time.monotonic(), usage))
             answer.meta["finish"] = finish or "stop"
             self.store.update_message(answer)
             self._live, self._live_conversation = None, None
             self.messages.changed(answer.id)
             self.busy_changed.emit(False)
             self.finished.emit(answer)
+
+    async def _step(self, answer: Message, body: dict, raw: list[dict], done_calls: list[dict]):
+        """One streamed model turn into ``answer``; the tool calls it asks for go into ``raw``.
+        Returns (finish_reason, usage)."""
+        finish, usage = None, {}
+        async for chunk in self.client.chat_stream(body):
+            answer.meta["model"] = chunk.get("model", answer.meta.get("model"))
+            for choice in chunk.get("choices") or ():
+                delta = choice.get("delta") or {}
+                _side_channels(answer, delta, raw)
+                if delta.get("tool_calls"):
+                    answer.meta["tool_calls"] = done_calls + raw
+                text = delta.get("content")
+                if text:
+                    if self._t_first is None:
+                        self._t_first = time.monotonic()
+                    self._pending.append(text)
+                finish = choice.get("finish_reason") or finish
+            if chunk.get("usage"):
+                usage = chunk["usage"]
+        return finish, usage
 
     def _flush(self) -> None:
         if not self._pending or self._live is None:
@@ -215,19 +290,36 @@ class ChatService(QObject):
         self.messages.changed(self._live.id)
 
 
-def _side_channels(answer: Message, delta: dict) -> None:
-    """Reasoning and tool calls of a streamed answer, kept in its meta (the view shows the
-    reasoning collapsed above the answer and each call as a block)."""
+async def _deny(call: ToolCall) -> str:
+    return DENY
+
+
+def _side_channels(answer: Message, delta: dict, calls: list[dict] | None = None) -> None:
+    """Reasoning and tool calls of a streamed answer: the reasoning kept in its meta (the view
+    shows it collapsed above the answer), the calls in ``calls`` (the meta's own list when none
+    is given; each call is shown as a block)."""
     if delta.get("reasoning_content"):
         answer.meta["reasoning"] = answer.meta.get("reasoning", "") + delta["reasoning_content"]
     for tc in delta.get("tool_calls") or ():
-        calls = answer.meta.setdefault("tool_calls", [])
+        if calls is None:
+            calls = answer.meta.setdefault("tool_calls", [])
         i = tc.get("index", len(calls))
         while len(calls) <= i:
             calls.append({"name": "", "arguments": ""})
+        if tc.get("id"):
+            calls[i]["id"] = tc["id"]
         fn = tc.get("function") or {}
         calls[i]["name"] += fn.get("name") or ""
         calls[i]["arguments"] += fn.get("arguments") or ""
+
+
+def _add_usage(total: dict, step: dict) -> dict:
+    """Usage over the turns of a tool loop: the last prompt, every completion token."""
+    if not total:
+        return dict(step)
+    out = dict(step or total)
+    out["completion_tokens"] = (total.get("completion_tokens") or 0) + (step.get("completion_tokens") or 0)
+    return out
 
 
 def _title(text: str) -> str:

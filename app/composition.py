@@ -76,7 +76,11 @@ class HearthApp(QObject):
                                 api_key=load_key(data_dir))
         self.service = ServiceController(self.client, self.settings, poll_s=poll_s)
         self.store = ConversationStore(data_dir / "conversations.sqlite3")
-        self.chat = ChatService(self.client, self.store)
+        from app.mcp_service import McpService
+
+        self.mcp = McpService(data_dir / "mcp-servers.json")
+        self.chat = ChatService(self.client, self.store, tools=self.mcp, always_allowed=self.mcp.always_allowed)
+        self.chat.tool_call_changed.connect(lambda _: self.mcp.keep_allowed())
         self.closed = asyncio.get_event_loop().create_future()
         self._tasks: set[asyncio.Task] = set()
         self.chat_page = ChatPage(self.chat)
@@ -84,7 +88,7 @@ class HearthApp(QObject):
                                       stop=lambda: self.spawn(self.service.stop()))
         self.settings_page = SettingsPage(self.settings, start_on_login)
         self.settings_page.saved.connect(self._settings_saved)
-        pages = {"Chat": self.chat_page, "Server": self.server_page, "Settings": self.settings_page}
+        pages = {"Chat": self.chat_page, "Server": self.server_page, "Settings": self._settings_tabs()}
         self.models_page = self._models_page()
         if self.models_page is not None:
             pages["Models"] = self.models_page
@@ -108,6 +112,19 @@ class HearthApp(QObject):
         self._service_banner: UserError | None = None
         qapp.setStyleSheet(STYLE)
         self.apply_theme()
+
+    def _settings_tabs(self):
+        """Settings: the general page and the MCP servers."""
+        from PySide6.QtWidgets import QTabWidget
+
+        from app.ui.mcp_panel import McpPanel
+
+        self.mcp_panel = McpPanel(self.mcp, self.spawn)
+        tabs = QTabWidget()
+        tabs.setObjectName("settingsTabs")
+        tabs.addTab(self.settings_page, "General")
+        tabs.addTab(self.mcp_panel, "MCP servers")
+        return tabs
 
     def _models_page(self):
         """The model manager page (built in ``app.models``)."""
@@ -136,6 +153,7 @@ class HearthApp(QObject):
     async def start(self, show_window: bool = True) -> bool:
         if show_window or not self.tray.available:  # hidden only where the tray can bring it back
             self.window.show()
+        self.spawn(self.mcp.start_all())  # servers start beside the service; a slow one delays nothing
         ok = await self.service.ensure()
         if ok:
             await self.refresh_models()
@@ -166,6 +184,7 @@ class HearthApp(QObject):
     async def shutdown(self, stop_service: bool = True) -> None:
         self.chat.stop()
         self.models.close()
+        await self.mcp.stop_all()
         await self.service.close(stop_child=stop_service)
         await self.client.close()
         self.tray.hide()

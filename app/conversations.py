@@ -68,6 +68,9 @@ class Conversation:
     system_prompt: str = ""
     sampling: Sampling = field(default_factory=Sampling)
     updated: float = 0.0
+    #: per-chat choices: ``ctx`` (context length), ``tools`` (offer MCP tools), ``tool_choice``,
+    #: ``allowed_tools`` (run without asking in this chat), ``documents`` (attached document ids)
+    options: dict = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -93,6 +96,9 @@ def _open(path: Path) -> sqlite3.Connection:
         db.execute("PRAGMA foreign_keys = ON")
         db.execute("PRAGMA journal_mode = WAL")
         db.executescript(_SCHEMA)
+        if "options" not in {r[1] for r in db.execute("PRAGMA table_info(conversations)")}:
+            with db:  # a history from before per-chat options
+                db.execute("ALTER TABLE conversations ADD COLUMN options TEXT NOT NULL DEFAULT '{}'")
         check = db.execute("PRAGMA quick_check").fetchone()
         if not check or check[0] != "ok":
             raise sqlite3.DatabaseError(f"quick_check: {check[0] if check else 'no answer'}")
@@ -166,7 +172,7 @@ class ConversationStore:
 
     def conversations(self, search: str = "") -> list[Conversation]:
         """Newest first; ``search`` matches titles and message text, case-insensitively."""
-        sql = "SELECT id, title, model, system_prompt, sampling, updated FROM conversations"
+        sql = f"SELECT {_COLUMNS} FROM conversations"
         args: tuple = ()
         if search:
             like = f"%{search}%"
@@ -176,17 +182,16 @@ class ConversationStore:
         return [_conversation(r) for r in rows]
 
     def get(self, conversation_id: int) -> Conversation | None:
-        r = self.db.execute("SELECT id, title, model, system_prompt, sampling, updated FROM conversations "
-                            "WHERE id = ?", (conversation_id,)).fetchone()
+        r = self.db.execute(f"SELECT {_COLUMNS} FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
         return _conversation(r) if r else None
 
     def update(self, c: Conversation) -> None:
         c.updated = time.time()
         with self.db:
             self.db.execute("UPDATE conversations SET title = ?, model = ?, system_prompt = ?, sampling = ?, "
-                            "updated = ? WHERE id = ?",
+                            "updated = ?, options = ? WHERE id = ?",
                             (c.title, c.model, c.system_prompt, json.dumps(_sampling_dict(c.sampling)),
-                             c.updated, c.id))
+                             c.updated, json.dumps(c.options), c.id))
 
     def delete(self, conversation_id: int) -> None:
         with self.db:
@@ -223,5 +228,8 @@ def _sampling_dict(s: Sampling) -> dict:
     return {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens, "seed": s.seed}
 
 
+_COLUMNS = "id, title, model, system_prompt, sampling, updated, options"
+
+
 def _conversation(r) -> Conversation:
-    return Conversation(r[0], r[1], r[2], r[3], Sampling.from_dict(json.loads(r[4])), r[5])
+    return Conversation(r[0], r[1], r[2], r[3], Sampling.from_dict(json.loads(r[4])), r[5], json.loads(r[6] or "{}"))

@@ -13,6 +13,7 @@ from app.chat import ChatService
 from app.conversations import Conversation, Sampling
 from app.qt_models import KeyRole
 from app.ui.message_view import MessageView
+from app.ui.tool_approval import ask_user
 
 SERVER_DEFAULT = "Default model"
 
@@ -126,9 +127,16 @@ class ChatPage(QWidget):
         self.model_picker.activated.connect(self._model_picked)
         self.settings_button = QPushButton("Chat settings")
         self.settings_button.clicked.connect(self.open_settings)
+        self.tools_button = QPushButton("Tools")
+        self.tools_button.setObjectName("toggleButton")
+        self.tools_button.setCheckable(True)
+        self.tools_button.setChecked(True)
+        self.tools_button.setToolTip("Offer the tools of your MCP servers to the model in this chat")
+        self.tools_button.toggled.connect(self._tools_toggled)
         hl.addWidget(self.title, 1)
         hl.addWidget(QLabel("Model"))
         hl.addWidget(self.model_picker)
+        hl.addWidget(self.tools_button)
         hl.addWidget(self.settings_button)
         self.view = MessageView(chat.messages)
         self.view.edit_submitted.connect(chat.edit_and_resend)
@@ -152,6 +160,13 @@ class ChatPage(QWidget):
         cl.addWidget(self.stop_button)
         for seq in ("Ctrl+Return", "Ctrl+Enter"):
             QShortcut(QKeySequence(seq), self.input, activated=self.send)
+        # window-wide: new chat, search, stop, back to the composer
+        QShortcut(QKeySequence("Ctrl+N"), self, activated=self.new_chat)
+        QShortcut(QKeySequence("Ctrl+F"), self, activated=self.sidebar.search.setFocus)
+        QShortcut(QKeySequence("Escape"), self, activated=chat.stop)
+        QShortcut(QKeySequence("Ctrl+L"), self, activated=self.input.setFocus)
+        self.approval = None  # the open tool-approval dialog, if any
+        chat.ask = lambda call: ask_user(self, call, call.server)
         rl.addWidget(header)
         rl.addWidget(self.view, 1)
         rl.addWidget(composer)
@@ -166,6 +181,16 @@ class ChatPage(QWidget):
         chat.busy_changed.connect(self._busy)
         chat.current_changed.connect(self._current)
         self._current(chat.current)
+
+    def new_chat(self) -> None:
+        self.chat.new_conversation()
+        self.input.setFocus()
+
+    def _tools_toggled(self, on: bool) -> None:
+        c = self.chat.current
+        if c is not None and c.options.get("tools", True) != on:
+            c.options["tools"] = on
+            self.chat.store.update(c)
 
     def send(self) -> None:
         if self.chat.send(self.input.toPlainText()):
@@ -183,6 +208,7 @@ class ChatPage(QWidget):
 
     def _current(self, c: Conversation | None) -> None:
         self.title.setText(c.title if c else "New chat")
+        self.tools_button.setChecked(bool(c.options.get("tools", True)) if c else True)
         want = c.model if c else ""
         i = self.model_picker.findData(want)
         if i < 0 and want:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 from PySide6.QtCore import QModelIndex, QSize, Qt, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
@@ -10,28 +12,7 @@ from PySide6.QtWidgets import (
 
 from app.conversations import Message
 from app.qt_models import MessageListModel
-from app.ui.markdown import markdown_html
-
-
-class WrapLabel(QLabel):
-    """A word-wrapped label whose size hints use its real width: QLabel guesses a narrow width,
-    which makes a column of long messages ask for more height than it needs."""
-
-    def _height(self) -> int | None:
-        return self.heightForWidth(self.width()) if self.width() > 40 else None
-
-    def sizeHint(self) -> QSize:
-        h = self._height()
-        return super().sizeHint() if h is None else QSize(super().sizeHint().width(), h)
-
-    def minimumSizeHint(self) -> QSize:
-        h = self._height()
-        return super().minimumSizeHint() if h is None else QSize(40, h)
-
-    def resizeEvent(self, event) -> None:
-        super().resizeEvent(event)
-        if event.oldSize().width() != event.size().width():
-            self.updateGeometry()
+from app.ui.blocks import MessageBody, ToolCallsView, WrapLabel, small_button as _small
 
 
 def stats_line(meta: dict) -> str:
@@ -61,6 +42,7 @@ class MessageWidget(QFrame):
     copy_requested = Signal(int)
     edit_submitted = Signal(int, str)
     regenerate_requested = Signal()
+    citation_clicked = Signal(dict)
 
     def __init__(self, message: Message) -> None:
         super().__init__()
@@ -72,25 +54,23 @@ class MessageWidget(QFrame):
         lay.setSpacing(4)
         self.role = QLabel("You" if message.role == "user" else "Assistant")
         self.role.setObjectName("roleLabel")
-        self.body = WrapLabel()
-        self.body.setObjectName("messageBody")
-        self.body.setWordWrap(True)
-        self.body.setTextFormat(Qt.TextFormat.RichText)
-        self.body.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
-        self.body.setOpenExternalLinks(True)
-        self.body.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        self.body = MessageBody()
         # reasoning: collapsed above the answer, opened by its toggle
-        self.reasoning_toggle = _small("Show reasoning")
+        self.reasoning_toggle = _small("▸  Show reasoning")
+        self.reasoning_toggle.setObjectName("blockToggle")
         self.reasoning_toggle.setCheckable(True)
         self.reasoning_toggle.toggled.connect(self._toggle_reasoning)
         self.reasoning = WrapLabel()
         self.reasoning.setObjectName("reasoningBody")
         self.reasoning.setWordWrap(True)
         self.reasoning.setVisible(False)
-        self.tool_calls = WrapLabel()
-        self.tool_calls.setObjectName("toolCalls")
-        self.tool_calls.setWordWrap(True)
-        self.tool_calls.setTextFormat(Qt.TextFormat.RichText)
+        self.tool_calls = ToolCallsView()
+        self.citations = WrapLabel()
+        self.citations.setObjectName("citations")
+        self.citations.setWordWrap(True)
+        self.citations.setTextFormat(Qt.TextFormat.RichText)
+        self.citations.linkActivated.connect(self._citation)
+        self.citations.hide()
         self.editor = QPlainTextEdit()
         self.editor.setVisible(False)
         self.editor.setMaximumHeight(140)
@@ -118,8 +98,9 @@ class MessageWidget(QFrame):
         lay.addWidget(self.role)
         lay.addWidget(self.reasoning_toggle, 0, Qt.AlignmentFlag.AlignLeft)
         lay.addWidget(self.reasoning)
-        lay.addWidget(self.body)
         lay.addWidget(self.tool_calls)
+        lay.addWidget(self.body)
+        lay.addWidget(self.citations)
         lay.addWidget(self.editor)
         lay.addWidget(self.error)
         lay.addWidget(self.stats)
@@ -134,25 +115,34 @@ class MessageWidget(QFrame):
         m = self.message
         streaming = m.meta.get("finish") == "streaming"
         text = m.content if m.content or not streaming else "…"
-        self.body.ensurePolished()
-        self.body.setText(markdown_html(text, self.body.font()) if m.role == "assistant" else _plain_html(text))
+        calls = m.meta.get("tool_calls") or []
+        self.body.set_markdown(text, plain=m.role != "assistant")
+        self.body.setVisible(bool(m.content) or not calls)
         self.stats.setText(stats_line(m.meta) if m.role == "assistant" and not streaming else "")
         self.stats.setVisible(bool(self.stats.text()))
         reasoning = m.meta.get("reasoning") or ""
         self.reasoning.setText(_plain_html(reasoning))
         self.reasoning_toggle.setVisible(bool(reasoning))
         self.reasoning.setVisible(bool(reasoning) and self.reasoning_toggle.isChecked())
-        calls = m.meta.get("tool_calls") or []
-        self.tool_calls.setText("".join(
-            f"<div><b>tool call</b> <code>{_plain_html(c.get('name', ''))}</code>"
-            f"<pre>{_plain_html(c.get('arguments', ''))}</pre></div>" for c in calls))
+        self.tool_calls.set_calls(calls)
         self.tool_calls.setVisible(bool(calls))
+        cites = m.meta.get("citations") or []
+        self.citations.setText("Sources: " + " ".join(
+            f"<a href='cite:{i}'>[{i + 1}] {html.escape(c.get('title', ''))}"
+            f"{' p. ' + str(c['page']) if c.get('page') else ''}</a>" for i, c in enumerate(cites)))
+        self.citations.setVisible(bool(cites))
         self.error.setText(m.meta.get("error", ""))
         self.error.setVisible(bool(m.meta.get("error")))
         self.copy_button.setEnabled(bool(m.content))
 
+    def _citation(self, link: str) -> None:
+        cites = self.message.meta.get("citations") or []
+        i = int(link.split(":", 1)[1])
+        if 0 <= i < len(cites):
+            self.citation_clicked.emit(cites[i])
+
     def _toggle_reasoning(self, shown: bool) -> None:
-        self.reasoning_toggle.setText("Hide reasoning" if shown else "Show reasoning")
+        self.reasoning_toggle.setText("▾  Hide reasoning" if shown else "▸  Show reasoning")
         self.reasoning.setVisible(shown and bool(self.message.meta.get("reasoning")))
 
     def set_last_answer(self, last: bool, busy: bool) -> None:
@@ -181,17 +171,7 @@ class MessageWidget(QFrame):
         self.edit_submitted.emit(self.message.id, text)
 
 
-def _small(text: str) -> QPushButton:
-    b = QPushButton(text)
-    b.setObjectName("smallButton")
-    b.setFlat(True)
-    b.setCursor(Qt.CursorShape.PointingHandCursor)
-    return b
-
-
 def _plain_html(text: str) -> str:
-    import html
-
     return "<p style='white-space: pre-wrap'>" + html.escape(text) + "</p>"
 
 
@@ -200,6 +180,7 @@ class MessageView(QScrollArea):
 
     edit_submitted = Signal(int, str)
     regenerate_requested = Signal()
+    citation_clicked = Signal(dict)
 
     def __init__(self, model: MessageListModel) -> None:
         super().__init__()
@@ -238,6 +219,7 @@ class MessageView(QScrollArea):
         w = MessageWidget(m)
         w.edit_submitted.connect(self.edit_submitted)
         w.regenerate_requested.connect(self.regenerate_requested)
+        w.citation_clicked.connect(self.citation_clicked)
         return w
 
     def _rebuild(self) -> None:

@@ -15,7 +15,7 @@ server = FastMCP("hearth-test")
 
 
 @server.tool()
-def lookup_code(name: str) -> str:
+def lookup_code(name: str = "the door") -> str:
     """The secret code of a named thing."""
     return f"The code for {name} is AZURE-7731."
 
