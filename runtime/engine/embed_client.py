@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import multiprocessing as mp
 import os
+import pickle
 import struct
 from multiprocessing.reduction import ForkingPickler
 
@@ -37,6 +38,7 @@ class EmbedClient:
         self._exited = asyncio.Event()
         self._stopping = False
         self._out = bytearray()
+        self._in = bytearray()  # bytes read from the pipe, not yet a whole message
         self._writing = False
 
     @property
@@ -95,18 +97,43 @@ class EmbedClient:
             self._loop.remove_writer(fd)
 
     def _read(self) -> None:
+        """Called by the loop when the pipe is readable. The pipe is non-blocking under uvloop
+        and a vector reply is larger than one write, so bytes are gathered here until whole
+        frames (``Connection``'s: a 4-byte length, then the pickle) are in."""
+        fd = self._conn.fileno()
         try:
-            msg = self._conn.recv()
-        except (EOFError, OSError):
+            data = os.read(fd, 1 << 20)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
             self.alive = False
-            self._loop.remove_reader(self._conn.fileno())
+            self._loop.remove_reader(fd)
             if self._writing:
                 self._writing = False
-                self._loop.remove_writer(self._conn.fileno())
+                self._loop.remove_writer(fd)
             self._out.clear()
             self._loop.run_in_executor(None, self.process.join, 5).add_done_callback(
                 lambda _: self._on_exit(self.process.exitcode))
             return
+        buf = self._in
+        buf += data
+        while len(buf) >= 4:
+            (n,) = struct.unpack("!i", buf[:4])
+            head = 4
+            if n == -1:  # Connection's framing for a message over 2 GiB
+                if len(buf) < 12:
+                    return
+                (n,) = struct.unpack("!Q", buf[4:12])
+                head = 12
+            if len(buf) < head + n:
+                return
+            msg = pickle.loads(bytes(buf[head:head + n]))
+            del buf[:head + n]
+            self._on_message(msg)
+
+    def _on_message(self, msg: object) -> None:
         if isinstance(msg, (EmbedDone, EmbedFailed)):
             fut = self._pending.pop(msg.request_id, None)
             if fut is not None and not fut.done():
