@@ -11,8 +11,8 @@ from aiohttp import web
 
 from runtime.config import ServeConfig
 from runtime.server import (
-    anthropic_api, hardware_api, models_api, ollama_api, openai_api, openapi, responses_api, service_api,
-    store_api,
+    anthropic_api, embeddings_api, hardware_api, models_api, ollama_api, openai_api, openapi, rerank_api,
+    responses_api, service_api, store_api,
 )
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, http_error
@@ -35,6 +35,8 @@ ROUTES = [
     *responses_api.ROUTES,
     *anthropic_api.ROUTES,
     *ollama_api.ROUTES,
+    *embeddings_api.ROUTES,
+    *rerank_api.ROUTES,
     ("GET", "/openapi.json", openapi.document),
     *store_api.ROUTES,
 ]

@@ -14,6 +14,7 @@ from runtime.config import ServeConfig
 from runtime.engine.client import EngineClient
 from runtime.engine.messages import WorkerSpec
 from runtime.engine.protocol import Engine, ErrorCode, ModelLoadFailed
+from runtime.server.embed_engines import GENERATE, EmbedPlan, model_task, refuse_unless, start_embed_engine
 from runtime.server.model_refs import resolve_request_model
 from runtime.server.residency import Budget, default_budget
 from runtime.server.router import ModelDoesNotFit, NoRoom, Router  # noqa: F401  (errors re-exported)
@@ -84,6 +85,8 @@ class ModelManager:
         from runtime.store.model_shape import shape_of_file
 
         c = self.config
+        if await asyncio.to_thread(model_task, model.path) != GENERATE:  # an encoder: the embedding worker
+            return EmbedPlan.for_file(model.path)
 
         def blocking(hw):  # headers are read in a thread: the event loop keeps answering
             try:
@@ -123,10 +126,12 @@ class ModelManager:
         self._resolved.clear()
 
     async def engine_for(self, ref: str | None, ctx: int | None = None, keep_alive: float | None = None,
-                         pin: bool | None = None) -> Engine:
+                         pin: bool | None = None, task: str = GENERATE) -> Engine:
         """The running engine for ``ref`` (at context ``ctx`` when given): a resident one, or
-        one loaded now (see ``runtime.server.router``); a dead worker is restarted."""
+        one loaded now (see ``runtime.server.router``); a dead worker is restarted. ``task``
+        (generate, embedding, rerank): a model that cannot serve it raises ``WrongModelKind``."""
         model = await self.resolve_async(ref)
+        await asyncio.to_thread(refuse_unless, model.id, model.path, task)
         return (await self.router.acquire(model, ctx, keep_alive, pin)).engine
 
     def draft_for(self, model: ResolvedModel, catalog: dict | None = None) -> tuple[str | None, str | None]:
@@ -158,6 +163,14 @@ class ModelManager:
 
     async def _load(self, model: ResolvedModel, plan, ctx: int) -> EngineClient:
         c = self.config
+        if isinstance(plan, EmbedPlan):
+            try:
+                engine = await start_embed_engine(model, c, ctx)
+            except Exception as e:
+                self.last_error = f"loading {model.id}: {e}"
+                raise
+            self.last_error = None
+            return engine
         draft, draft_id = await asyncio.to_thread(self.draft_for, model)
         n_ctx = min(ctx, plan.ctx) if plan is not None else ctx
         gpu_layers = plan.gpu_layers if plan is not None else 0

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from runtime import __version__
 from runtime.sampling_params import LIMITS, MAX_STOP_CHARS, MAX_STOPS
+from runtime.server import embeddings_openapi
 from runtime.server.app_keys import CONFIG
 from runtime.server.responses_schemas import EFFORTS
 
@@ -108,8 +109,8 @@ def _schemas(max_tokens: int) -> dict:
             "type": "array", "items": {"type": "object", "required": ["id", "loaded", "capabilities"], "properties": {
                 "id": STR, "object": STR, "owned_by": STR, "name": STR, "loaded": BOOL,
                 "context_length": {"type": ["integer", "null"]},
-                "capabilities": {"type": "array", "items": {"enum": ["chat", "completion", "embedding", "tools",
-                                                                     "reasoning", "vision"]}},
+                "capabilities": {"type": "array", "items": {"enum": ["chat", "completion", "embedding", "rerank",
+                                                                     "tools", "reasoning", "vision"]}},
                 "memory": {"type": "object", "description": "for a loaded model: planned bytes per device and "
                                                             "the worker's resident set"}}}}}},
         "ModelLoadRequest": {"type": "object", "properties": {
@@ -149,6 +150,7 @@ def _schemas(max_tokens: int) -> dict:
             "capabilities": {"type": "array", "items": STR}}},
         "OllamaPs": {"type": "object", "required": ["models"], "properties": {"models": {"type": "array"}}},
         **_wire_schemas(max_tokens),
+        **embeddings_openapi.schemas(),
         "Health": {"type": "object", "required": ["status", "service"], "properties": {
             "status": {"enum": ["ok", "error"]}, "service": STR, "version": STR, "engine": OBJ},
             "description": "version and engine only on a loopback bind and Host, or with the API key"},
@@ -339,6 +341,9 @@ OPERATIONS = {
 }
 
 
+OPERATIONS.update(embeddings_openapi.operations(_op, _ref))
+
+
 def build(max_tokens: int) -> dict:
     paths: dict = {}
     for (method, path), op in OPERATIONS.items():
@@ -347,7 +352,8 @@ def build(max_tokens: int) -> dict:
         "openapi": "3.1.0",
         "info": {"title": "Hearth", "version": __version__,
                  "description": "Local LLM service: OpenAI-compatible (/v1: chat, completions, Responses), "
-                                "Anthropic Messages (/v1/messages), Ollama-compatible (/api) and Hearth's own "
+                                "Anthropic Messages (/v1/messages), Ollama-compatible (/api), embeddings "
+                                "(/v1/embeddings, /api/embed), reranking (/v1/rerank, /rerank) and Hearth's own "
                                 "(/health, /hearth) endpoints. When the service has an API key, every route but "
                                 "/health needs 'Authorization: Bearer <key>' (or 'x-api-key: <key>')."},
         "paths": paths,
