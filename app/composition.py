@@ -81,9 +81,14 @@ class HearthApp(QObject):
         self.mcp = McpService(data_dir / "mcp-servers.json")
         self.chat = ChatService(self.client, self.store, tools=self.mcp, always_allowed=self.mcp.always_allowed)
         self.chat.tool_call_changed.connect(lambda _: self.mcp.keep_allowed())
+        from app.documents_service import DocumentsService
+
+        self.documents = DocumentsService(self.client, data_dir / "documents.sqlite3", self.store)
+        self.documents.error.connect(lambda p: self.show_error(p))
+        self.chat.augment = self.documents.augment
         self.closed = asyncio.get_event_loop().create_future()
         self._tasks: set[asyncio.Task] = set()
-        self.chat_page = ChatPage(self.chat)
+        self.chat_page = ChatPage(self.chat, self.documents, self.spawn)
         self.server_page = ServerPage(self.service, start=lambda: self.spawn(self.start_service()),
                                       stop=lambda: self.spawn(self.service.stop()))
         self.settings_page = SettingsPage(self.settings, start_on_login)
@@ -191,6 +196,7 @@ class HearthApp(QObject):
         self.window.close_handler = None
         self.window.close()
         self.store.close()
+        self.documents.close()
         if not self.closed.done():
             self.closed.set_result(None)
 

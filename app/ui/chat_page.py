@@ -106,9 +106,9 @@ class ConversationSettingsDialog(QDialog):
 
 class ChatPage(QWidget):
 
-    def __init__(self, chat: ChatService) -> None:
+    def __init__(self, chat: ChatService, documents=None, run=None) -> None:
         super().__init__()
-        self.chat = chat
+        self.chat, self.documents, self.run = chat, documents, run
         self.sidebar = ConversationSidebar(chat)
         right = QWidget()
         right.setObjectName("chatPane")
@@ -155,6 +155,11 @@ class ChatPage(QWidget):
         self.stop_button = QPushButton("Stop")
         self.stop_button.clicked.connect(chat.stop)
         self.stop_button.hide()
+        self.attach_button = QPushButton("Attach")
+        self.attach_button.setToolTip("Attach documents to this chat (text, Markdown, code, PDF) or pick from the library")
+        self.attach_button.clicked.connect(self.open_library)
+        self.attach_button.setVisible(documents is not None)
+        cl.addWidget(self.attach_button, 0, Qt.AlignmentFlag.AlignBottom)
         cl.addWidget(self.input, 1)
         cl.addWidget(self.send_button)
         cl.addWidget(self.stop_button)
@@ -169,7 +174,14 @@ class ChatPage(QWidget):
         chat.ask = lambda call: ask_user(self, call, call.server)
         rl.addWidget(header)
         rl.addWidget(self.view, 1)
+        if documents is not None:
+            from app.ui.documents_ui import DocumentStrip
+
+            self.document_strip = DocumentStrip(chat, documents)
+            rl.addWidget(self.document_strip)
         rl.addWidget(composer)
+        self.view.citation_clicked.connect(self.show_citation)
+        self.passage = None
         split = QSplitter()
         split.addWidget(self.sidebar)
         split.addWidget(right)
@@ -181,6 +193,22 @@ class ChatPage(QWidget):
         chat.busy_changed.connect(self._busy)
         chat.current_changed.connect(self._current)
         self._current(chat.current)
+
+    def open_library(self) -> None:
+        from app.ui.documents_ui import LibraryDialog
+
+        if self.chat.current is None:
+            self.chat.new_conversation()
+        d = LibraryDialog(self.chat, self.documents, self.run, self)
+        if not self.documents.library.documents():
+            d.add_files()
+        d.exec()
+
+    def show_citation(self, citation: dict) -> None:
+        from app.ui.documents_ui import PassageDialog
+
+        self.passage = PassageDialog(citation, self)
+        self.passage.open()
 
     def new_chat(self) -> None:
         self.chat.new_conversation()

@@ -1,0 +1,147 @@
+"""Documents in the chat: the strip of attached documents, the library dialog, and the
+passage a citation points at."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QPlainTextEdit,
+    QPushButton, QVBoxLayout, QWidget,
+)
+
+from app.chat import ChatService
+from app.documents_service import DocumentsService
+from app.ui.markdown import monospace
+
+FILE_FILTER = ("Documents (*.txt *.md *.markdown *.rst *.pdf *.py *.js *.ts *.c *.h *.cpp *.rs *.go *.java *.json "
+               "*.yaml *.yml *.toml *.csv *.html *.sh *.sql);;All files (*)")
+
+
+class DocumentStrip(QWidget):
+    """The documents attached to the current chat, as chips with a remove button."""
+
+    def __init__(self, chat: ChatService, docs: DocumentsService) -> None:
+        super().__init__()
+        self.chat, self.docs = chat, docs
+        self.setObjectName("documentStrip")
+        self.lay = QHBoxLayout(self)
+        self.lay.setContentsMargins(16, 6, 16, 0)
+        self.lay.setSpacing(6)
+        chat.current_changed.connect(lambda _: self.refresh())
+        docs.library_changed.connect(self.refresh)
+        self.refresh()
+
+    def refresh(self) -> None:
+        while self.lay.count():
+            item = self.lay.takeAt(0)
+            if item.widget():
+                item.widget().deleteLater()
+        attached = self.docs.attached(self.chat.current)
+        for d in attached:
+            chip = QPushButton(f"📄 {d.title}  ✕")
+            chip.setObjectName("chip")
+            chip.setToolTip(f"{d.path}\n{d.chars:,} characters. Click to detach it from this chat.")
+            chip.clicked.connect(lambda _=False, i=d.id: self.docs.detach(self.chat.current, i))
+            self.lay.addWidget(chip)
+        self.lay.addStretch(1)
+        self.setVisible(bool(attached))
+
+
+class LibraryDialog(QDialog):
+    """Every document in the library; tick the ones this chat uses."""
+
+    def __init__(self, chat: ChatService, docs: DocumentsService, run: Callable, parent=None) -> None:
+        super().__init__(parent)
+        self.chat, self.docs, self.run = chat, docs, run
+        self.setWindowTitle("Hearth — document library")
+        self.resize(560, 420)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(18, 16, 18, 14)
+        intro = QLabel("Documents stay on this computer. Ticked ones are attached to this chat; any document "
+                       "can be attached to many chats.")
+        intro.setWordWrap(True)
+        intro.setObjectName("settingsMessage")
+        self.list = QListWidget()
+        self.list.itemChanged.connect(self._ticked)
+        row = QHBoxLayout()
+        add = QPushButton("Add files…")
+        add.setObjectName("primaryButton")
+        add.clicked.connect(self.add_files)
+        remove = QPushButton("Remove from library")
+        remove.clicked.connect(self._remove)
+        row.addWidget(add)
+        row.addWidget(remove)
+        row.addStretch(1)
+        done = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        done.rejected.connect(self.accept)
+        row.addWidget(done)
+        lay.addWidget(intro)
+        lay.addWidget(self.list, 1)
+        lay.addLayout(row)
+        docs.library_changed.connect(self.refresh)
+        self.refresh()
+
+    def refresh(self) -> None:
+        attached = set(self.chat.current.options.get("documents") or []) if self.chat.current else set()
+        self.list.blockSignals(True)
+        self.list.clear()
+        for d in self.docs.library.documents():
+            item = QListWidgetItem(f"{d.title}   ·   {d.chars:,} characters" + (f" · {d.pages} pages" if d.pages > 1 else ""))
+            item.setData(Qt.ItemDataRole.UserRole, d.id)
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            item.setCheckState(Qt.CheckState.Checked if d.id in attached else Qt.CheckState.Unchecked)
+            self.list.addItem(item)
+        self.list.blockSignals(False)
+
+    def _ticked(self, item: QListWidgetItem) -> None:
+        if self.chat.current is None:
+            self.chat.new_conversation()
+        doc_id = item.data(Qt.ItemDataRole.UserRole)
+        if item.checkState() == Qt.CheckState.Checked:
+            self.docs.attach(self.chat.current, doc_id)
+        else:
+            self.docs.detach(self.chat.current, doc_id)
+
+    def _remove(self) -> None:
+        item = self.list.currentItem()
+        if item is not None:
+            self.docs.delete(item.data(Qt.ItemDataRole.UserRole))
+
+    def add_files(self) -> None:
+        paths, _ = QFileDialog.getOpenFileNames(self, "Add documents", "", FILE_FILTER)
+        if self.chat.current is None and paths:
+            self.chat.new_conversation()
+        for p in paths:
+            self.run(self.docs.add(p, self.chat.current))
+
+
+class PassageDialog(QDialog):
+    """The passage a citation points at, with where it comes from."""
+
+    def __init__(self, citation: dict, parent=None) -> None:
+        super().__init__(parent)
+        self.setObjectName("passage")
+        self.setWindowTitle(f"Hearth — {citation.get('title', 'source')}")
+        self.resize(560, 380)
+        lay = QVBoxLayout(self)
+        where = citation.get("title", "")
+        if citation.get("page"):
+            where += f", page {citation['page']}"
+        if citation.get("whole"):
+            where += " (the whole document was in the prompt)"
+        elif citation.get("start") is not None:
+            where += f", from character {citation['start']:,}"
+        self.where = QLabel(where)
+        self.where.setObjectName("modelName")
+        self.text = QPlainTextEdit(citation.get("text", ""))
+        self.text.setReadOnly(True)
+        self.text.setFont(monospace())
+        lay.addWidget(self.where)
+        lay.addWidget(self.text, 1)
+        close = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
+        close.rejected.connect(self.accept)
+        lay.addWidget(close)
+
+
