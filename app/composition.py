@@ -139,6 +139,7 @@ class HearthApp(QObject):
         self.models = ModelStoreService(self.client, self.data_dir)
         self.models.error.connect(self.show_error)
         self.models.local_changed.connect(self._local_models)
+        self.chat_page.bind_models(self.models, self.spawn)
         return ModelsPage(self.models, self.spawn)
 
     # lifecycle

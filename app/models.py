@@ -31,13 +31,24 @@ def _rows(body, *keys: str) -> list[dict]:
     return []
 
 
+#: the fit badge's colour by the planner's verdict: green fits, amber partly, blue CPU, red too big
+VERDICT_COLOURS = {"gpu": "#2e7d32", "partial": "#b26a00", "cpu": "#1565c0", "too_big": "#c62828"}
+CAPABILITY_WORDS = {"tools": "tools", "vision": "vision", "reasoning": "reasoning", "embedding": "embedding",
+                    "rerank": "rerank"}
+
+
+def capability_badges(caps: list[str] | None) -> list[str]:
+    """The capabilities worth a badge (every chat model chats and completes)."""
+    return [CAPABILITY_WORDS[c] for c in caps or () if c in CAPABILITY_WORDS]
+
+
 def fit_badge(fit: dict | None) -> tuple[str, str]:
     """(text, colour) of the fit badge from a fit plan: where the model runs and how fast."""
     if not fit or not fit.get("verdict"):
         return "", ""
     verdict = fit["verdict"]
     words = {"gpu": "Fits on GPU", "partial": "Partly on GPU", "cpu": "Runs on CPU", "too_big": "Too big"}
-    colour = {"gpu": "#2e7d32", "partial": "#1565c0", "cpu": "#6a1b9a", "too_big": "#c62828"}
+    colour = VERDICT_COLOURS
     text = words.get(verdict, verdict)
     speed = fit.get("predicted_tokens_per_s")
     if speed and verdict != "too_big":
@@ -49,6 +60,8 @@ class ModelStoreService(QObject):
     error = Signal(object)  # UserError
     local_changed = Signal(list)  # ids of the models the chat can use
     running_changed = Signal(dict)  # the running model: id, pid, memory bytes; {} when none
+    residents_changed = Signal(list)  # every resident model (the service's description of each)
+    available_changed = Signal(list)  # /v1/models rows: id, loaded, capabilities, memory, context length
 
     def __init__(self, client: ApiClient, data_dir: Path | None = None) -> None:
         super().__init__()
@@ -58,6 +71,8 @@ class ModelStoreService(QObject):
         self.local = LocalModelListModel()
         self.downloads = DownloadListModel()
         self.running: dict = {}
+        self.residents: list[dict] = []
+        self.available: list[dict] = []
         self.store_available: bool | None = None  # None until asked
         self._events: asyncio.Task | None = None
         self._poll: asyncio.Task | None = None
@@ -129,17 +144,58 @@ class ModelStoreService(QObject):
         return self.running_from_stats(await self.client.get("/hearth/stats"))
 
     def running_from_stats(self, stats: dict) -> dict:
-        models = stats.get("models") or []
-        running = dict(models[0]) if models else {}
-        if running.get("pid"):
-            running["memory_bytes"] = _rss(running["pid"])
+        models = [dict(m) for m in stats.get("models") or []]
+        for m in models:
+            rss = (m.get("memory") or {}).get("rss_bytes")
+            m["memory_bytes"] = rss if rss is not None else (_rss(m["pid"]) if m.get("pid") else None)
+        running = models[0] if models else {}
         self.running = running
+        if [(_key(m)) for m in models] != [(_key(m)) for m in self.residents]:
+            self.residents = models
+            self.residents_changed.emit(models)
         self.running_changed.emit(running)
         return running
 
+    async def refresh_available(self) -> list[dict]:
+        """The models a chat can pick, with whether each is loaded, its memory and capabilities."""
+        rows = _rows(await self.client.get("/v1/models"), "data")
+        self.available = rows
+        self.available_changed.emit(rows)
+        return rows
+
+    async def load(self, model_id: str, *, pin: bool | None = None, ctx: int | None = None) -> bool:
+        """Load a model now (the chat's picker does this on demand), or change its pin."""
+        body = {k: v for k, v in (("pin", pin), ("ctx", ctx)) if v is not None}
+        try:
+            await self.client.post(f"/hearth/models/{quote(model_id, safe='')}/load", body, timeout=600)
+        except ApiProblem as e:
+            self.error.emit(explain(e))
+            return False
+        await asyncio.gather(self.refresh_running(), self.refresh_available())
+        return True
+
+    async def unload_model(self, model_id: str) -> bool:
+        try:
+            await self.client.post(f"/hearth/models/{quote(model_id, safe='')}/unload")
+        except ApiProblem as e:
+            self.error.emit(explain(e))
+            return False
+        await asyncio.gather(self.refresh_running(), self.refresh_available())
+        return True
+
+    async def fit_at(self, model_id: str, ctx: int | None) -> dict | None:
+        """The planner's verdict for a model at a context length (not cached: the chat asks as
+        the user changes it)."""
+        q = f"/hearth/fit?model={quote(model_id, safe='')}" + (f"&ctx={ctx}" if ctx else "")
+        try:
+            return await self.client.get(q, timeout=60)
+        except ApiProblem:
+            return None
+
     async def refresh(self) -> None:
         await self.refresh_local()
-        await asyncio.gather(self.refresh_catalog(), self.refresh_downloads(), self.refresh_running())
+        await asyncio.gather(self.refresh_catalog(), self.refresh_downloads(), self.refresh_running(),
+                             self.refresh_available())
         self.follow_downloads()
         await self.attach_fits()
 
@@ -201,8 +257,11 @@ class ModelStoreService(QObject):
         return True
 
     async def unload(self) -> bool:
+        """Unload every resident model."""
         try:
-            await self.client.post("/hearth/unload")
+            for m in self.residents or [self.running]:
+                if m.get("id"):
+                    await self.client.post(f"/hearth/models/{quote(m['id'], safe='')}/unload")
         except ApiProblem as e:
             self.error.emit(explain(e))
             return False
@@ -258,6 +317,10 @@ class ModelStoreService(QObject):
         for task in (self._events, self._poll):
             if task is not None:
                 task.cancel()
+
+
+def _key(m: dict) -> tuple:
+    return (m.get("id"), m.get("ctx"), m.get("pinned"), m.get("pid"), (m.get("memory_bytes") or 0) >> 20)
 
 
 def _rss(pid: int) -> int | None:

@@ -133,9 +133,23 @@ class ChatPage(QWidget):
         self.tools_button.setChecked(True)
         self.tools_button.setToolTip("Offer the tools of your MCP servers to the model in this chat")
         self.tools_button.toggled.connect(self._tools_toggled)
+        self.badges = QHBoxLayout()
+        self.badges.setSpacing(4)
+        self.ctx_spin = QSpinBox(minimum=0, maximum=1 << 20, singleStep=1024)
+        self.ctx_spin.setSpecialValueText("default")
+        self.ctx_spin.setSuffix(" tokens")
+        self.ctx_spin.setToolTip("This chat's context length (the model is loaded at it); the badge says "
+                                 "whether it fits this computer")
+        self.ctx_spin.editingFinished.connect(self._ctx_changed)
+        self.fit_label = QLabel()
+        self.fit_label.setObjectName("fitBadge")
+        self.fit_label.hide()
         hl.addWidget(self.title, 1)
-        hl.addWidget(QLabel("Model"))
         hl.addWidget(self.model_picker)
+        hl.addLayout(self.badges)
+        hl.addWidget(QLabel("Context"))
+        hl.addWidget(self.ctx_spin)
+        hl.addWidget(self.fit_label)
         hl.addWidget(self.tools_button)
         hl.addWidget(self.settings_button)
         self.view = MessageView(chat.messages)
@@ -224,19 +238,99 @@ class ChatPage(QWidget):
         if self.chat.send(self.input.toPlainText()):
             self.input.clear()
 
+    def bind_models(self, models, run) -> None:
+        """The model service: loaded state, capabilities, loading on demand, fit verdicts."""
+        self.models, self.run = models, run
+        models.available_changed.connect(self.set_available)
+
+    def set_available(self, rows: list[dict]) -> None:
+        """Mark each model in the picker: loaded (with its memory) and its capabilities."""
+        from app.models import capability_badges
+        from app.qt_models import format_size
+
+        self._available = {r["id"]: r for r in rows if r.get("id")}
+        for i in range(self.model_picker.count()):
+            mid = self.model_picker.itemData(i)
+            r = self._available.get(mid)
+            if not mid or r is None:
+                continue
+            bits = [mid]
+            if r.get("loaded"):
+                mem = (r.get("memory") or {}).get("rss_bytes")
+                bits.append("● loaded" + (f" · {format_size(mem)}" if mem else ""))
+            caps = capability_badges(r.get("capabilities"))
+            if caps:
+                bits.append(" · ".join(caps))
+            self.model_picker.setItemText(i, "   ".join(bits))
+        self._show_badges()
+
+    def _show_badges(self) -> None:
+        from app.models import capability_badges
+
+        while self.badges.count():
+            w = self.badges.takeAt(0).widget()
+            if w is not None:
+                w.deleteLater()
+        mid = self.model_picker.currentData() or ""
+        r = getattr(self, "_available", {}).get(mid) or next(
+            (x for x in getattr(self, "_available", {}).values() if x.get("loaded")), None)
+        for cap in capability_badges((r or {}).get("capabilities")):
+            b = QLabel(cap)
+            b.setObjectName("capBadge")
+            self.badges.addWidget(b)
+
+    def _ctx_changed(self) -> None:
+        c = self.chat.current
+        value = self.ctx_spin.value() or None
+        if c is not None and c.options.get("ctx") != value:
+            c.options["ctx"] = value
+            self.chat.store.update(c)
+        self._ask_fit()
+
+    def _ask_fit(self) -> None:
+        models = getattr(self, "models", None)
+        c = self.chat.current
+        mid = (c.model if c else "") or next((k for k, v in getattr(self, "_available", {}).items() if v.get("loaded")), "")
+        if models is None or not mid:
+            self.fit_label.hide()
+            return
+
+        async def ask():
+            from app.models import fit_badge
+
+            fit = await models.fit_at(mid, self.ctx_spin.value() or None)
+            text, colour = fit_badge(fit)
+            if fit and fit.get("ctx"):
+                text += f" · {fit['ctx']:,} ctx"
+            self.fit_label.setText(text)
+            self.fit_label.setStyleSheet(f"background: {colour};" if colour else "")
+            self.fit_label.setToolTip("The planner's verdict for this model at this context on this computer")
+            self.fit_label.setVisible(bool(text))
+        self.run(ask())
+
     def set_models(self, ids: list[str], default: str = "") -> None:
         self.model_picker.clear()
         self.model_picker.addItem(f"Default ({default})" if default else SERVER_DEFAULT, "")
         for mid in ids:
             self.model_picker.addItem(mid, mid)
         self._current(self.chat.current)
+        if getattr(self, "_available", None):
+            self.set_available(list(self._available.values()))
 
     def _model_picked(self, index: int) -> None:
-        self.chat.configure(model=self.model_picker.itemData(index) or "")
+        mid = self.model_picker.itemData(index) or ""
+        self.chat.configure(model=mid)
+        models = getattr(self, "models", None)
+        row = getattr(self, "_available", {}).get(mid)
+        if models is not None and mid and row is not None and not row.get("loaded"):
+            self.run(models.load(mid))  # load on demand, while the user types
+        self._show_badges()
+        self._ask_fit()
 
     def _current(self, c: Conversation | None) -> None:
         self.title.setText(c.title if c else "New chat")
         self.tools_button.setChecked(bool(c.options.get("tools", True)) if c else True)
+        self.ctx_spin.setValue(int(c.options.get("ctx") or 0) if c else 0)
         want = c.model if c else ""
         i = self.model_picker.findData(want)
         if i < 0 and want:

@@ -161,14 +161,16 @@ class ModelsPage(QWidget):
         self.models, self.run = models, run
         lay = QVBoxLayout(self)
         lay.setContentsMargins(20, 16, 20, 16)
-        running = QGroupBox("Running now")
-        rl = QHBoxLayout(running)
+        running = QGroupBox("Loaded models")
+        running.setObjectName("section")
+        outer = QVBoxLayout(running)
+        rl = QHBoxLayout()
         self.running_label = QLabel("No model loaded")
         self.running_label.setObjectName("modelName")
         self.memory_label = QLabel()
         self.memory_label.setObjectName("modelDetail")
-        self.unload_button = QPushButton("Unload")
-        self.unload_button.setToolTip("Free the model's memory; the next chat message loads it again.")
+        self.unload_button = QPushButton("Unload all")
+        self.unload_button.setToolTip("Free the models' memory; the next chat message loads its model again.")
         self.unload_button.clicked.connect(lambda: run(models.unload()))
         self.refresh_button = QPushButton("Refresh")
         self.refresh_button.clicked.connect(lambda: run(models.refresh()))
@@ -176,6 +178,11 @@ class ModelsPage(QWidget):
         rl.addWidget(self.memory_label, 1)
         rl.addWidget(self.unload_button)
         rl.addWidget(self.refresh_button)
+        from app.ui.resident_models import ResidentList
+
+        self.residents = ResidentList(models, run)
+        outer.addLayout(rl)
+        outer.addWidget(self.residents)
         self.tabs = QTabWidget()
         self.tabs.addTab(self._installed(), "Installed")
         self.tabs.addTab(self._discover(), "Discover")
@@ -250,10 +257,12 @@ class ModelsPage(QWidget):
             self.memory_label.setText("")
             self.unload_button.setEnabled(False)
             return
-        self.running_label.setText(running.get("id", "?"))
+        self.running_label.setText(running.get("id", "?") if len(self.models.residents) <= 1
+                                   else f"{len(self.models.residents)} models")
         bits = []
-        if running.get("memory_bytes"):
-            bits.append(f"{format_size(running['memory_bytes'])} in memory")
+        total = sum(m.get("memory_bytes") or 0 for m in self.models.residents) or running.get("memory_bytes")
+        if total:
+            bits.append(f"{format_size(total)} in memory")
         if running.get("n_ctx"):
             bits.append(f"{running['n_ctx']:,} tokens of context")
         if running.get("pid"):
