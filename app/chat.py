@@ -208,6 +208,7 @@ class ChatService(QObject):
     async def _stream(self, answer: Message, body: dict, c: Conversation) -> None:
         t0 = time.monotonic()
         self._t_first: float | None = None
+        self._t_start = t0
         usage: dict = {}
         finish = None
         self._timer.start()
@@ -253,7 +254,7 @@ class ChatService(QObject):
         finally:
             self._timer.stop()
             self._flush()
-            answer.meta.update(_numbers(t0, self._t_first, time.monotonic(), usage))
+            answer.meta.update(_numbers(self._t_start, self._t_first, time.monotonic(), usage))
             answer.meta["finish"] = finish or "stop"
             self.store.update_message(answer)
             self._live, self._live_conversation = None, None
@@ -265,6 +266,7 @@ class ChatService(QObject):
         """One streamed model turn into ``answer``; the tool calls it asks for go into ``raw``.
         Returns (finish_reason, usage)."""
         finish, usage = None, {}
+        step_start = time.monotonic()
         async for chunk in self.client.chat_stream(body):
             answer.meta["model"] = chunk.get("model", answer.meta.get("model"))
             for choice in chunk.get("choices") or ():
@@ -274,8 +276,9 @@ class ChatService(QObject):
                     answer.meta["tool_calls"] = done_calls + raw
                 text = delta.get("content")
                 if text:
-                    if self._t_first is None:
+                    if self._t_first is None:  # time to first token of the turn that wrote it
                         self._t_first = time.monotonic()
+                        self._t_start = step_start
                     self._pending.append(text)
                 finish = choice.get("finish_reason") or finish
             if chunk.get("usage"):

@@ -9,7 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from app.api_client import ApiClient
@@ -24,7 +23,6 @@ from app.ui.chat_page import ChatPage
 from app.ui.main_window import MainWindow
 from app.ui.server_page import STATE_WORDS, ServerPage
 from app.ui.settings_page import SettingsPage
-from app.ui.style import STYLE
 
 log = logging.getLogger("hearth.app")
 
@@ -115,8 +113,8 @@ class HearthApp(QObject):
         self.chat.error.connect(self.show_error)
         self.no_tray_notice: QMessageBox | None = None
         self._service_banner: UserError | None = None
-        qapp.setStyleSheet(STYLE)
         self.apply_theme()
+        qapp.styleHints().colorSchemeChanged.connect(lambda _: self.apply_theme())
 
     def _settings_tabs(self):
         """Settings: the general page and the MCP servers."""
@@ -124,12 +122,26 @@ class HearthApp(QObject):
 
         from app.ui.mcp_panel import McpPanel
 
+        from PySide6.QtWidgets import QHBoxLayout, QWidget
+
         self.mcp_panel = McpPanel(self.mcp, self.spawn)
+        general = QWidget()  # the form at a readable width, not stretched across the window
+        gl = QHBoxLayout(general)
+        gl.setContentsMargins(0, 0, 0, 0)
+        self.settings_page.setMaximumWidth(760)
+        gl.addWidget(self.settings_page, 1)
+        gl.addStretch(0)
         tabs = QTabWidget()
         tabs.setObjectName("settingsTabs")
-        tabs.addTab(self.settings_page, "General")
+        tabs.setDocumentMode(True)
+        tabs.addTab(general, "General")
         tabs.addTab(self.mcp_panel, "MCP servers")
-        return tabs
+        page = QWidget()
+        pl = QHBoxLayout(page)
+        pl.setContentsMargins(0, 12, 0, 0)
+        pl.addWidget(tabs)
+        self.settings_tabs = tabs
+        return page
 
     def _models_page(self):
         """The model manager page (built in ``app.models``)."""
@@ -220,14 +232,19 @@ class HearthApp(QObject):
         return True
 
     # settings
-    def apply_theme(self) -> None:
-        hints = self.qapp.styleHints()
-        if self.settings.theme_follows_os:
-            hints.unsetColorScheme()
-            self.qapp.setPalette(QPalette())  # back to the platform's palette
-        else:
-            hints.setColorScheme(Qt.ColorScheme.Light)
-            self.qapp.setPalette(self.qapp.style().standardPalette())
+    def apply_theme(self, dark: bool | None = None) -> None:
+        """The light or dark theme: the OS's colour scheme when the settings follow it, else
+        light; ``dark`` forces one (the screenshots take both)."""
+        from app.ui.style import palette, stylesheet, theme_for
+
+        if dark is None:
+            dark = (self.settings.theme_follows_os
+                    and self.qapp.styleHints().colorScheme() == Qt.ColorScheme.Dark)
+        self.theme = theme_for(dark)
+        self.qapp.setStyle("Fusion")  # the same widgets on every OS, so the theme's colours hold
+        self.qapp.setPalette(palette(self.theme))
+        self.qapp.setStyleSheet(stylesheet(self.theme))
+        self.window.retheme(self.theme)
 
     def _settings_saved(self, new: AppSettings) -> None:
         for name in AppSettings.__slots__:

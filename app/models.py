@@ -160,6 +160,10 @@ class ModelStoreService(QObject):
         """The models a chat can pick, with whether each is loaded, its memory and capabilities."""
         rows = _rows(await self.client.get("/v1/models"), "data")
         self.available = rows
+        caps = {r["id"]: r.get("capabilities") for r in rows if r.get("id")}
+        for row in self.local.items():
+            if row.get("id") in caps and row.get("capabilities") != caps[row["id"]]:
+                self.local.upsert({**row, "capabilities": caps[row["id"]]})
         self.available_changed.emit(rows)
         return rows
 

@@ -1,7 +1,8 @@
-"""Screenshots of the desktop app: a real window under Xvfb, a short chat with the default model,
-and the model manager. Saves docs/screenshots/chat.png and models.png; prints JSON.
+"""Screenshots of the desktop app: a real window under Xvfb, a chat with a tool call (an MCP
+server of its own), a chat with a document citation, and every other page, each in the light and
+the dark theme. Saves docs/screenshots/PAGE-THEME.png; prints JSON.
 
-    python bench/screenshots.py [--out docs/screenshots] [--prompt "..."]
+    python bench/screenshots.py [--out docs/screenshots]
 
 Needs Xvfb and Qt's xcb libraries where there is no display (Debian: apt-get install -y xvfb
 libxcb-cursor0 libxkbcommon-x11-0 libxcb-icccm4 libxcb-keysyms1 ...); run as root it installs them.
@@ -62,50 +63,98 @@ async def wait_for(predicate, timeout: float, what: str) -> None:
         await asyncio.sleep(0.05)
 
 
-async def drive(hearth, out: Path, prompts: list[str]) -> dict:
+PAGES = ("chat-tools", "chat-document", "models", "server", "settings", "mcp-servers")
+THEMES = ("light", "dark")
+DOCUMENT = """# Harbour notes
+
+The harbour was rebuilt in 1962 after the storm.
+
+The lighthouse keeper's cat is named Marmalade and she weighs nine kilograms.
+
+Ferries leave every forty minutes in summer.
+"""
+
+
+async def drive(hearth, out: Path) -> dict:
     from app.conversations import Sampling
 
     report: dict = {}
     assert await hearth.start(), "the service did not start"
     await wait_for(lambda: hearth.service.loaded_model is not None, 300, "the default model")
+    await wait_for(lambda: all(c.state in ("running", "failed") for c in hearth.mcp.hub.connections.values()),
+                   60, "the MCP server")
     w = hearth.window
     w.resize(1280, 800)
     w.show()
-    for title in ("Trip ideas for a rainy weekend", "Explain Python decorators"):
-        c = hearth.chat.store.create(title)
-        hearth.chat.store.add_message(c.id, "user", title)
-    hearth.chat.new_conversation()
-    hearth.chat.configure(sampling=Sampling(temperature=0.3, top_p=0.95, max_tokens=160, seed=11))
-    for prompt in prompts:
-        hearth.chat_page.input.setPlainText(prompt)
-        hearth.chat_page.send()
-        await wait_for(lambda: not hearth.chat.busy, 600, "the answer")
-    answer = hearth.chat.messages.items()[-1]
-    report["answer_meta"] = answer.meta
-    await asyncio.sleep(0.5)
-    w.grab().save(str(out / "chat.png"))
+    store = hearth.chat.store
+    for title, q, a in (("Trip ideas for a rainy weekend", "Ideas for a rainy weekend?", "Museums, a long lunch, a film."),
+                        ("Explain Python decorators", "What is a decorator?", "A function that wraps another.")):
+        c = store.create(title)
+        store.add_message(c.id, "user", q)
+        store.add_message(c.id, "assistant", a, {"model": "smollm2-135m", "finish": "stop"})
 
-    w.show_page("Models")
+    # a chat with a tool call: forced once, allowed for the chat, shown opened
+    hearth.chat.new_conversation()
+    hearth.chat.configure(sampling=Sampling(temperature=0.2, top_p=0.95, max_tokens=60, seed=11))
+    tools_chat = hearth.chat.current
+    tools_chat.options.update(tool_choice={"type": "function", "function": {"name": "get_weather"}},
+                              allowed_tools=["get_weather"])
+    store.update(tools_chat)
+    hearth.chat.max_steps = 2
+    hearth.chat_page.input.setPlainText("What is the weather in Lisbon today? Use the tool.")
+    hearth.chat_page.send()
+    await wait_for(lambda: not hearth.chat.busy, 600, "the tool answer")
+    report["tool_answer"] = hearth.chat.messages.items()[-1].meta
+
+    # a chat with a document: the passage cited
+    doc = Path(tempfile.mkdtemp(prefix="hearth-doc-")) / "harbour-notes.md"
+    doc.write_text(DOCUMENT * 40)
+    hearth.chat.new_conversation()
+    hearth.chat.configure(sampling=Sampling(temperature=0.2, top_p=0.95, max_tokens=60, seed=11))
+    doc_chat = hearth.chat.current
+    doc_chat.options["ctx"] = 1024
+    store.update(doc_chat)
+    await hearth.documents.add(doc, doc_chat)
+    hearth.chat_page.input.setPlainText("What is the lighthouse keeper's cat called?")
+    hearth.chat_page.send()
+    await wait_for(lambda: not hearth.chat.busy, 600, "the document answer")
+    report["document_answer"] = hearth.chat.messages.items()[-1].meta.get("citations", [])[:1]
+
     await hearth.models.refresh()
-    await asyncio.sleep(1.0)
-    page = hearth.models_page
-    if hearth.models.catalog.rowCount():
-        page.tabs.setCurrentIndex(1)
-    await asyncio.sleep(0.5)
-    w.grab().save(str(out / "models.png"))
+    files = []
+    for theme in THEMES:
+        hearth.apply_theme(dark=theme == "dark")
+        for page in PAGES:
+            if page.startswith("chat"):
+                w.show_page("Chat")
+                hearth.chat.select((tools_chat if page == "chat-tools" else doc_chat).id)
+                await asyncio.sleep(0.4)
+                view = hearth.chat_page.view
+                for mw in view.widgets:
+                    for block in mw.tool_calls.blocks:
+                        block.toggle.setChecked(True)
+                await asyncio.sleep(0.3)
+                view.verticalScrollBar().setValue(view.verticalScrollBar().maximum())
+            elif page in ("settings", "mcp-servers"):
+                w.show_page("Settings")
+                hearth.settings_tabs.setCurrentIndex(0 if page == "settings" else 1)
+            else:
+                w.show_page(page.capitalize())
+                if page == "models":
+                    hearth.models_page.tabs.setCurrentIndex(0)
+            await asyncio.sleep(0.6)
+            path = out / f"{page}-{theme}.png"
+            w.grab().save(str(path))
+            files.append(str(path))
+    report["files"] = files
     report["catalog_rows"] = hearth.models.catalog.rowCount()
-    report["local_rows"] = hearth.models.local.rowCount()
     return report
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
-    p.add_argument("--prompt", action="append",
-                   help="a message to send (repeatable); default: a two-turn chat")
     args = p.parse_args()
-    prompts = args.prompt or ["Give three short tips for staying focused while studying, as a bulleted list.",
-                              "Show a Python one-liner that reverses a string, in a code block."]
     args.out.mkdir(parents=True, exist_ok=True)
     display = start_display()
     data = Path(tempfile.mkdtemp(prefix="hearth-shots-"))
@@ -121,16 +170,17 @@ def main() -> int:
         loop = qasync.QEventLoop(qapp)
         asyncio.set_event_loop(loop)
         with loop:
+            (data / "mcp-servers.json").write_text(json.dumps({"servers": [
+                {"name": "weather", "command": sys.executable, "args": [str(ROOT / "bench" / "mcp_demo_server.py")]}]}))
             hearth = HearthApp(qapp, data, port=free_port(), tray_available=False)
             try:
-                report = loop.run_until_complete(drive(hearth, args.out, prompts))
+                report = loop.run_until_complete(drive(hearth, args.out))
             finally:
                 loop.run_until_complete(hearth.shutdown())
     finally:
         if display is not None:
             display.terminate()
         shutil.rmtree(data, ignore_errors=True)
-    report["files"] = [str(args.out / "chat.png"), str(args.out / "models.png")]
     print(json.dumps(report, indent=2))
     return 0
 

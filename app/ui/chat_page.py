@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QInputDialog, QLabel,
+    QFrame, QSizePolicy, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QInputDialog, QLabel,
     QLineEdit, QListView, QMenu, QPlainTextEdit, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget,
 )
 
@@ -24,12 +24,14 @@ class ConversationSidebar(QWidget):
         self.chat = chat
         self.setObjectName("sidebar")
         lay = QVBoxLayout(self)
-        lay.setContentsMargins(10, 10, 6, 10)
+        lay.setContentsMargins(12, 14, 12, 12)
+        lay.setSpacing(10)
         self.new_button = QPushButton("New chat")
+        self.new_button.setToolTip("New chat (Ctrl+N)")
         self.new_button.setObjectName("primaryButton")
         self.new_button.clicked.connect(lambda: chat.new_conversation())
         self.search = QLineEdit()
-        self.search.setPlaceholderText("Search chats")
+        self.search.setPlaceholderText("Search chats (Ctrl+F)")
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(chat.search)
         self.list = QListView()
@@ -39,6 +41,9 @@ class ConversationSidebar(QWidget):
         self.list.customContextMenuRequested.connect(self._menu)
         self.list.clicked.connect(self._clicked)
         self.list.setUniformItemSizes(True)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.setMinimumWidth(220)
         lay.addWidget(self.new_button)
         lay.addWidget(self.search)
         lay.addWidget(self.list, 1)
@@ -118,17 +123,24 @@ class ChatPage(QWidget):
         header = QWidget()
         header.setObjectName("chatHeader")
         hl = QHBoxLayout(header)
-        hl.setContentsMargins(16, 8, 12, 8)
+        hl.setContentsMargins(20, 10, 14, 10)
+        hl.setSpacing(8)
         self.title = QLabel("New chat")
         self.title.setObjectName("chatTitle")
+        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # long titles are cut
         self.model_picker = QComboBox()
-        self.model_picker.setMinimumWidth(200)
+        self.model_picker.setMinimumWidth(180)
+        self.model_picker.setMaximumWidth(300)
+        self.model_picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.model_picker.setMinimumContentsLength(16)
         self.model_picker.setToolTip("The model that answers in this chat")
         self.model_picker.activated.connect(self._model_picked)
-        self.settings_button = QPushButton("Chat settings")
+        self.settings_button = QPushButton("")
+        self.settings_button.setObjectName("iconButton")
+        self.settings_button.setToolTip("Chat settings: system prompt and sampling")
         self.settings_button.clicked.connect(self.open_settings)
         self.tools_button = QPushButton("Tools")
-        self.tools_button.setObjectName("toggleButton")
+        self.tools_button.setObjectName("smallButton")
         self.tools_button.setCheckable(True)
         self.tools_button.setChecked(True)
         self.tools_button.setToolTip("Offer the tools of your MCP servers to the model in this chat")
@@ -138,6 +150,7 @@ class ChatPage(QWidget):
         self.ctx_spin = QSpinBox(minimum=0, maximum=1 << 20, singleStep=1024)
         self.ctx_spin.setSpecialValueText("default")
         self.ctx_spin.setSuffix(" tokens")
+        self.ctx_spin.setFixedWidth(110)
         self.ctx_spin.setToolTip("This chat's context length (the model is loaded at it); the badge says "
                                  "whether it fits this computer")
         self.ctx_spin.editingFinished.connect(self._ctx_changed)
@@ -150,31 +163,46 @@ class ChatPage(QWidget):
         hl.addWidget(QLabel("Context"))
         hl.addWidget(self.ctx_spin)
         hl.addWidget(self.fit_label)
-        hl.addWidget(self.tools_button)
         hl.addWidget(self.settings_button)
         self.view = MessageView(chat.messages)
         self.view.edit_submitted.connect(chat.edit_and_resend)
         self.view.regenerate_requested.connect(chat.regenerate)
         composer = QWidget()
         composer.setObjectName("composer")
-        cl = QHBoxLayout(composer)
-        cl.setContentsMargins(16, 8, 16, 12)
+        outer = QHBoxLayout(composer)
+        outer.setContentsMargins(24, 8, 24, 16)
+        box = QFrame()
+        box.setObjectName("composerBox")
+        box.setMaximumWidth(900)
+        outer.addStretch(1)
+        outer.addWidget(box, 20)
+        outer.addStretch(1)
+        bl = QVBoxLayout(box)
+        bl.setContentsMargins(12, 8, 10, 8)
+        bl.setSpacing(4)
+        cl = QHBoxLayout()
         self.input = QPlainTextEdit()
         self.input.setObjectName("messageInput")
-        self.input.setPlaceholderText("Message the model (Ctrl+Enter to send)")
-        self.input.setFixedHeight(72)
+        self.input.setPlaceholderText("Message the model…   Ctrl+Enter sends · Esc stops")
+        self.input.setFixedHeight(60)
+        bl.addWidget(self.input)
+        bl.addLayout(cl)
         self.send_button = QPushButton("Send")
         self.send_button.setObjectName("primaryButton")
         self.send_button.clicked.connect(self.send)
         self.stop_button = QPushButton("Stop")
         self.stop_button.clicked.connect(chat.stop)
         self.stop_button.hide()
-        self.attach_button = QPushButton("Attach")
+        self.attach_button = QPushButton("")
         self.attach_button.setToolTip("Attach documents to this chat (text, Markdown, code, PDF) or pick from the library")
         self.attach_button.clicked.connect(self.open_library)
         self.attach_button.setVisible(documents is not None)
-        cl.addWidget(self.attach_button, 0, Qt.AlignmentFlag.AlignBottom)
-        cl.addWidget(self.input, 1)
+        self.attach_button.setObjectName("iconButton")
+        self.hint = QLabel()
+        self.hint.setObjectName("statsLabel")
+        cl.addWidget(self.attach_button)
+        cl.addWidget(self.tools_button)
+        cl.addWidget(self.hint, 1)
         cl.addWidget(self.send_button)
         cl.addWidget(self.stop_button)
         for seq in ("Ctrl+Return", "Ctrl+Enter"):
@@ -200,7 +228,9 @@ class ChatPage(QWidget):
         split.addWidget(self.sidebar)
         split.addWidget(right)
         split.setStretchFactor(1, 1)
-        split.setSizes([240, 760])
+        split.setSizes([250, 770])
+        split.setChildrenCollapsible(False)
+        split.setHandleWidth(1)
         lay = QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(split)
@@ -223,6 +253,18 @@ class ChatPage(QWidget):
 
         self.passage = PassageDialog(citation, self)
         self.passage.open()
+
+    def retheme(self, theme) -> None:
+        from app.ui.icons import icon
+
+        self.sidebar.new_button.setIcon(icon("plus", theme.accent_text))
+        self.sidebar.search.setClearButtonEnabled(True)
+        self.send_button.setIcon(icon("send", theme.accent_text))
+        self.stop_button.setIcon(icon("stop", theme.text))
+        self.attach_button.setIcon(icon("attach", theme.muted))
+        self.tools_button.setIcon(icon("tools", theme.muted))
+        self.settings_button.setIcon(icon("sliders", theme.muted))
+        self.view.retheme(theme)
 
     def new_chat(self) -> None:
         self.chat.new_conversation()
@@ -263,6 +305,7 @@ class ChatPage(QWidget):
                 bits.append(" · ".join(caps))
             self.model_picker.setItemText(i, "   ".join(bits))
         self._show_badges()
+        self._ask_fit()
 
     def _show_badges(self) -> None:
         from app.models import capability_badges
@@ -300,11 +343,10 @@ class ChatPage(QWidget):
 
             fit = await models.fit_at(mid, self.ctx_spin.value() or None)
             text, colour = fit_badge(fit)
-            if fit and fit.get("ctx"):
-                text += f" · {fit['ctx']:,} ctx"
             self.fit_label.setText(text)
             self.fit_label.setStyleSheet(f"background: {colour};" if colour else "")
-            self.fit_label.setToolTip("The planner's verdict for this model at this context on this computer")
+            where = f" at {fit['ctx']:,} tokens of context" if fit and fit.get("ctx") else ""
+            self.fit_label.setToolTip(f"The planner's verdict for {mid}{where} on this computer")
             self.fit_label.setVisible(bool(text))
         self.run(ask())
 
@@ -316,6 +358,8 @@ class ChatPage(QWidget):
         self._current(self.chat.current)
         if getattr(self, "_available", None):
             self.set_available(list(self._available.values()))
+        if getattr(self, "models", None) is not None:
+            self._ask_fit()
 
     def _model_picked(self, index: int) -> None:
         mid = self.model_picker.itemData(index) or ""
@@ -331,6 +375,8 @@ class ChatPage(QWidget):
         self.title.setText(c.title if c else "New chat")
         self.tools_button.setChecked(bool(c.options.get("tools", True)) if c else True)
         self.ctx_spin.setValue(int(c.options.get("ctx") or 0) if c else 0)
+        if getattr(self, "models", None) is not None:
+            self._ask_fit()
         want = c.model if c else ""
         i = self.model_picker.findData(want)
         if i < 0 and want:

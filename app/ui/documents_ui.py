@@ -27,7 +27,7 @@ class DocumentStrip(QWidget):
         self.chat, self.docs = chat, docs
         self.setObjectName("documentStrip")
         self.lay = QHBoxLayout(self)
-        self.lay.setContentsMargins(16, 6, 16, 0)
+        self.lay.setContentsMargins(24, 6, 24, 0)
         self.lay.setSpacing(6)
         chat.current_changed.connect(lambda _: self.refresh())
         docs.library_changed.connect(self.refresh)
@@ -39,6 +39,10 @@ class DocumentStrip(QWidget):
             if item.widget():
                 item.widget().deleteLater()
         attached = self.docs.attached(self.chat.current)
+        self.lay.addStretch(1)
+        label = QLabel("Attached:")
+        label.setObjectName("statsLabel")
+        self.lay.addWidget(label)
         for d in attached:
             chip = QPushButton(f"📄 {d.title}  ✕")
             chip.setObjectName("chip")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QFrame, QHBoxLayout, QLabel, QListWidget, QMainWindow, QPushButton, QStackedWidget, QVBoxLayout, QWidget,
@@ -64,20 +64,32 @@ class MainWindow(QMainWindow):
         self.pages = pages
         self.nav = QListWidget()
         self.nav.setObjectName("nav")
-        self.nav.setFixedWidth(112)
         self.nav.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.nav.setIconSize(QSize(18, 18))
         self.stack = QStackedWidget()
         for name in self.PAGES:
             if name in pages:
                 self.nav.addItem(name)
                 self.stack.addWidget(pages[name])
-        self.nav.currentRowChanged.connect(self.stack.setCurrentIndex)
+        self.nav.currentRowChanged.connect(self._nav_changed)
         self.banner = Banner()
         body = QWidget()
         bl = QHBoxLayout(body)
         bl.setContentsMargins(0, 0, 0, 0)
         bl.setSpacing(0)
-        bl.addWidget(self.nav)
+        rail = QWidget()
+        rail.setFixedWidth(188)
+        rl_ = QVBoxLayout(rail)
+        rl_.setContentsMargins(0, 0, 0, 0)
+        rl_.setSpacing(0)
+        brand = QLabel("🔥  Hearth")
+        brand.setObjectName("brand")
+        self.nav_footer = QLabel("Runs on this computer.\nNothing leaves it.")
+        self.nav_footer.setObjectName("navFooter")
+        rl_.addWidget(brand)
+        rl_.addWidget(self.nav, 1)
+        rl_.addWidget(self.nav_footer)
+        bl.addWidget(rail)
         right = QWidget()
         rl = QVBoxLayout(right)
         rl.setContentsMargins(0, 0, 0, 0)
@@ -90,6 +102,27 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.service_label)
         self.nav.setCurrentRow(0)
         self.close_handler: Callable[[], bool] | None = None
+
+    ICONS = {"Chat": "chat", "Models": "models", "Server": "server", "Settings": "settings"}
+
+    def retheme(self, theme) -> None:
+        """Icons in the theme's colours; pages that draw colours of their own follow."""
+        from app.ui.icons import icon
+
+        for i in range(self.nav.count()):
+            item = self.nav.item(i)
+            name = self.ICONS.get(item.text())
+            if name:
+                item.setIcon(icon(name, theme.muted if i != self.nav.currentRow() else theme.accent))
+        self._theme = theme
+        for page in self.pages.values():
+            if hasattr(page, "retheme"):
+                page.retheme(theme)
+
+    def _nav_changed(self, row: int) -> None:
+        self.stack.setCurrentIndex(row)
+        if getattr(self, "_theme", None) is not None:
+            self.retheme(self._theme)
 
     def show_page(self, name: str) -> None:
         names = [self.nav.item(i).text() for i in range(self.nav.count())]

@@ -175,6 +175,14 @@ def _plain_html(text: str) -> str:
     return "<p style='white-space: pre-wrap'>" + html.escape(text) + "</p>"
 
 
+EMPTY = ("<div style='font-size:22px; font-weight:700'>Start a conversation</div>"
+         "<p>Type below and press <b>Ctrl+Enter</b>. The answer comes from a model on this computer; "
+         "nothing leaves it.</p>"
+         "<p>Pick a model at the top · attach documents with the paper clip · tools of MCP servers "
+         "(Settings → MCP servers) are offered to the model, and each call asks you first.</p>"
+         "<p style='font-size:12px'>Ctrl+N new chat · Ctrl+F search · Ctrl+L composer · Esc stop</p>")
+
+
 class MessageView(QScrollArea):
     """Shows the rows of a ``MessageListModel``; follows the bottom while an answer streams."""
 
@@ -191,12 +199,21 @@ class MessageView(QScrollArea):
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         inner = QWidget()
         inner.setObjectName("messageColumn")
-        self.column = QVBoxLayout(inner)
-        self.column.setContentsMargins(16, 12, 16, 12)
-        self.column.setSpacing(10)
-        self.empty = QLabel("Start by typing a message below.\nAnswers come from a model on this computer; "
-                            "nothing leaves it.")
+        centre = QHBoxLayout(inner)
+        centre.setContentsMargins(24, 16, 24, 16)
+        body = QWidget()
+        body.setObjectName("messageColumn")
+        body.setMaximumWidth(900)
+        centre.addStretch(1)
+        centre.addWidget(body, 20)
+        centre.addStretch(1)
+        self.column = QVBoxLayout(body)
+        self.column.setContentsMargins(0, 0, 0, 0)
+        self.column.setSpacing(14)
+        self.empty = QLabel(EMPTY)
         self.empty.setObjectName("emptyState")
+        self.empty.setTextFormat(Qt.TextFormat.RichText)
+        self.empty.setWordWrap(True)
         self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.column.addWidget(self.empty)
         self.column.addStretch(1)
@@ -209,6 +226,10 @@ class MessageView(QScrollArea):
         model.rowsInserted.connect(self._inserted)
         model.rowsRemoved.connect(self._removed)
         model.dataChanged.connect(self._changed)
+        self._rebuild()
+
+    def retheme(self, theme) -> None:
+        """Code colours follow the theme: the blocks are drawn again."""
         self._rebuild()
 
     def set_busy(self, busy: bool) -> None:

@@ -88,8 +88,12 @@ class LocalRow(_Row):
         self.model = m
         self.name.setText(m.get("name") or m.get("id", "?"))
         size = m.get("size") or m.get("size_bytes") or m.get("disk_bytes")
+        from app.models import capability_badges
+
+        caps = capability_badges(m.get("capabilities"))
         bits = [m.get("id") if m.get("name") else None, m.get("quant") or m.get("quantization"),
-                f"{format_size(size)} on disk" if size else None, m.get("source"), m.get("path")]
+                f"{format_size(size)} on disk" if size else None, m.get("source"),
+                " + ".join(caps) if caps else None, m.get("path")]
         self.detail.setText(" · ".join(str(b) for b in bits if b))
         _set_badge(self.badge, m.get("fit"))
         embedded = bool(m.get("embedded")) or m.get("source") == "embedded"
@@ -160,7 +164,11 @@ class ModelsPage(QWidget):
         super().__init__()
         self.models, self.run = models, run
         lay = QVBoxLayout(self)
-        lay.setContentsMargins(20, 16, 20, 16)
+        lay.setContentsMargins(24, 20, 24, 16)
+        lay.setSpacing(10)
+        title = QLabel("Models")
+        title.setObjectName("pageTitle")
+        lay.addWidget(title)
         running = QGroupBox("Loaded models")
         running.setObjectName("section")
         outer = QVBoxLayout(running)

@@ -30,8 +30,9 @@ def test_settings_save_persist_and_start_on_login(driver, make_app, tmp_path):
     assert (saved.port, saved.default_model, saved.kv_type, saved.start_on_login, saved.keep_in_tray) == \
         (5123, "gemma-3-270m", "q8_0", True, False)
     assert h.client.base_url.endswith(":5123")
-    light = h.qapp.style().standardPalette()  # no longer follows the OS: the light palette
-    assert h.qapp.palette().color(QPalette.ColorRole.Window) == light.color(QPalette.ColorRole.Window)
+    from app.ui.style import LIGHT  # no longer follows the OS: the light theme
+
+    assert h.qapp.palette().color(QPalette.ColorRole.Window).name() == LIGHT.window
     assert h.qapp.palette().color(QPalette.ColorRole.Window).lightness() > 128
     assert "--model gemma-3-270m" in " ".join(h.settings.serve_args())
 

@@ -1,0 +1,51 @@
+"""Line icons for navigation and actions, drawn from small SVG paths in the theme's colour."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QByteArray, QRectF, Qt
+from PySide6.QtGui import QIcon, QImage, QPainter, QPixmap
+
+_PATHS = {
+    "chat": '<path d="M4 5.5h16a1 1 0 0 1 1 1V16a1 1 0 0 1-1 1H9l-5 4V6.5a1 1 0 0 1 1-1z"/>',
+    "models": '<path d="M12 3l9 5-9 5-9-5z"/><path d="M3 13l9 5 9-5"/><path d="M3 17.5l9 5 9-5" opacity="0.55"/>',
+    "server": '<rect x="3" y="4" width="18" height="7" rx="2"/><rect x="3" y="13" width="18" height="7" rx="2"/>'
+              '<path d="M7 7.5h.01M7 16.5h.01" stroke-width="3"/>',
+    "settings": '<path d="M4 6h9M17 6h3M4 12h3M11 12h9M4 18h11M19 18h1"/><circle cx="15" cy="6" r="2"/>'
+                '<circle cx="9" cy="12" r="2"/><circle cx="17" cy="18" r="2"/>',
+    "plus": '<path d="M12 5v14M5 12h14"/>',
+    "send": '<path d="M5 12l15-7-5 15-3-6z"/><path d="M12 14l8-9"/>',
+    "stop": '<rect x="6" y="6" width="12" height="12" rx="2.5"/>',
+    "attach": '<path d="M17 8l-7.4 7.4a2.3 2.3 0 0 0 3.3 3.3l7.3-7.4a4.4 4.4 0 0 0-6.2-6.2L6.4 12.7a6.4 6.4 0 0 0 9 9"/>',
+    "search": '<circle cx="11" cy="11" r="6.5"/><path d="M20 20l-4.2-4.2"/>',
+    "tools": '<path d="M14.7 6.3a4 4 0 0 0 5 5l-8.6 8.6a2.2 2.2 0 0 1-3.1-3.1z"/><path d="M14.7 6.3L17.5 3.5"/>',
+    "copy": '<rect x="8" y="8" width="12" height="12" rx="2"/><path d="M16 8V5a1 1 0 0 0-1-1H5a1 1 0 0 0-1 1v10a1 1 0 0 0 1 1h3"/>',
+    "sliders": '<path d="M6 4v16M12 4v16M18 4v16" opacity="0.35"/><circle cx="6" cy="14" r="2"/>'
+               '<circle cx="12" cy="8" r="2"/><circle cx="18" cy="16" r="2"/>',
+    "library": '<path d="M5 4h4v16H5zM10 4h4v16h-4z"/><path d="M15.5 5l3.8-1 3.2 15.5-3.8 1z"/>',
+    "refresh": '<path d="M20 11a8 8 0 1 0-2.3 5.7"/><path d="M20 4v7h-7"/>',
+}
+
+
+def icon(name: str, colour: str, size: int = 20) -> QIcon:
+    """The named icon as a QIcon, stroked in ``colour``."""
+    from PySide6.QtSvg import QSvgRenderer
+
+    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none" stroke="{colour}" '
+           f'stroke-width="1.8" stroke-linecap="round" stroke-linejoin="round">{_PATHS[name]}</svg>')
+    renderer = QSvgRenderer(QByteArray(svg.encode()))
+    out = QIcon()
+    for scale in (1, 2):
+        img = QImage(size * scale, size * scale, QImage.Format.Format_ARGB32_Premultiplied)
+        img.fill(Qt.GlobalColor.transparent)
+        p = QPainter(img)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        renderer.render(p, QRectF(0, 0, size * scale, size * scale))
+        p.end()
+        pm = QPixmap.fromImage(img)
+        pm.setDevicePixelRatio(scale)
+        out.addPixmap(pm)
+    return out
+
+
+def names() -> list[str]:
+    return list(_PATHS)
