@@ -121,6 +121,7 @@ async def drive(hearth, out: Path) -> dict:
     report["document_answer"] = hearth.chat.messages.items()[-1].meta.get("citations", [])[:1]
 
     await hearth.models.refresh()
+    await hearth.models.load("minilm-l6", pin=True)  # the embedder stays: shown pinned
     files = []
     for theme in THEMES:
         hearth.apply_theme(dark=theme == "dark")

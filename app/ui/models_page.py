@@ -271,9 +271,12 @@ class ModelsPage(QWidget):
         total = sum(m.get("memory_bytes") or 0 for m in self.models.residents) or running.get("memory_bytes")
         if total:
             bits.append(f"{format_size(total)} in memory")
-        if running.get("n_ctx"):
-            bits.append(f"{running['n_ctx']:,} tokens of context")
-        if running.get("pid"):
-            bits.append(f"process {running['pid']}")
+        if len(self.models.residents) <= 1:
+            if running.get("n_ctx"):
+                bits.append(f"{running['n_ctx']:,} tokens of context")
+            if running.get("pid"):
+                bits.append(f"process {running['pid']}")
+        else:
+            bits[-1:] = [bits[-1] + " together"] if bits else []
         self.memory_label.setText(" · ".join(bits))
         self.unload_button.setEnabled(True)

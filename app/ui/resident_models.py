@@ -35,6 +35,13 @@ class ResidentCard(QFrame):
         text.addWidget(self.name)
         text.addWidget(self.detail)
         lay.addLayout(text, 1)
+        from app.models import capability_badges
+
+        row = next((r for r in models.available if r.get("id") == m.get("id")), {})
+        for cap in capability_badges(row.get("capabilities")):
+            b = QLabel(cap)
+            b.setObjectName("capBadge")
+            lay.addWidget(b)
         self.pinned = QLabel("Pinned")
         self.pinned.setObjectName("pinBadge")
         self.pinned.setVisible(bool(m.get("pinned")))
