@@ -22,6 +22,8 @@ EMBED_MODEL = "minilm-l6"
 CHUNK_CHARS = 900
 OVERLAP_CHARS = 150
 TOP_K = 4
+#: a passage scoring this far (cosine) below the best is left out: it only adds noise
+SCORE_MARGIN = 0.2
 #: characters per token, roughly, for deciding what fits (English prose with a BPE vocabulary)
 CHARS_PER_TOKEN = 4
 #: the share of the context documents may take (the rest: the chat and the answer)
@@ -209,8 +211,14 @@ class DocumentLibrary:
         matrix = np.stack([np.frombuffer(r[6], dtype=np.float32) for r in rows])
         q = _normalised(np.asarray(await embed([query]), dtype=np.float32))[0]
         scores = matrix @ q
-        best = np.argsort(-scores)[:k]
-        return [Chunk(*rows[i][:6], score=float(scores[i])) for i in best]
+        out, seen = [], set()
+        for i in np.argsort(-scores):  # best first; a passage repeated word for word counts once
+            if rows[i][5] not in seen:
+                seen.add(rows[i][5])
+                out.append(Chunk(*rows[i][:6], score=float(scores[i])))
+            if len(out) == k:
+                break
+        return out
 
 
 def _normalised(m: np.ndarray) -> np.ndarray:
@@ -248,6 +256,7 @@ async def augment(library: DocumentLibrary, doc_ids: list[int], messages: list[d
                       "text": text, "whole": True} for d, text in whole]
     else:
         passages = await library.search(question, [d.id for d in docs], embed, k)
+        passages = [c for c in passages if c.score >= passages[0].score - SCORE_MARGIN]
         while passages and sum(len(c.text) for c in passages) > budget_chars:
             passages.pop()
         citations = [c.citation() for c in passages]

@@ -63,16 +63,48 @@ async def wait_for(predicate, timeout: float, what: str) -> None:
         await asyncio.sleep(0.05)
 
 
-PAGES = ("chat-tools", "chat-document", "models", "server", "settings", "mcp-servers")
+PAGES = ("chat-tools", "chat-document", "chat-code", "models", "server", "settings", "mcp-servers")
 THEMES = ("light", "dark")
-DOCUMENT = """# Harbour notes
 
-The harbour was rebuilt in 1962 after the storm.
 
-The lighthouse keeper's cat is named Marmalade and she weighs nine kilograms.
+CODE_ANSWER = """A decorator is a function that takes a function and returns a new one, usually to add
+behaviour around it. The `@` line applies it:
 
-Ferries leave every forty minutes in summer.
-"""
+```python
+import functools, time
+
+def timed(fn):
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        start = time.perf_counter()
+        result = fn(*args, **kwargs)
+        print(f"{fn.__name__} took {time.perf_counter() - start:.3f} s")
+        return result
+    return wrapper
+
+@timed
+def slow_sum(n: int) -> int:
+    return sum(range(n))
+```
+
+Calling `slow_sum(10_000_000)` now prints how long it took."""
+
+
+def harbour_notes() -> str:
+    """A document of a few thousand words with one fact in the middle (too long to go in whole)."""
+    import random
+
+    rnd = random.Random(3)
+    topics = ["The harbour froze early that winter and the ferries stopped running.",
+              "Farmers along the river planted barley instead of wheat this year.",
+              "The town council debated the new bridge for three long evenings.",
+              "A storm in March tore the roof off the old grain warehouse.",
+              "Children learned to sail in the shallow bay during the summer months.",
+              "The railway station was repainted green and cream in the spring."]
+    paras = [f"## {1950 + i}\n\n" + " ".join(rnd.sample(topics, 4)) for i in range(30)]
+    paras.insert(15, "## The lighthouse\n\nThe lighthouse keeper's cat is named Marmalade and she weighs nine "
+                     "kilograms. She sleeps on the lamp-room stairs.")
+    return "# Harbour notes\n\n" + "\n\n".join(paras)
 
 
 async def drive(hearth, out: Path) -> dict:
@@ -87,11 +119,14 @@ async def drive(hearth, out: Path) -> dict:
     w.resize(1280, 800)
     w.show()
     store = hearth.chat.store
+    seeded = {}
     for title, q, a in (("Trip ideas for a rainy weekend", "Ideas for a rainy weekend?", "Museums, a long lunch, a film."),
-                        ("Explain Python decorators", "What is a decorator?", "A function that wraps another.")):
+                        ("Explain Python decorators", "What is a decorator? Show a short example.", CODE_ANSWER)):
         c = store.create(title)
         store.add_message(c.id, "user", q)
-        store.add_message(c.id, "assistant", a, {"model": "smollm2-135m", "finish": "stop"})
+        store.add_message(c.id, "assistant", a, {"model": "smollm2-135m", "finish": "stop", "tokens_per_s": 71.2,
+                                                 "completion_tokens": 96, "ttft_s": 0.21})
+        seeded[title] = c
 
     # a chat with a tool call: forced once, allowed for the chat, shown opened
     hearth.chat.new_conversation()
@@ -108,14 +143,14 @@ async def drive(hearth, out: Path) -> dict:
 
     # a chat with a document: the passage cited
     doc = Path(tempfile.mkdtemp(prefix="hearth-doc-")) / "harbour-notes.md"
-    doc.write_text(DOCUMENT * 40)
+    doc.write_text(harbour_notes())
     hearth.chat.new_conversation()
-    hearth.chat.configure(sampling=Sampling(temperature=0.2, top_p=0.95, max_tokens=60, seed=11))
+    hearth.chat.configure(sampling=Sampling(temperature=0.0, top_p=1.0, max_tokens=60, seed=11))
     doc_chat = hearth.chat.current
     doc_chat.options["ctx"] = 1024
     store.update(doc_chat)
     await hearth.documents.add(doc, doc_chat)
-    hearth.chat_page.input.setPlainText("What is the lighthouse keeper's cat called?")
+    hearth.chat_page.input.setPlainText("What is the name of the lighthouse keeper's cat? Answer from the notes.")
     hearth.chat_page.send()
     await wait_for(lambda: not hearth.chat.busy, 600, "the document answer")
     report["document_answer"] = hearth.chat.messages.items()[-1].meta.get("citations", [])[:1]
@@ -128,7 +163,9 @@ async def drive(hearth, out: Path) -> dict:
         for page in PAGES:
             if page.startswith("chat"):
                 w.show_page("Chat")
-                hearth.chat.select((tools_chat if page == "chat-tools" else doc_chat).id)
+                shown = {"chat-tools": tools_chat, "chat-document": doc_chat,
+                         "chat-code": seeded["Explain Python decorators"]}[page]
+                hearth.chat.select(shown.id)
                 await asyncio.sleep(0.4)
                 view = hearth.chat_page.view
                 for mw in view.widgets:

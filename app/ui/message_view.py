@@ -127,9 +127,10 @@ class MessageWidget(QFrame):
         self.tool_calls.set_calls(calls)
         self.tool_calls.setVisible(bool(calls))
         cites = m.meta.get("citations") or []
-        self.citations.setText("Sources: " + " ".join(
-            f"<a href='cite:{i}'>[{i + 1}] {html.escape(c.get('title', ''))}"
-            f"{' p. ' + str(c['page']) if c.get('page') else ''}</a>" for i, c in enumerate(cites)))
+        self.citations.setText("<div style='margin-bottom:2px'><b>Sources</b></div>" + "".join(
+            f"<div style='margin:3px 0'><a href='cite:{i}'>[{i + 1}] {html.escape(c.get('title', ''))}"
+            f"{', page ' + str(c['page']) if c.get('page') else ''}</a>"
+            f"&nbsp; <span>“{html.escape(_snippet(c.get('text', '')))}”</span></div>" for i, c in enumerate(cites)))
         self.citations.setVisible(bool(cites))
         self.error.setText(m.meta.get("error", ""))
         self.error.setVisible(bool(m.meta.get("error")))
@@ -169,6 +170,14 @@ class MessageWidget(QFrame):
         text = self.editor.toPlainText()
         self._cancel_edit()
         self.edit_submitted.emit(self.message.id, text)
+
+
+def _snippet(text: str, n: int = 110) -> str:
+    line = " ".join(w for w in text.split() if not w.strip("#") == "")
+    cut = line.find(". ", 0, 60)  # a passage cut mid-sentence: start at the next sentence
+    if 0 <= cut and line[:1].islower():
+        line = line[cut + 2:]
+    return line if len(line) <= n else line[:n - 1].rstrip() + "…"
 
 
 def _plain_html(text: str) -> str:
