@@ -14,6 +14,7 @@ import logging
 import os
 import re
 from collections.abc import Callable
+from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -180,9 +181,7 @@ class Connection:
     def _transport(self):
         c = self.config
         if c.transport == HTTP:
-            from mcp.client.streamable_http import streamablehttp_client
-
-            return streamablehttp_client(c.url, headers=c.headers or None, timeout=10)
+            return _streamable_http(c.url, c.headers)
         from mcp.client.stdio import StdioServerParameters, stdio_client
 
         env = {**os.environ, **c.env} if c.env else None
@@ -273,6 +272,23 @@ class Connection:
         self.tools = []
         if self.state != FAILED:
             self._set(STOPPED)
+
+
+@asynccontextmanager
+async def _streamable_http(url: str, headers: dict[str, str]):
+    """The streamable HTTP transport with the server's headers (the SDK's newer entry point
+    where it has one, which takes an httpx client for them; else ``streamablehttp_client``)."""
+    from mcp.client import streamable_http
+
+    if not hasattr(streamable_http, "streamable_http_client"):
+        async with streamable_http.streamablehttp_client(url, headers=headers or None, timeout=10) as streams:
+            yield streams
+        return
+    import httpx
+
+    async with httpx.AsyncClient(headers=headers or None, timeout=httpx.Timeout(10, read=300)) as http:
+        async with streamable_http.streamable_http_client(url, http_client=http) as streams:
+            yield streams
 
 
 def _words(config: ServerConfig, e: BaseException) -> str:

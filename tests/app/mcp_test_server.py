@@ -1,6 +1,6 @@
-"""A small MCP server for the tests (stdio, FastMCP): two tools that work, one that fails, one
-that hangs. ``--exit-after S`` makes the process exit S seconds after it starts, as a crashing
-server would."""
+"""A small MCP server for the tests (FastMCP; stdio, or streamable HTTP with ``--http PORT``):
+two tools that work, one that fails, one that hangs, and one that reads a request header.
+``--exit-after S`` makes the process exit S seconds after it starts, as a crashing server would."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import os
 import sys
 import threading
 
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
 
 server = FastMCP("hearth-test")
 
@@ -39,8 +39,20 @@ async def slow(seconds: float = 60) -> str:
     return "finally"
 
 
+@server.tool()
+def request_header(name: str, ctx: Context) -> str:
+    """A header of the HTTP request that carried this call (streamable HTTP only)."""
+    request = getattr(ctx.request_context, "request", None)
+    return request.headers.get(name, "") if request is not None else ""
+
+
 if __name__ == "__main__":
     if "--exit-after" in sys.argv:
         delay = float(sys.argv[sys.argv.index("--exit-after") + 1])
         threading.Timer(delay, lambda: os._exit(3)).start()
-    server.run("stdio")
+    if "--http" in sys.argv:  # streamable HTTP on 127.0.0.1:PORT/mcp
+        server.settings.port = int(sys.argv[sys.argv.index("--http") + 1])
+        server.settings.host = "127.0.0.1"
+        server.run("streamable-http")
+    else:
+        server.run("stdio")

@@ -128,3 +128,37 @@ def test_failing_hanging_and_exiting_servers_are_shown_and_never_hang(service, d
     shown = {r.name.text(): (r.state.text(), r.error.text()) for r in rows}
     assert shown["crashy"][0] == "Failed" and "exited" in shown["crashy"][1]
     assert shown["tester"][0] == "Running"
+
+
+async def test_a_streamable_http_server_lists_and_runs_tools_and_a_dead_url_is_explained():
+    import asyncio
+    import subprocess
+
+    from app.mcp_servers import HTTP, McpHub
+    from runtime.server.launcher import free_port
+
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, SERVER, "--http", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            try:
+                _, w = await asyncio.open_connection("127.0.0.1", port)
+                w.close()
+                break
+            except OSError:
+                await asyncio.sleep(0.05)
+        hub = McpHub([ServerConfig(name="web", transport=HTTP, url=f"http://127.0.0.1:{port}/mcp",
+                                   headers={"X-Test": "1"}),
+                      ServerConfig(name="nowhere", transport=HTTP, url=f"http://127.0.0.1:{free_port()}/mcp")])
+        await asyncio.gather(hub.connections["web"].start(), hub.connections["nowhere"].start(timeout_s=8))
+        assert hub.connections["web"].state == RUNNING, hub.connections["web"].error
+        assert await hub.call("add", {"a": 2, "b": 40}, 10) == "42"
+        assert await hub.call("request_header", {"name": "X-Test"}, 10) == "1"  # the configured headers are sent
+        assert hub.connections["nowhere"].state == FAILED
+        assert "No MCP server answered" in hub.connections["nowhere"].error or "did not answer" in \
+            hub.connections["nowhere"].error
+        await hub.stop_all()
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -61,7 +61,8 @@ def test_a_port_held_by_another_program_is_named(driver, make_app):
         assert f"Port {port} is used by another program" in text
         assert h.window.banner.action.text() == "Open Settings"
         h.window.banner.action.click()
-        assert h.window.stack.currentWidget() is h.settings_page
+        assert h.window.stack.currentWidget() is h.window.pages["Settings"]
+        assert h.settings_page.isVisibleTo(h.window)  # the port is on the General tab, shown first
     finally:
         driver.run(runner.cleanup())
 
