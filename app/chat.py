@@ -337,7 +337,10 @@ def _numbers(t0: float, t_first: float | None, t_end: float, usage: dict) -> dic
     if t_first is not None:
         out["ttft_s"] = round(t_first - t0, 3)
         if n and n > 1 and t_end > t_first:
-            out["tokens_per_s"] = round((n - 1) / (t_end - t_first), 1)
+            # text that arrived in one piece at the end (a constrained reply held back until it
+            # parsed) says nothing about decode speed after the first token: use the whole time
+            span = t_end - t_first if t_end - t_first > 0.2 * (t_end - t0) else t_end - t0
+            out["tokens_per_s"] = round((n - 1) / span, 1)
     if n is not None:
         out["completion_tokens"] = n
     if usage.get("prompt_tokens") is not None:

@@ -79,6 +79,7 @@ class HearthApp(QObject):
         self.mcp = McpService(data_dir / "mcp-servers.json")
         self.chat = ChatService(self.client, self.store, tools=self.mcp, always_allowed=self.mcp.always_allowed)
         self.chat.tool_call_changed.connect(lambda _: self.mcp.keep_allowed())
+        self._failed_servers: set[str] = set()
         from app.documents_service import DocumentsService
 
         self.documents = DocumentsService(self.client, data_dir / "documents.sqlite3", self.store)
@@ -87,6 +88,7 @@ class HearthApp(QObject):
         self.closed = asyncio.get_event_loop().create_future()
         self._tasks: set[asyncio.Task] = set()
         self.chat_page = ChatPage(self.chat, self.documents, self.spawn)
+        self.mcp.servers_changed.connect(self._mcp_changed)
         self.server_page = ServerPage(self.service, start=lambda: self.spawn(self.start_service()),
                                       stop=lambda: self.spawn(self.service.stop()))
         self.settings_page = SettingsPage(self.settings, start_on_login)
@@ -253,6 +255,15 @@ class HearthApp(QObject):
         self.client.base_url = f"http://{connect_host(self.settings.host)}:{self.settings.port}"
         self.apply_theme()
         self.server_page.refresh()
+
+    def _mcp_changed(self) -> None:
+        """The Tools switch counts the tools on offer; a server that has just failed is said once."""
+        self.chat_page.set_tool_count(len(self.mcp.api_tools()))
+        failed = {n for n, c in self.mcp.hub.connections.items() if c.state == "failed"}
+        for name in sorted(failed - self._failed_servers):
+            self.show_error(UserError(f"The MCP server {name} is not running.", self.mcp.hub.connections[name].error,
+                                      "Its tools are not offered; see Settings → MCP servers."))
+        self._failed_servers = failed
 
     # problems
     def show_error(self, problem: UserError) -> None:

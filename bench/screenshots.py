@@ -107,8 +107,17 @@ def harbour_notes() -> str:
     return "# Harbour notes\n\n" + "\n\n".join(paras)
 
 
+def screen(path: Path) -> None:
+    """The whole display: the window and the dialogs over it."""
+    from PySide6.QtGui import QGuiApplication
+
+    QGuiApplication.primaryScreen().grabWindow(0).save(str(path))
+
+
 async def drive(hearth, out: Path) -> dict:
     from app.conversations import Sampling
+    from app.tool_loop import ToolCall
+    from app.ui.tool_approval import ToolApprovalDialog
 
     report: dict = {}
     assert await hearth.start(), "the service did not start"
@@ -131,13 +140,22 @@ async def drive(hearth, out: Path) -> dict:
     # a chat with a tool call: forced once, allowed for the chat, shown opened
     hearth.chat.new_conversation()
     hearth.chat.configure(sampling=Sampling(temperature=0.2, top_p=0.95, max_tokens=60, seed=11))
+    hearth.chat.configure(sampling=Sampling(temperature=0.2, top_p=0.95, max_tokens=200, seed=11))
     tools_chat = hearth.chat.current
-    tools_chat.options.update(tool_choice={"type": "function", "function": {"name": "get_weather"}},
-                              allowed_tools=["get_weather"])
-    store.update(tools_chat)
+    tools_chat.options.update(tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    hearth.chat.configure(system_prompt="You are a helpful assistant. When a tool has answered, tell the user "
+                                        "what it said in one short sentence.")
     hearth.chat.max_steps = 2
     hearth.chat_page.input.setPlainText("What is the weather in Lisbon today? Use the tool.")
     hearth.chat_page.send()
+    await wait_for(lambda: getattr(hearth.chat_page, "approval", None) is not None or not hearth.chat.busy, 600,
+                   "the approval dialog")
+    assert hearth.chat_page.approval is not None, f"no tool call: {hearth.chat.messages.items()[-1]}"
+    await asyncio.sleep(0.8)
+    approval_call = ToolCall(**{k: v for k, v in hearth.chat.messages.items()[-1].meta["tool_calls"][0].items()
+                                if k in ToolCall.__slots__})
+    screen(out / "tool-approval-light.png")
+    hearth.chat_page.approval.chat_button.click()
     await wait_for(lambda: not hearth.chat.busy, 600, "the tool answer")
     report["tool_answer"] = hearth.chat.messages.items()[-1].meta
 
@@ -184,6 +202,15 @@ async def drive(hearth, out: Path) -> dict:
             path = out / f"{page}-{theme}.png"
             w.grab().save(str(path))
             files.append(str(path))
+        if theme == "dark":  # the same question in the dark theme, over the tool chat
+            w.show_page("Chat")
+            hearth.chat.select(tools_chat.id)
+            dialog = ToolApprovalDialog(approval_call, approval_call.server, hearth.chat_page)
+            dialog.open()
+            await asyncio.sleep(0.8)
+            screen(out / "tool-approval-dark.png")
+            dialog.reject()
+        files.append(str(out / f"tool-approval-{theme}.png"))
     report["files"] = files
     report["catalog_rows"] = hearth.models.catalog.rowCount()
     return report

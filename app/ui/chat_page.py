@@ -18,6 +18,31 @@ from app.ui.tool_approval import ask_user
 SERVER_DEFAULT = "Default model"
 
 
+class ElidedLabel(QLabel):
+    """One line that ends in … when it does not fit."""
+
+    def __init__(self, text: str = "") -> None:
+        super().__init__()
+        self._full = ""
+        self.setText(text)
+
+    def setText(self, text: str) -> None:  # noqa: N802 - Qt's name
+        self._full = text
+        self.setToolTip(text)
+        self._elide()
+
+    def full_text(self) -> str:
+        return self._full
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        shown = self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, max(self.width(), 40))
+        super().setText(shown)
+
+
 class ConversationSidebar(QWidget):
     def __init__(self, chat: ChatService) -> None:
         super().__init__()
@@ -125,7 +150,7 @@ class ChatPage(QWidget):
         hl = QHBoxLayout(header)
         hl.setContentsMargins(20, 10, 14, 10)
         hl.setSpacing(8)
-        self.title = QLabel("New chat")
+        self.title = ElidedLabel("New chat")
         self.title.setObjectName("chatTitle")
         self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # long titles are cut
         self.model_picker = QComboBox()
@@ -265,6 +290,12 @@ class ChatPage(QWidget):
         self.tools_button.setIcon(icon("tools", theme.muted))
         self.settings_button.setIcon(icon("sliders", theme.muted))
         self.view.retheme(theme)
+
+    def set_tool_count(self, n: int) -> None:
+        self.tools_button.setText(f"Tools · {n}" if n else "Tools")
+        self.tools_button.setToolTip(f"{n} tools of your MCP servers are offered to the model in this chat; "
+                                     "click to turn them off here" if n else
+                                     "No MCP server is running: add one in Settings → MCP servers")
 
     def new_chat(self) -> None:
         self.chat.new_conversation()

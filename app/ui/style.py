@@ -87,6 +87,8 @@ QToolTip {{ background: {t.surface}; color: {t.text}; border: 1px solid {t.borde
 #codeText {{ font-size: 13px; }}
 #emptyState {{ color: {t.muted}; font-size: 14px; padding: 40px; }}
 #emptyTitle {{ color: {t.text}; font-size: 22px; font-weight: 700; }}
+#toolApproval, #passage {{ background: {t.surface}; border: 1px solid {t.accent}; border-radius: 12px; }}
+#dialogHeading {{ font-size: 16px; font-weight: 700; }}
 #pageTitle {{ font-size: 20px; font-weight: 700; }}
 QPushButton {{ background: {t.surface}; border: 1px solid {t.border}; border-radius: 8px; padding: 6px 14px; }}
 QPushButton:hover {{ background: {t.raised}; }}

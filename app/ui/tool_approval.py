@@ -30,6 +30,9 @@ class ToolApprovalDialog(QDialog):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(20, 18, 20, 16)
         lay.setSpacing(10)
+        heading = QLabel("Allow a tool call?")
+        heading.setObjectName("dialogHeading")
+        lay.addWidget(heading)
         title = QLabel(f"The model wants to run <b>{call.name}</b>"
                        + (f" from the MCP server <b>{server}</b>" if server else "") + ".")
         title.setWordWrap(True)

@@ -65,6 +65,7 @@ def test_a_forced_tool_call_is_approved_run_and_answered(service, driver, make_a
     h.window.show_page("Settings")
     assert "Running" in h.mcp_panel.rows.itemAt(0).widget().state.text()
     h.window.show_page("Chat")
+    assert h.chat_page.tools_button.text() == f"Tools · {len(h.mcp.api_tools())}"
 
     _forced(h, "lookup_code")
     h.chat_page.input.setPlainText("What is the code for the blue door? Use the tool.")
@@ -102,6 +103,8 @@ def test_failing_hanging_and_exiting_servers_are_shown_and_never_hang(service, d
                          ServerConfig(name="missing", command="no-such-mcp-command"))
     assert h.mcp.connection("missing").state == FAILED
     assert "was not found" in h.mcp.connection("missing").error
+    driver.until(lambda: "missing" in h.window.banner.label.text(), 10, "the failed server in the banner")
+    assert "was not found" in h.window.banner.label.text()
     h.chat.always_allowed.update({"broken", "slow"})
     h.chat.tool_timeout_s = 2.0
 

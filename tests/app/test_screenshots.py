@@ -12,7 +12,7 @@ from runtime.server.launcher import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "docs" / "screenshots"
-PAGES = ("chat-tools", "chat-document", "chat-code", "models", "server", "settings", "mcp-servers")
+PAGES = ("chat-tools", "tool-approval", "chat-document", "chat-code", "models", "server", "settings", "mcp-servers")
 
 
 def _colours(img: QImage, step: int = 16) -> set[int]:
