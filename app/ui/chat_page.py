@@ -69,8 +69,12 @@ class ConversationSidebar(QWidget):
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.setMinimumWidth(220)
+        self.empty = QLabel("No chats yet.\nPress New chat (Ctrl+N),\nor just type below.")
+        self.empty.setObjectName("statsLabel")
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         lay.addWidget(self.new_button)
         lay.addWidget(self.search)
+        lay.addWidget(self.empty)
         lay.addWidget(self.list, 1)
         chat.current_changed.connect(self._follow_current)
         chat.conversations.modelReset.connect(lambda: self._follow_current(chat.current))
@@ -79,6 +83,9 @@ class ConversationSidebar(QWidget):
         self.chat.select(index.data(KeyRole))
 
     def _follow_current(self, c: Conversation | None) -> None:
+        searching = bool(self.search.text().strip())
+        self.empty.setText("No chat matches." if searching else "No chats yet.\nPress New chat (Ctrl+N),\nor just type below.")
+        self.empty.setVisible(self.chat.conversations.rowCount() == 0)
         row = self.chat.conversations.row_of(c.id) if c else None
         if row is None:
             self.list.clearSelection()
@@ -158,6 +165,7 @@ class ChatPage(QWidget):
         self.model_picker.setMaximumWidth(300)
         self.model_picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
         self.model_picker.setMinimumContentsLength(16)
+        self.model_picker.setPlaceholderText("No models: start the server")
         self.model_picker.setToolTip("The model that answers in this chat")
         self.model_picker.activated.connect(self._model_picked)
         self.settings_button = QPushButton("")

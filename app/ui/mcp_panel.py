@@ -6,6 +6,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable
 
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QComboBox, QDialog, QDialogButtonBox, QFileDialog, QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEdit,
     QPlainTextEdit, QPushButton, QScrollArea, QVBoxLayout, QWidget,
@@ -169,6 +170,7 @@ class McpPanel(QWidget):
             empty = QLabel("No MCP servers yet.\nAdd one (a program such as npx or uvx, or a URL), or import "
                            "the mcpServers file of another app.")
             empty.setObjectName("emptyState")
+            empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
             self.rows.addWidget(empty)
         self.rows.addStretch(1)
         n = len(self.mcp.always_allowed)

@@ -262,7 +262,7 @@ class ModelsPage(QWidget):
     def _running(self, running: dict) -> None:
         if not running:
             self.running_label.setText("No model loaded")
-            self.memory_label.setText("")
+            self.memory_label.setText("The first chat message loads its model; picking one in the chat loads it too.")
             self.unload_button.setEnabled(False)
             return
         self.running_label.setText(running.get("id", "?") if len(self.models.residents) <= 1

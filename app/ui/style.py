@@ -116,6 +116,7 @@ QGroupBox::title {{ subcontrol-origin: margin; left: 14px; top: 0px; padding: 0 
 QGroupBox QLabel {{ font-weight: normal; }}
 QTabWidget::pane {{ border: none; }}
 QTabWidget::tab-bar {{ left: 18px; }}
+QTabBar {{ qproperty-drawBase: 0; }}
 QTabBar::tab {{ background: transparent; padding: 8px 16px; margin-right: 4px; color: {t.muted}; border: none;
                 border-bottom: 2px solid transparent; }}
 QTabBar::tab:selected {{ color: {t.text}; border-bottom: 2px solid {t.accent}; font-weight: 600; }}

@@ -134,3 +134,19 @@ def test_a_chat_with_a_document_cites_it_and_the_library_survives_a_restart(serv
     again.chat.select(conv_id)
     assert [d.title for d in again.documents.attached(again.chat.current)] == ["harbour-history.md"]
     assert FACT in again.chat.messages.items()[-1].meta["citations"][0]["text"]
+
+    # the library dialog: the document is ticked for this chat; unticking detaches it
+    from PySide6.QtCore import Qt
+
+    from app.ui.documents_ui import LibraryDialog
+
+    lib = LibraryDialog(again.chat, again.documents, again.spawn, again.chat_page)
+    item = lib.list.item(0)
+    assert "harbour-history.md" in item.text() and item.checkState() == Qt.CheckState.Checked
+    item.setCheckState(Qt.CheckState.Unchecked)
+    assert again.documents.attached(again.chat.current) == []
+    assert not again.chat_page.document_strip.isVisibleTo(again.chat_page)
+    again.chat.new_conversation()  # another chat attaches the same library document
+    lib.refresh()
+    lib.list.item(0).setCheckState(Qt.CheckState.Checked)
+    assert [d.title for d in again.documents.attached(again.chat.current)] == ["harbour-history.md"]
