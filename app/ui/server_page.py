@@ -29,8 +29,11 @@ def curl_example(url: str) -> str:
 def counters(stats: dict) -> list[tuple[str, str]]:
     """Rows of the counters box from a /hearth/stats body."""
     rows = [("Requests served", str(stats.get("requests_served", "–")))]
-    for m in stats.get("models") or ():
+    models = stats.get("models") or ()
+    for m in models:
         kv = m.get("kv") or {}
+        if len(models) > 1:  # each model's numbers under its name
+            rows.append((f"<b>{m.get('id', '?')}</b>", ""))
         rows.append(("Running / waiting", f"{m.get('running', 0)} / {m.get('waiting', 0)}"))
         rows.append(("Tokens generated", str(m.get("tokens_generated", "–"))))
         if kv.get("capacity"):
@@ -63,7 +66,11 @@ class ServerPage(QWidget):
         super().__init__()
         self.service = service
         lay = QVBoxLayout(self)
-        lay.setContentsMargins(20, 16, 20, 16)
+        lay.setContentsMargins(24, 20, 24, 16)
+        lay.setSpacing(10)
+        title = QLabel("Server")
+        title.setObjectName("pageTitle")
+        lay.addWidget(title)
         top = QGroupBox("Service")
         form = QFormLayout(top)
         self.address = QLabel()
@@ -73,7 +80,7 @@ class ServerPage(QWidget):
         self.origin = QLabel()
         form.addRow("Address", self.address)
         form.addRow("Status", self.status)
-        form.addRow("Loaded model", self.model)
+        form.addRow("Loaded models", self.model)
         form.addRow("Started by", self.origin)
         buttons = QHBoxLayout()
         self.start_button = QPushButton("Start server")
@@ -95,7 +102,10 @@ class ServerPage(QWidget):
         copy = QPushButton("Copy")
         copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.curl.toPlainText()))
         cl.addWidget(self.curl)
-        cl.addWidget(copy)
+        copy_row = QHBoxLayout()
+        copy_row.addStretch(1)
+        copy_row.addWidget(copy)
+        cl.addLayout(copy_row)
         log_box = QGroupBox("Log")
         ll = QVBoxLayout(log_box)
         self.log = QPlainTextEdit()
@@ -130,7 +140,8 @@ class ServerPage(QWidget):
         elif s.state == RUNNING and engine.get("state") == "crashed":
             words = "Running; the model stopped and reloads on the next request"
         self.status.setText(words)
-        self.model.setText(engine.get("model") or "–")
+        resident = [m.get("id") for m in (s.stats or {}).get("models") or () if m.get("id")]
+        self.model.setText(", ".join(resident) or engine.get("model") or "–")  # every resident model
         self.origin.setText("this app" if s.owned else ("another program" if s.state == RUNNING else "–"))
         self.start_button.setEnabled(s.state not in (RUNNING, STARTING))
         self.stop_button.setEnabled(s.owned)
@@ -144,3 +155,6 @@ class ServerPage(QWidget):
             return
         for label, value in counters(stats):
             self.counters.addRow(label, QLabel(value))
+        resident = [m.get("id") for m in stats.get("models") or () if m.get("id")]
+        if resident:
+            self.model.setText(", ".join(resident))

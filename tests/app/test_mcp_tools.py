@@ -97,6 +97,13 @@ def test_a_forced_tool_call_is_approved_run_and_answered(service, driver, make_a
     assert h.chat_page.approval is None
     assert h.chat.messages.items()[-1].meta["tool_calls"][0]["status"] == "done"
 
+    driver.run(h.shutdown())  # the servers stop with the app
+    assert conn.state == "stopped" and not conn.tools
+    import psutil
+
+    left = [p for p in psutil.Process().children(recursive=True) if SERVER in " ".join(p.cmdline())]
+    assert not left, f"the MCP server process outlived the app: {left}"
+
 
 def test_failing_hanging_and_exiting_servers_are_shown_and_never_hang(service, driver, make_app, tmp_path):
     h = _app_with_server(make_app, service, driver, tmp_path, _server(), _server("--exit-after", "4", name="crashy"),
