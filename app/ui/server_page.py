@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
-    QFormLayout, QGroupBox, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget,
+    QFormLayout, QFrame, QGroupBox, QHBoxLayout, QScrollArea, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget,
 )
 
 from app.service import RUNNING, STARTING, ServiceController
@@ -92,7 +92,15 @@ class ServerPage(QWidget):
         buttons.addStretch(1)
         form.addRow(buttons)
         self.counters_box = QGroupBox("Counters")
-        self.counters = QFormLayout(self.counters_box)
+        inner = QWidget()
+        inner.setObjectName("counterRows")
+        self.counters = QFormLayout(inner)
+        self.counters.setContentsMargins(0, 0, 0, 0)
+        scroll = QScrollArea()  # several models' counters scroll instead of growing the window
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setWidget(inner)
+        QVBoxLayout(self.counters_box).addWidget(scroll)
         curl_box = QGroupBox("Try the API")
         cl = QVBoxLayout(curl_box)
         self.curl = QPlainTextEdit()

@@ -121,6 +121,7 @@ QTabBar::tab {{ background: transparent; padding: 8px 16px; margin-right: 4px; c
                 border-bottom: 2px solid transparent; }}
 QTabBar::tab:selected {{ color: {t.text}; border-bottom: 2px solid {t.accent}; font-weight: 600; }}
 QScrollArea {{ background: transparent; border: none; }}
+#counterRows {{ background: {t.surface}; }}
 QScrollBar:vertical {{ background: transparent; width: 10px; margin: 2px; }}
 QScrollBar::handle:vertical {{ background: {t.border}; border-radius: 4px; min-height: 30px; }}
 QScrollBar::add-line, QScrollBar::sub-line {{ height: 0; }}
