@@ -169,3 +169,37 @@ def test_rerank_orders_a_hand_made_query_set(server, models):
         assert np.allclose([t["score"] for t in tei], np.sort(logits)[::-1], atol=1e-4)
     models_list = {m["id"]: m for m in httpx.get(f"{server.url}/v1/models", timeout=60).json()["data"]}
     assert models_list[models["reranker"]]["capabilities"] == ["rerank"]
+
+
+@pytest.fixture(scope="module")
+def ggufs(data_dir):
+    from tests.backends.test_llama_embedder import rank_head
+    from tests.gguf_bert import write_minilm_gguf
+
+    root = data_dir / "models" / "embedding-tests"
+    root.mkdir(parents=True, exist_ok=True)
+    head = rank_head()
+    return {"embed": str(write_minilm_gguf(root / "minilm-f16.gguf")),
+            "rank": str(write_minilm_gguf(root / "minilm-rank.gguf", pooling=4, head=head)), "head": head}
+
+
+def test_gguf_embedding_and_reranker_models_through_llama_cpp(server, models, ggufs):
+    body = post(server, "/v1/embeddings", {"model": ggufs["embed"], "input": TEXTS})
+    got = np.array([d["embedding"] for d in body["data"]])
+    assert cosine(got, onnx_reference(models["folder"], TEXTS)).min() >= 0.995
+    caps = {m["id"]: m["capabilities"] for m in httpx.get(f"{server.url}/v1/models", timeout=60).json()["data"]}
+    assert caps[ggufs["embed"]] == ["embedding"]
+    docs = ["Paris is the capital of France.", "Cats sleep a lot.", "The weather is nice today."]
+    ranked = post(server, "/v1/rerank", {"model": ggufs["rank"], "query": "capital of France", "documents": docs})
+    from tests.backends.test_llama_embedder import rank_reference
+    from tests.embedding_reference import fp32_weights
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(models["folder"] / "tokenizer.json"))
+    tok.no_padding()
+    weights, cfg = fp32_weights()
+    ref = np.array([rank_reference(tok.encode("capital of France", d).ids, ggufs["head"], weights, cfg) for d in docs])
+    assert [r["index"] for r in ranked["results"]] == list(np.argsort(-ref))
+    assert np.allclose([r["relevance_score"] for r in ranked["results"]], 1 / (1 + np.exp(-np.sort(ref)[::-1])), atol=0.01)
+    err = post(server, "/v1/embeddings", {"model": ggufs["rank"], "input": "x"}, 400)["error"]
+    assert "reranker" in err["message"]
