@@ -20,6 +20,8 @@ class EmbedSpec:
     n_gpu_layers: int = 0
     pooling: str | None = None  #: GGUF models: override the model's pooling
     normalize: bool = True  #: GGUF models: L2-normalise vectors (ONNX models follow their config)
+    #: ONNX models: settings from the catalog entry (matryoshka, pooling, normalize, max_length)
+    overrides: dict | None = None
 
 
 @dataclass(slots=True)

@@ -27,7 +27,7 @@ def load(spec: EmbedSpec):
         from runtime.backends.onnx_embedder import OnnxEmbedder
         from runtime.store.onnx_model import read_onnx_model
 
-        info = read_onnx_model(spec.model_path)
+        info = read_onnx_model(spec.model_path, spec.overrides)
         e = OnnxEmbedder(info, threads=spec.threads, batch_size=spec.batch_size)
         d = info.to_dict() | {"dimensions": e.dimensions}
     else:

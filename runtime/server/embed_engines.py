@@ -109,12 +109,23 @@ def embed_threads(config) -> int:
     return max(1, int(n))
 
 
+#: catalog fields an ONNX model's worker takes over its files' configuration
+CATALOG_SETTINGS = ("matryoshka", "pooling", "normalize", "max_length")
+
+
+def catalog_settings(model_id: str) -> dict:
+    from runtime.store.catalog import load_catalog
+
+    entry = load_catalog().get(model_id.split(":", 1)[0])
+    return {k: entry.raw[k] for k in CATALOG_SETTINGS if k in entry.raw} if entry is not None else {}
+
+
 async def start_embed_engine(model, config, ctx: int) -> EmbedClient:
     """Start the embedding worker for ``model`` (a ``ResolvedModel``)."""
     fmt = "onnx" if is_onnx_path(model.path) else "gguf"
     engine = EmbedClient(EmbedSpec(model.id, str(model.path), fmt, threads=embed_threads(config),
                                    batch_size=int(os.environ.get("HEARTH_EMBED_BATCH", "32")),
-                                   n_ctx=min(ctx, 8192)))
+                                   n_ctx=min(ctx, 8192), overrides=catalog_settings(model.id) or None))
     try:
         await asyncio.wait_for(engine.start(), config.load_timeout)
     except asyncio.TimeoutError:
@@ -123,3 +134,22 @@ async def start_embed_engine(model, config, ctx: int) -> EmbedClient:
         await engine.stop(timeout=5.0)
         raise ModelLoadFailed(f"loading {model.id} took longer than {config.load_timeout:g} s") from None
     return engine
+
+
+def encoder_fit(entry, hw, data_dir: Path) -> tuple[dict, bool]:
+    """The catalog's fit verdict for an embedding or reranking model: it runs on the CPU, and
+    needs about its file once and a half (the runtime's buffers) beside the other models."""
+    from runtime.store.resolve import UnknownModel, resolve_model
+
+    try:
+        path, local = resolve_model(entry.id, data_dir).path, True
+        size = path.stat().st_size
+    except (UnknownModel, OSError, LookupError, ValueError):
+        local = False
+        size = entry.estimated_bytes() or int((entry.raw.get("params") or 0)
+                                              * (1 if entry.default_quant == "INT8" else 4))
+    need = EmbedPlan(int(size * 1.5) + (96 << 20)).ram_bytes
+    fits = hw is None or need <= hw.ram.available
+    return {"verdict": "cpu" if fits else "too_big", "fits": fits, "ctx": entry.context_length, "gpu_layers": 0,
+            "total_bytes": need, "predicted_tokens_per_s": None, "estimated": not local,
+            "message": f"an {entry.raw.get('task')} model on the CPU: about {need / (1 << 20):.0f} MiB of RAM"}, local
