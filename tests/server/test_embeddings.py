@@ -203,3 +203,12 @@ def test_gguf_embedding_and_reranker_models_through_llama_cpp(server, models, gg
     assert np.allclose([r["relevance_score"] for r in ranked["results"]], 1 / (1 + np.exp(-np.sort(ref)[::-1])), atol=0.01)
     err = post(server, "/v1/embeddings", {"model": ggufs["rank"], "input": "x"}, 400)["error"]
     assert "reranker" in err["message"]
+
+
+def test_ollama_listings_describe_the_onnx_model(server):
+    post(server, "/api/embed", {"model": "minilm-l6", "input": "load it"})
+    tags = {m["name"]: m for m in httpx.get(f"{server.url}/api/tags", timeout=60).json()["models"]}
+    assert tags["minilm-l6:latest"]["details"]["format"] == "onnx"
+    shown = post(server, "/api/show", {"model": "minilm-l6"})
+    assert shown["capabilities"] == ["embedding"] and shown["model_info"]["onnx.dimensions"] == 384
+    assert "minilm-l6:latest" in {m["name"] for m in httpx.get(f"{server.url}/api/ps", timeout=60).json()["models"]}
