@@ -1,0 +1,168 @@
+"""Embeddings per second through Hearth's API vs ONNX Runtime called directly, and chat decode
+speed beside an embedding load.
+
+Same model (minilm-l6: all-MiniLM-L6-v2, int8 ONNX), same texts, same intra-op threads, measured
+in one run, alternating, median of the repeats. The reference tokenizes with ``tokenizers``,
+pads the batch, runs the session and mean-pools and normalises with numpy, as a program that
+embeds in-process would. Hearth's side is sequential ``POST /v1/embeddings`` requests of the
+batch size over one keep-alive connection (JSON floats back). Targets: hearth / reference >= 1.0
+at batch 64; API overhead (hearth's latency - the reference's) under 2 ms per request at batch 1.
+Then chat decode tokens/s of smollm2-135m alone and while a client embeds batches of 8 (the
+ratio is what a chat user feels while an indexer runs).
+
+    python bench/embeddings.py [--threads 2] [--repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import threading
+import time
+
+import numpy as np
+from common import emit, model_path
+
+WORDS = ("the quick brown fox jumps over a lazy dog while the river keeps running past old stone bridges "
+         "and people talk about weather markets music football science gardens travel and food").split()
+
+
+def corpus(n: int = 256, seed: int = 0) -> list[str]:
+    rng = np.random.default_rng(seed)
+    return [" ".join(rng.choice(WORDS, size=int(rng.integers(8, 40)))) + "." for _ in range(n)]
+
+
+class Reference:
+    def __init__(self, folder, threads: int) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        opts = ort.SessionOptions()
+        opts.intra_op_num_threads = threads
+        opts.inter_op_num_threads = 1
+        self.sess = ort.InferenceSession(str(folder / "model.onnx"), opts, providers=["CPUExecutionProvider"])
+        self.tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        self.tok.no_padding()
+        self.tok.enable_truncation(256)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        encs = self.tok.encode_batch(texts)
+        width = max(len(e.ids) for e in encs)
+        ids = np.zeros((len(encs), width), np.int64)
+        mask = np.zeros_like(ids)
+        for i, e in enumerate(encs):
+            ids[i, :len(e.ids)], mask[i, :len(e.ids)] = e.ids, 1
+        (h,) = self.sess.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})
+        m = mask[:, :, None].astype(np.float32)
+        v = (h * m).sum(1) / m.sum(1)
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def batches(texts: list[str], batch: int, total: int) -> list[list[str]]:
+    return [[texts[(i + k) % len(texts)] for k in range(batch)] for i in range(0, total, batch)]
+
+
+def rate_reference(ref: Reference, texts: list[str], batch: int, total: int) -> tuple[float, float]:
+    work = batches(texts, batch, total)
+    t = time.perf_counter()
+    for b in work:
+        ref.embed(b)
+    dt = time.perf_counter() - t
+    return len(work) * batch / dt, dt / len(work)
+
+
+def rate_hearth(client, url: str, texts: list[str], batch: int, total: int) -> tuple[float, float]:
+    work = batches(texts, batch, total)
+    t = time.perf_counter()
+    for b in work:
+        r = client.post(f"{url}/v1/embeddings", json={"model": "minilm-l6", "input": b})
+        r.raise_for_status()
+    dt = time.perf_counter() - t
+    return len(work) * batch / dt, dt / len(work)
+
+
+async def chat_rate(url: str, tokens: int) -> float:
+    import aiohttp
+    from common import stream_completion
+
+    async with aiohttp.ClientSession() as s:
+        r = await stream_completion(s, url, {"model": "smollm2-135m", "prompt": "Once upon a time, in a small village",
+                                             "max_tokens": tokens, "temperature": 0, "ignore_eos": True})
+    return (r["tokens"] - 1) / (r["last"] - r["first"])
+
+
+def chat_beside_embeddings(client, url: str, texts: list[str], tokens: int) -> tuple[float, int]:
+    stop, done = threading.Event(), [0]
+
+    def load():
+        import httpx
+
+        with httpx.Client(timeout=120) as c:
+            while not stop.is_set():
+                c.post(f"{url}/v1/embeddings", json={"model": "minilm-l6", "input": texts[:8]}).raise_for_status()
+                done[0] += 1
+
+    t = threading.Thread(target=load)
+    t.start()
+    try:
+        time.sleep(0.2)
+        return asyncio.run(chat_rate(url, tokens)), done[0]
+    finally:
+        stop.set()
+        t.join()
+
+
+def main() -> None:
+    import httpx
+
+    from runtime.server.launcher import ServiceProcess
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--texts", type=int, default=256, help="texts embedded per measurement and batch size")
+    ap.add_argument("--chat-tokens", type=int, default=128)
+    args = ap.parse_args()
+    folder = model_path("minilm-l6").parent
+    model_path("smollm2-135m")
+    texts = corpus()
+    ref = Reference(folder, args.threads)
+    env = {**os.environ, "HEARTH_EMBED_THREADS": str(args.threads), "HEARTH_EMBED_BATCH": "64"}
+    server = ServiceProcess("--parallel", "2", "--ctx", "2048", env=env).wait_ready()
+    out: dict = {"model": "minilm-l6 (all-MiniLM-L6-v2 int8 ONNX)", "threads": args.threads, "repeats": args.repeats,
+                 "texts_per_measurement": args.texts, "batches": {}}
+    try:
+        with httpx.Client(timeout=120) as client:
+            rate_hearth(client, server.url, texts, 8, 64)  # loads the worker, warms both
+            rate_reference(ref, texts, 8, 64)
+            for batch in (1, 8, 64):
+                total = max(batch, args.texts if batch > 1 else args.texts // 4)
+                h, r, hl, rl = [], [], [], []
+                for _ in range(args.repeats):
+                    a, al = rate_hearth(client, server.url, texts, batch, total)
+                    b, bl = rate_reference(ref, texts, batch, total)
+                    h.append(a), hl.append(al), r.append(b), rl.append(bl)
+                hm, rm = statistics.median(h), statistics.median(r)
+                out["batches"][str(batch)] = {
+                    "hearth_per_s": round(hm, 1), "reference_per_s": round(rm, 1), "ratio": round(hm / rm, 3),
+                    "hearth_ms_per_request": round(statistics.median(hl) * 1e3, 3),
+                    "reference_ms_per_call": round(statistics.median(rl) * 1e3, 3),
+                    "overhead_ms_per_request": round((statistics.median(hl) - statistics.median(rl)) * 1e3, 3)}
+            alone = [asyncio.run(chat_rate(server.url, args.chat_tokens)) for _ in range(2)]
+            beside = [chat_beside_embeddings(client, server.url, texts, args.chat_tokens) for _ in range(2)]
+            stats = server.stats()
+        b64, b1 = out["batches"]["64"], out["batches"]["1"]
+        out["chat"] = {"alone_tok_s": round(max(alone), 1), "beside_embeddings_tok_s": round(max(b for b, _ in beside), 1),
+                       "ratio": round(max(b for b, _ in beside) / max(alone), 3),
+                       "embedding_requests_meanwhile": sum(n for _, n in beside),
+                       "loads": stats["loads"], "unloads": stats["unloads"]}
+        out["targets"] = {"batch64_ratio_ge_1": b64["ratio"] >= 1.0, "batch1_overhead_lt_2ms": b1["overhead_ms_per_request"] < 2.0}
+    finally:
+        server.stop()
+    emit(out)
+
+
+if __name__ == "__main__":
+    main()
