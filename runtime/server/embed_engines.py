@@ -59,9 +59,8 @@ def model_task(path: Path | str) -> str:
     return _task(str(path), mtime)
 
 
-def refuse_unless(model_id: str, path: Path | str, wanted: str) -> None:
-    """Raise ``WrongModelKind`` naming the reason when the model cannot serve ``wanted``."""
-    task = model_task(path)
+def refuse_unless(model_id: str, task: str, wanted: str) -> None:
+    """Raise ``WrongModelKind`` naming the reason when a model of ``task`` cannot serve ``wanted``."""
     if task == wanted:
         return
     if wanted == GENERATE:
