@@ -1,7 +1,8 @@
 """Embeddings per second through Hearth's API vs ONNX Runtime called directly, and chat decode
 speed beside an embedding load.
 
-Same model (minilm-l6: all-MiniLM-L6-v2, int8 ONNX), same texts, same intra-op threads, measured
+Same model (minilm-l6: all-MiniLM-L6-v2, int8 ONNX), same texts, same intra-op threads (idle threads not spinning on either side, unless
+``--spin`` lets the reference's spin as ONNX Runtime does by default), measured
 in one run, alternating, median of the repeats. The reference tokenizes with ``tokenizers``,
 pads the batch, runs the session and mean-pools and normalises with numpy, as a program that
 embeds in-process would. Hearth's side is sequential ``POST /v1/embeddings`` requests of the
@@ -37,13 +38,15 @@ def corpus(n: int = 256, seed: int = 0) -> list[str]:
 
 
 class Reference:
-    def __init__(self, folder, threads: int) -> None:
+    def __init__(self, folder, threads: int, spin: bool = False) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
+        if not spin:  # as Hearth's worker runs it (threads sleep when idle)
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.sess = ort.InferenceSession(str(folder / "model.onnx"), opts, providers=["CPUExecutionProvider"])
         self.tok = Tokenizer.from_file(str(folder / "tokenizer.json"))
         self.tok.no_padding()
@@ -125,14 +128,17 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--texts", type=int, default=256, help="texts embedded per measurement and batch size")
     ap.add_argument("--chat-tokens", type=int, default=128)
+    ap.add_argument("--spin", action="store_true", help="let the reference's idle threads spin (ONNX Runtime's "
+                    "default; Hearth's worker turns it off so that a chat model beside it keeps its cores)")
     args = ap.parse_args()
     folder = model_path("minilm-l6").parent
     model_path("smollm2-135m")
     texts = corpus()
-    ref = Reference(folder, args.threads)
+    ref = Reference(folder, args.threads, spin=args.spin)
     env = {**os.environ, "HEARTH_EMBED_THREADS": str(args.threads), "HEARTH_EMBED_BATCH": "64"}
     server = ServiceProcess("--parallel", "2", "--ctx", "2048", env=env).wait_ready()
     out: dict = {"model": "minilm-l6 (all-MiniLM-L6-v2 int8 ONNX)", "threads": args.threads, "repeats": args.repeats,
+                 "reference_spins": args.spin,
                  "texts_per_measurement": args.texts, "batches": {}}
     try:
         with httpx.Client(timeout=120) as client:

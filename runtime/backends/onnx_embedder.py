@@ -132,6 +132,8 @@ class OnnxEmbedder:
             n = len(e.ids)
             ids[row, :n], mask[row, :n], types[row, :n] = e.ids, 1, e.type_ids
         feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        if "position_ids" in self.input_names:  # some exports take positions as an input
+            feed["position_ids"] = np.broadcast_to(np.arange(width, dtype=np.int64), ids.shape).copy()
         feed = {name: feed[name] for name in self.input_names if name in feed}
         (out,) = self.session.run([self.output_name], feed)
         return out, mask
