@@ -15,7 +15,7 @@ class EmbedSpec:
     model_path: str
     format: str  #: onnx | gguf
     threads: int = 2  #: intra-op threads (ONNX Runtime) or llama.cpp threads
-    batch_size: int = 32  #: sequences run together at most
+    batch_size: int = 16  #: sequences run together at most (length-sorted: less padding)
     n_ctx: int = 2048  #: GGUF models: the longest input, in tokens
     n_gpu_layers: int = 0
     pooling: str | None = None  #: GGUF models: override the model's pooling

@@ -123,7 +123,7 @@ async def start_embed_engine(model, config, ctx: int) -> EmbedClient:
     """Start the embedding worker for ``model`` (a ``ResolvedModel``)."""
     fmt = "onnx" if is_onnx_path(model.path) else "gguf"
     engine = EmbedClient(EmbedSpec(model.id, str(model.path), fmt, threads=embed_threads(config),
-                                   batch_size=int(os.environ.get("HEARTH_EMBED_BATCH", "32")),
+                                   batch_size=int(os.environ.get("HEARTH_EMBED_BATCH", "16")),
                                    n_ctx=min(ctx, 8192), overrides=catalog_settings(model.id) or None))
     try:
         await asyncio.wait_for(engine.start(), config.load_timeout)
