@@ -34,6 +34,8 @@ class EmbedClient:
         self.error: str | None = None
         self.alive = False
         self.jobs_done = 0
+        self.inputs_done = 0
+        self.tokens_done = 0
         self._pending: dict[str, asyncio.Future] = {}
         self._exited = asyncio.Event()
         self._stopping = False
@@ -170,6 +172,8 @@ class EmbedClient:
         finally:
             self._pending.pop(job.request_id, None)
         self.jobs_done += 1
+        self.inputs_done += done.shape[0] if done.shape else 0
+        self.tokens_done += done.n_tokens
         return np.frombuffer(done.values, dtype=np.float32).reshape(done.shape), done.n_tokens
 
     async def embed(self, texts: list[str] | None = None, token_rows: list[list[int]] | None = None,
@@ -181,6 +185,12 @@ class EmbedClient:
         """(a cross-encoder's relevance logit for each document, tokens used)."""
         return await self._job(EmbedJob(f"s{next(self._ids)}", "score", [query] * len(documents), None,
                                         list(documents), truncate))
+
+    def counters(self) -> dict:
+        """For /hearth/stats: requests answered, inputs and tokens embedded or scored, in flight."""
+        return {"kind": self.info.get("kind"), "format": self.spec.format, "threads": self.spec.threads,
+                "requests": self.jobs_done, "inputs": self.inputs_done, "tokens": self.tokens_done,
+                "active": self.active}
 
     # -- the rest of the Engine interface ---------------------------------------------------
     async def submit(self, params, **_kw):

@@ -82,6 +82,8 @@ def test_both_resident_without_reloads_and_chat_keeps_its_speed(both):
     stats = both.stats()
     assert stats["loads"] == {"smollm2-135m": 1, "minilm-l6": 1} and not stats["unloads"]
     assert {m["id"] for m in stats["models"]} == {"smollm2-135m", "minilm-l6"}
+    counters = next(m for m in stats["models"] if m["id"] == "minilm-l6")["embeddings"]
+    assert counters["requests"] >= len(done) and counters["inputs"] >= 12 * len(done) and counters["threads"] == 1
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/<pid>/maps")
