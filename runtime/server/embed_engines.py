@@ -98,9 +98,13 @@ class EmbedPlan:
     devices: list = field(default_factory=list)
 
     @classmethod
+    def for_size(cls, size: int) -> "EmbedPlan":
+        need = int(size * 1.5) + (96 << 20)
+        return cls(need, devices=[_Device("CPU", need)])
+
+    @classmethod
     def for_file(cls, path: Path) -> "EmbedPlan":
-        size = path.stat().st_size
-        return cls(int(size * 1.5) + (96 << 20), devices=[_Device("CPU", int(size * 1.5) + (96 << 20))])
+        return cls.for_size(path.stat().st_size)
 
 
 def embed_threads(config) -> int:
@@ -135,6 +139,13 @@ async def start_embed_engine(model, config, ctx: int) -> EmbedClient:
     return engine
 
 
+def _fit(need: int, hw, task: str | None, ctx: int | None, local: bool) -> dict:
+    fits = hw is None or need <= hw.ram.available
+    return {"verdict": "cpu" if fits else "too_big", "fits": fits, "ctx": ctx, "gpu_layers": 0, "devices": [],
+            "total_bytes": need, "predicted_tokens_per_s": None, "estimated": not local,
+            "message": f"an {task or 'embedding'} model on the CPU: about {need / (1 << 20):.0f} MiB of RAM"}
+
+
 def encoder_fit(entry, hw, data_dir: Path) -> tuple[dict, bool]:
     """The catalog's fit verdict for an embedding or reranking model: it runs on the CPU, and
     needs about its file once and a half (the runtime's buffers) beside the other models."""
@@ -147,8 +158,14 @@ def encoder_fit(entry, hw, data_dir: Path) -> tuple[dict, bool]:
         local = False
         size = entry.estimated_bytes() or int((entry.raw.get("params") or 0)
                                               * (1 if entry.default_quant == "INT8" else 4))
-    need = EmbedPlan(int(size * 1.5) + (96 << 20)).ram_bytes
-    fits = hw is None or need <= hw.ram.available
-    return {"verdict": "cpu" if fits else "too_big", "fits": fits, "ctx": entry.context_length, "gpu_layers": 0,
-            "total_bytes": need, "predicted_tokens_per_s": None, "estimated": not local,
-            "message": f"an {entry.raw.get('task')} model on the CPU: about {need / (1 << 20):.0f} MiB of RAM"}, local
+    need = EmbedPlan.for_size(size).ram_bytes
+    return _fit(need, hw, entry.raw.get("task"), entry.context_length, local), local
+
+
+def file_fit(path: Path, hw) -> dict | None:
+    """``/hearth/fit`` for a local model file that is an encoder (None: a text-generation model)."""
+    task = model_task(path)
+    if task == GENERATE:
+        return None
+    ctx = read_onnx_model(path).max_length if is_onnx_path(path) else None
+    return _fit(EmbedPlan.for_file(path).ram_bytes, hw, task, ctx, True)

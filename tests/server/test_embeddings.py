@@ -128,6 +128,12 @@ def test_the_official_clients(server, models):
     assert cosine(np.array(old.embedding), ref[0])[0] >= 0.999
 
 
+def test_fit_of_an_embedding_model(server):
+    fit = httpx.get(f"{server.url}/hearth/fit", params={"model": "minilm-l6"}, timeout=60).json()
+    assert fit["verdict"] == "cpu" and fit["fits"] and fit["ctx"] == 256 and fit["gpu_layers"] == 0
+    assert 23 << 20 < fit["total_bytes"] < 256 << 20
+
+
 def test_models_list_shows_the_capability(server):
     post(server, "/v1/embeddings", {"model": "minilm-l6", "input": "load it"})
     models = {m["id"]: m for m in httpx.get(f"{server.url}/v1/models", timeout=60).json()["data"]}
