@@ -23,6 +23,8 @@ MAX_JOBS = 256
 
 def load(spec: EmbedSpec):
     """The backend embedder for ``spec`` and the model's settings (for ``Loaded.info``)."""
+    # the tokenizer's thread pool (rayon) is bounded like the model's: a chat model keeps its cores
+    os.environ.setdefault("RAYON_RS_NUM_CPUS", str(max(1, spec.threads)))
     if spec.format == "onnx":
         from runtime.backends.onnx_embedder import OnnxEmbedder
         from runtime.store.onnx_model import read_onnx_model
