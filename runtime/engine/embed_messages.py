@@ -40,6 +40,7 @@ class EmbedDone:
     values: bytes  #: float32, row-major: [n, dim] vectors or [n] scores
     shape: tuple[int, ...]
     n_tokens: int
+    round_jobs: int = 1  #: jobs whose inputs ran together with this one's (1: alone)
 
 
 @dataclass(slots=True)

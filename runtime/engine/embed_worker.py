@@ -84,7 +84,8 @@ class _Worker:
             for j, enc in ready:
                 part = np.ascontiguousarray(out[start:start + len(enc)], dtype=np.float32)
                 start += len(enc)
-                self.conn.send(EmbedDone(j.request_id, part.tobytes(), part.shape, sum(len(x.ids) for x in enc)))
+                self.conn.send(EmbedDone(j.request_id, part.tobytes(), part.shape, sum(len(x.ids) for x in enc),
+                                         len(ready)))
 
 
 def worker_main(conn: Connection, spec: EmbedSpec) -> None:

@@ -57,7 +57,8 @@ def test_vectors_match_the_reference_of_the_same_file(server, models):
 
 async def test_concurrent_requests_share_batches_and_keep_their_vectors(server, models):
     ref = onnx_reference(models["folder"], TEXTS)
-    jobs = [[i % len(TEXTS), (i + 2) % len(TEXTS)] for i in range(8)]
+    # one long job among them: the others arrive while it runs, so some rounds hold several
+    jobs = [list(range(len(TEXTS))) * 10] + [[i % len(TEXTS), (i + 2) % len(TEXTS)] for i in range(8)]
     async with httpx.AsyncClient(timeout=120) as c:
         replies = await asyncio.gather(*[c.post(f"{server.url}/v1/embeddings", json={
             "model": "minilm-l6", "input": [TEXTS[k] for k in job]}) for job in jobs])
@@ -65,6 +66,8 @@ async def test_concurrent_requests_share_batches_and_keep_their_vectors(server, 
         assert r.status_code == 200, r.text
         got = np.array([d["embedding"] for d in r.json()["data"]])
         assert cosine(got, ref[job]).min() >= 0.999
+    stats = {m["id"]: m for m in httpx.get(f"{server.url}/hearth/stats", timeout=60).json()["models"]}
+    assert stats["minilm-l6"]["embeddings"]["batched_with_others"] >= 2  # requests queued together ran together
 
 
 def test_base64_decodes_to_the_same_floats(server):
@@ -149,6 +152,10 @@ def test_models_that_cannot_do_what_is_asked_are_a_clear_400(server, models):
     assert "embedding model" in err["message"] and err["param"] == "model"
     assert "embedding model" in post(server, "/api/chat", {"model": "minilm-l6", "messages": [
         {"role": "user", "content": "hi"}], "stream": False}, 400)["error"]
+    for path, body in [("/v1/completions", {"prompt": "hi"}), ("/v1/messages", {"max_tokens": 4, "messages": [
+            {"role": "user", "content": "hi"}]}), ("/v1/responses", {"input": "hi"})]:
+        r = httpx.post(f"{server.url}{path}", json={"model": "minilm-l6", **body}, timeout=60)
+        assert r.status_code == 400 and "embedding model" in r.text, (path, r.text)
     err = post(server, "/v1/rerank", {"model": "minilm-l6", "query": "q", "documents": ["a"]}, 400)["error"]
     assert "not a reranker" in err["message"]
     err = post(server, "/v1/embeddings", {"model": models["reranker"], "input": "x"}, 400)["error"]
