@@ -55,3 +55,21 @@ def test_catalog_settings_reach_the_model(minilm_path):
     assert catalog_settings("nomic-embed-text-v1.5")["matryoshka"] == [768, 512, 256, 128, 64]
     info = read_onnx_model(minilm_path, {"matryoshka": [384, 128]})
     assert info.matryoshka == (384, 128)
+
+
+async def test_external_weights_and_the_catalogs_companions_come_along(loopback_hub, tmp_path, manager, minilm_path):
+    from runtime.store.hf_cache import find_snapshot
+
+    files = {"onnx/model.onnx": b"graph", "onnx/model.onnx_data": b"weights" * 100,
+             "tokenizer.json": (minilm_path.parent / "tokenizer.json").read_bytes(),
+             "modules.json": (minilm_path.parent / "modules.json").read_bytes(),
+             "1_Pooling/config.json": (minilm_path.parent / "1_Pooling" / "config.json").read_bytes(),
+             "pytorch_model.bin": b"not needed"}
+    loopback_hub.add_repo("BAAI/bge-small-en-v1.5", files)
+    d = await manager.wait((await manager.pull("bge-small-en-v1.5")).id)
+    assert d.state == "completed", d.error
+    for name in ("onnx/model.onnx", "onnx/model.onnx_data", "tokenizer.json", "modules.json", "1_Pooling/config.json"):
+        assert find_snapshot("BAAI/bge-small-en-v1.5", name).read_bytes() == files[name], name
+    assert loopback_hub.gets("BAAI/bge-small-en-v1.5", "pytorch_model.bin") == 0
+    info = read_onnx_model(find_snapshot("BAAI/bge-small-en-v1.5", "onnx/model.onnx"))
+    assert (info.pooling, info.normalize) == ("mean", True)
