@@ -53,10 +53,11 @@ class LlamaEmbedder:
         for i, text in enumerate(texts):
             if pairs is None:
                 ids = self.llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)
-            else:  # llama.cpp's rerank input: BOS query EOS SEP document EOS
+            else:  # llama.cpp's rerank input: BOS query EOS SEP document EOS ([CLS] q [SEP] d [SEP] for BERT)
                 q = self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False)
                 d = self.llm.tokenize(pairs[i].encode("utf-8"), add_bos=False, special=False)
-                ids = [t for t in [self._bos, *q, self._eos, self._sep, *d, self._eos] if t is not None and t >= 0]
+                end = self._eos if self._eos is not None and self._eos >= 0 else self._sep
+                ids = [t for t in [self._bos, *q, self._eos, self._sep, *d, end] if t is not None and t >= 0]
             out.append(Encoded(self._check(i, ids, truncate), []))
         return out
 

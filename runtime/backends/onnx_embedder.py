@@ -1,7 +1,7 @@
 """Sentence embeddings and cross-encoder scores with ONNX Runtime (the only import of it).
 
-One ``OnnxEmbedder`` holds one ``InferenceSession`` with few intra-op threads (default 2), so
-a chat model decoding beside it keeps its cores. Texts are tokenized with ``tokenizers``
+One ``OnnxEmbedder`` holds one ``InferenceSession`` with few intra-op threads (default 2) that
+do not spin when idle, so a chat model decoding beside it keeps its cores. Texts are tokenized with ``tokenizers``
 (the model's ``tokenizer.json``), cut at the model's maximum length (or refused when the
 caller forbids it), sorted by length and run in padded batches; token states are pooled
 (mean over the attention mask, CLS, last token, max) and L2-normalised as the model's
@@ -56,13 +56,15 @@ def l2_normalise(v: np.ndarray) -> np.ndarray:
 
 
 class OnnxEmbedder:
-    def __init__(self, info: OnnxModelInfo, threads: int = 2, batch_size: int = 32) -> None:
+    def __init__(self, info: OnnxModelInfo, threads: int = 2, batch_size: int = 32, spin: bool = False) -> None:
         self.info = info
         self.batch_size = max(1, batch_size)
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = max(1, threads)
         opts.inter_op_num_threads = 1
         opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        if not spin:  # idle threads sleep instead of spinning on cores a chat model decodes on
+            opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(str(info.model_file), opts, providers=["CPUExecutionProvider"])
         self.input_names = [i.name for i in self.session.get_inputs()]
         outputs = self.session.get_outputs()
@@ -130,6 +132,8 @@ class OnnxEmbedder:
             n = len(e.ids)
             ids[row, :n], mask[row, :n], types[row, :n] = e.ids, 1, e.type_ids
         feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+        if "position_ids" in self.input_names:  # some exports take positions as an input
+            feed["position_ids"] = np.broadcast_to(np.arange(width, dtype=np.int64), ids.shape).copy()
         feed = {name: feed[name] for name in self.input_names if name in feed}
         (out,) = self.session.run([self.output_name], feed)
         return out, mask

@@ -34,6 +34,9 @@ class EmbedClient:
         self.error: str | None = None
         self.alive = False
         self.jobs_done = 0
+        self.inputs_done = 0
+        self.tokens_done = 0
+        self.shared_jobs = 0  # requests answered from a round shared with other requests
         self._pending: dict[str, asyncio.Future] = {}
         self._exited = asyncio.Event()
         self._stopping = False
@@ -170,6 +173,9 @@ class EmbedClient:
         finally:
             self._pending.pop(job.request_id, None)
         self.jobs_done += 1
+        self.inputs_done += done.shape[0] if done.shape else 0
+        self.tokens_done += done.n_tokens
+        self.shared_jobs += done.round_jobs > 1
         return np.frombuffer(done.values, dtype=np.float32).reshape(done.shape), done.n_tokens
 
     async def embed(self, texts: list[str] | None = None, token_rows: list[list[int]] | None = None,
@@ -181,6 +187,13 @@ class EmbedClient:
         """(a cross-encoder's relevance logit for each document, tokens used)."""
         return await self._job(EmbedJob(f"s{next(self._ids)}", "score", [query] * len(documents), None,
                                         list(documents), truncate))
+
+    def counters(self) -> dict:
+        """For /hearth/stats: requests answered, inputs and tokens embedded or scored, in flight."""
+        return {"kind": self.info.get("kind"), "format": self.spec.format, "threads": self.spec.threads,
+                "requests": self.jobs_done, "inputs": self.inputs_done, "tokens": self.tokens_done,
+                "batched_with_others": self.shared_jobs,
+                "active": self.active}
 
     # -- the rest of the Engine interface ---------------------------------------------------
     async def submit(self, params, **_kw):

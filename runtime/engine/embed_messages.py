@@ -15,11 +15,13 @@ class EmbedSpec:
     model_path: str
     format: str  #: onnx | gguf
     threads: int = 2  #: intra-op threads (ONNX Runtime) or llama.cpp threads
-    batch_size: int = 32  #: sequences run together at most
+    batch_size: int = 16  #: sequences run together at most (length-sorted: less padding)
     n_ctx: int = 2048  #: GGUF models: the longest input, in tokens
     n_gpu_layers: int = 0
     pooling: str | None = None  #: GGUF models: override the model's pooling
     normalize: bool = True  #: GGUF models: L2-normalise vectors (ONNX models follow their config)
+    #: ONNX models: settings from the catalog entry (matryoshka, pooling, normalize, max_length)
+    overrides: dict | None = None
 
 
 @dataclass(slots=True)
@@ -38,6 +40,7 @@ class EmbedDone:
     values: bytes  #: float32, row-major: [n, dim] vectors or [n] scores
     shape: tuple[int, ...]
     n_tokens: int
+    round_jobs: int = 1  #: jobs whose inputs ran together with this one's (1: alone)
 
 
 @dataclass(slots=True)

@@ -23,11 +23,13 @@ MAX_JOBS = 256
 
 def load(spec: EmbedSpec):
     """The backend embedder for ``spec`` and the model's settings (for ``Loaded.info``)."""
+    # the tokenizer's thread pool (rayon) is bounded like the model's: a chat model keeps its cores
+    os.environ.setdefault("RAYON_RS_NUM_CPUS", str(max(1, spec.threads)))
     if spec.format == "onnx":
         from runtime.backends.onnx_embedder import OnnxEmbedder
         from runtime.store.onnx_model import read_onnx_model
 
-        info = read_onnx_model(spec.model_path)
+        info = read_onnx_model(spec.model_path, spec.overrides)
         e = OnnxEmbedder(info, threads=spec.threads, batch_size=spec.batch_size)
         d = info.to_dict() | {"dimensions": e.dimensions}
     else:
@@ -82,7 +84,8 @@ class _Worker:
             for j, enc in ready:
                 part = np.ascontiguousarray(out[start:start + len(enc)], dtype=np.float32)
                 start += len(enc)
-                self.conn.send(EmbedDone(j.request_id, part.tobytes(), part.shape, sum(len(x.ids) for x in enc)))
+                self.conn.send(EmbedDone(j.request_id, part.tobytes(), part.shape, sum(len(x.ids) for x in enc),
+                                         len(ready)))
 
 
 def worker_main(conn: Connection, spec: EmbedSpec) -> None:

@@ -72,7 +72,7 @@ async def _engine_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def _preload(manager: ModelManager) -> None:
     try:
-        await manager.engine_for(None)
+        await manager.engine_for(None, task=None)  # the default model may be an embedding model
     except Exception as e:  # reported on /health; requests will retry the load
         log.warning("could not load the default model: %s", e)
 

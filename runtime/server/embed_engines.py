@@ -59,9 +59,8 @@ def model_task(path: Path | str) -> str:
     return _task(str(path), mtime)
 
 
-def refuse_unless(model_id: str, path: Path | str, wanted: str) -> None:
-    """Raise ``WrongModelKind`` naming the reason when the model cannot serve ``wanted``."""
-    task = model_task(path)
+def refuse_unless(model_id: str, task: str, wanted: str) -> None:
+    """Raise ``WrongModelKind`` naming the reason when a model of ``task`` cannot serve ``wanted``."""
     if task == wanted:
         return
     if wanted == GENERATE:
@@ -99,9 +98,13 @@ class EmbedPlan:
     devices: list = field(default_factory=list)
 
     @classmethod
+    def for_size(cls, size: int) -> "EmbedPlan":
+        need = int(size * 1.5) + (96 << 20)
+        return cls(need, devices=[_Device("CPU", need)])
+
+    @classmethod
     def for_file(cls, path: Path) -> "EmbedPlan":
-        size = path.stat().st_size
-        return cls(int(size * 1.5) + (96 << 20), devices=[_Device("CPU", int(size * 1.5) + (96 << 20))])
+        return cls.for_size(path.stat().st_size)
 
 
 def embed_threads(config) -> int:
@@ -109,12 +112,23 @@ def embed_threads(config) -> int:
     return max(1, int(n))
 
 
+#: catalog fields an ONNX model's worker takes over its files' configuration
+CATALOG_SETTINGS = ("matryoshka", "pooling", "normalize", "max_length")
+
+
+def catalog_settings(model_id: str) -> dict:
+    from runtime.store.catalog import load_catalog
+
+    entry = load_catalog().get(model_id.split(":", 1)[0])
+    return {k: entry.raw[k] for k in CATALOG_SETTINGS if k in entry.raw} if entry is not None else {}
+
+
 async def start_embed_engine(model, config, ctx: int) -> EmbedClient:
     """Start the embedding worker for ``model`` (a ``ResolvedModel``)."""
     fmt = "onnx" if is_onnx_path(model.path) else "gguf"
     engine = EmbedClient(EmbedSpec(model.id, str(model.path), fmt, threads=embed_threads(config),
-                                   batch_size=int(os.environ.get("HEARTH_EMBED_BATCH", "32")),
-                                   n_ctx=min(ctx, 8192)))
+                                   batch_size=int(os.environ.get("HEARTH_EMBED_BATCH", "16")),
+                                   n_ctx=min(ctx, 8192), overrides=catalog_settings(model.id) or None))
     try:
         await asyncio.wait_for(engine.start(), config.load_timeout)
     except asyncio.TimeoutError:
@@ -123,3 +137,35 @@ async def start_embed_engine(model, config, ctx: int) -> EmbedClient:
         await engine.stop(timeout=5.0)
         raise ModelLoadFailed(f"loading {model.id} took longer than {config.load_timeout:g} s") from None
     return engine
+
+
+def _fit(need: int, hw, task: str | None, ctx: int | None, local: bool) -> dict:
+    fits = hw is None or need <= hw.ram.available
+    return {"verdict": "cpu" if fits else "too_big", "fits": fits, "ctx": ctx, "gpu_layers": 0, "devices": [],
+            "total_bytes": need, "predicted_tokens_per_s": None, "estimated": not local,
+            "message": f"an {task or 'embedding'} model on the CPU: about {need / (1 << 20):.0f} MiB of RAM"}
+
+
+def encoder_fit(entry, hw, data_dir: Path) -> tuple[dict, bool]:
+    """The catalog's fit verdict for an embedding or reranking model: it runs on the CPU, and
+    needs about its file once and a half (the runtime's buffers) beside the other models."""
+    from runtime.store.resolve import UnknownModel, resolve_model
+
+    try:
+        path, local = resolve_model(entry.id, data_dir).path, True
+        size = path.stat().st_size
+    except (UnknownModel, OSError, LookupError, ValueError):
+        local = False
+        size = entry.estimated_bytes() or int((entry.raw.get("params") or 0)
+                                              * (1 if entry.default_quant == "INT8" else 4))
+    need = EmbedPlan.for_size(size).ram_bytes
+    return _fit(need, hw, entry.raw.get("task"), entry.context_length, local), local
+
+
+def file_fit(path: Path, hw) -> dict | None:
+    """``/hearth/fit`` for a local model file that is an encoder (None: a text-generation model)."""
+    task = model_task(path)
+    if task == GENERATE:
+        return None
+    ctx = read_onnx_model(path).max_length if is_onnx_path(path) else None
+    return _fit(EmbedPlan.for_file(path).ram_bytes, hw, task, ctx, True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from aiohttp import web
 
-from runtime.engine.protocol import ErrorCode, RequestRefused, WorkerDied
+from runtime.engine.protocol import EncoderEngine, ErrorCode, RequestRefused, WorkerDied
 from runtime.server.app_keys import MANAGER
 from runtime.server.errors import ApiError
 
@@ -15,14 +15,18 @@ DEFAULT_EMBEDDING_MODEL = "minilm-l6"
 MAX_INPUTS = 2048
 
 
-async def encoder_for(request: web.Request, ref: str, task: str, keep_alive: float | None = None):
-    """The resident (or now loaded) embedding worker for ``ref``, refusing models of another task."""
+async def encoder_for(request: web.Request, ref: str, task: str, keep_alive: float | None = None) -> EncoderEngine:
+    """The resident (or now loaded) encoder engine for ``ref``, refusing models of another task."""
     from runtime.server.generation import model_error
 
     try:
-        return await request.app[MANAGER].engine_for(ref, None, keep_alive, task=task)
+        engine = await request.app[MANAGER].engine_for(ref, None, keep_alive, task=task)
     except Exception as e:
         raise model_error(e) from None
+    if not isinstance(engine, EncoderEngine):  # a model of that task behind an engine that cannot encode
+        raise ApiError(400, f"model {ref!r} is served by an engine that cannot {task}", param="model",
+                       code="model_not_supported")
+    return engine
 
 
 async def run_embed(engine, texts=None, rows=None, truncate: bool = True, param: str = "input") -> tuple[np.ndarray, int]:

@@ -11,8 +11,8 @@ from runtime.engine.client import (
 from runtime.engine.protocol import Engine, ErrorCode
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, bad_request
-from runtime.server.model_manager import DraftRefused, ModelDoesNotFit, ModelLoadTimeout, NoRoom
 from runtime.server.embed_engines import WrongModelKind
+from runtime.server.model_manager import DraftRefused, ModelDoesNotFit, ModelLoadTimeout, NoRoom
 from runtime.server.model_refs import ModelPathRefused
 from runtime.server.schemas import GenerationRequest
 from runtime.server.validation import token_ids

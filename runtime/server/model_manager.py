@@ -38,6 +38,7 @@ class ModelManager:
         self.last_error: str | None = None
         self.requests_served = 0
         self._resolved: dict[str, ResolvedModel] = {}
+        self._tasks: dict[str, str] = {}  # model file -> the task it serves
         self._hardware = None
         self._hardware_lock = asyncio.Lock()
         self._budget: Budget | None = None
@@ -85,7 +86,7 @@ class ModelManager:
         from runtime.store.model_shape import shape_of_file
 
         c = self.config
-        if await asyncio.to_thread(model_task, model.path) != GENERATE:  # an encoder: the embedding worker
+        if await self.task_of(model) != GENERATE:  # an encoder: the embedding worker
             return EmbedPlan.for_file(model.path)
 
         def blocking(hw):  # headers are read in a thread: the event loop keeps answering
@@ -119,19 +120,33 @@ class ModelManager:
         return resolved
 
     async def resolve_async(self, ref: str | None) -> ResolvedModel:
+        cached = self._resolved.get(ref or self.config.model)
+        if cached is not None and cached.path.is_file():  # a stat: no thread hop on every request
+            return cached
         return await asyncio.to_thread(self.resolve, ref)
 
     def forget_resolved(self) -> None:
         """Models were imported or deleted: references are resolved again."""
         self._resolved.clear()
+        self._tasks.clear()
+
+    async def task_of(self, model: ResolvedModel) -> str:
+        """generate, embedding or rerank (``embed_engines.model_task``), read once per file."""
+        key = str(model.path)
+        task = self._tasks.get(key)
+        if task is None:
+            task = self._tasks[key] = await asyncio.to_thread(model_task, model.path)
+        return task
 
     async def engine_for(self, ref: str | None, ctx: int | None = None, keep_alive: float | None = None,
-                         pin: bool | None = None, task: str = GENERATE) -> Engine:
+                         pin: bool | None = None, task: str | None = GENERATE) -> Engine:
         """The running engine for ``ref`` (at context ``ctx`` when given): a resident one, or
         one loaded now (see ``runtime.server.router``); a dead worker is restarted. ``task``
-        (generate, embedding, rerank): a model that cannot serve it raises ``WrongModelKind``."""
+        (generate, embedding, rerank; None: any): a model that cannot serve it raises
+        ``WrongModelKind`` before anything loads."""
         model = await self.resolve_async(ref)
-        await asyncio.to_thread(refuse_unless, model.id, model.path, task)
+        if task is not None:
+            refuse_unless(model.id, await self.task_of(model), task)
         return (await self.router.acquire(model, ctx, keep_alive, pin)).engine
 
     def draft_for(self, model: ResolvedModel, catalog: dict | None = None) -> tuple[str | None, str | None]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from runtime.store.catalog import CatalogEntry, load_catalog
 from runtime.server.tool_formats import template_capabilities
 from runtime.store.embedded import embedded_path
+from runtime.store.onnx_model import is_onnx_path
 from runtime.store.gguf_file import GGUFHeader, read_header
 
 # llama.cpp's general.file_type values (LLAMA_FTYPE_*) for the common quantizations
@@ -82,7 +83,9 @@ def details(m: LocalModel) -> dict:
     out = {"parent_model": "", "format": "gguf", "family": raw.get("family", ""), "families": None,
            "parameter_size": raw.get("parameters", ""),
            "quantization_level": m.quant or raw.get("quantization", "")}
-    if m.path.is_file():
+    if is_onnx_path(m.path):  # an ONNX encoder: no GGUF header to read
+        out["format"] = "onnx"
+    elif m.path.is_file():
         h = header(m.path)
         out["family"] = out["family"] or h.architecture or ""
         out["parameter_size"] = out["parameter_size"] or _parameter_size(h)
@@ -123,9 +126,22 @@ def model_info(h: GGUFHeader) -> dict:
     return out
 
 
+def _show_onnx(m: LocalModel) -> dict:
+    from runtime.store.onnx_model import read_onnx_model
+
+    raw = m.entry.raw if m.entry else {}
+    info = read_onnx_model(m.path, {k: raw[k] for k in ("matryoshka", "pooling", "normalize") if k in raw})
+    return {"modelfile": f"# Hearth model {m.id}\nFROM {m.path.name}\n", "parameters": "", "template": "",
+            "license": raw.get("license", ""), "details": details(m),
+            "model_info": {f"onnx.{k}": v for k, v in info.to_dict().items() if v not in (None, [])},
+            "capabilities": [info.kind], "modified_at": iso(m.path.stat().st_mtime)}
+
+
 def show(m: LocalModel, params: dict) -> dict:
     from runtime.server.capabilities import capabilities_of
 
+    if is_onnx_path(m.path):
+        return _show_onnx(m)
     h = header(m.path)
     template = h.metadata.get("tokenizer.chat_template")
     parameters = "\n".join(f"{k:<30} {v}" for k, v in params.items())

@@ -16,7 +16,7 @@ from aiohttp import web
 
 from runtime.server import validation as v
 from runtime.server.app_keys import MANAGER
-from runtime.server.embed_engines import RERANK, model_task
+from runtime.server.embed_engines import RERANK
 from runtime.server.embed_run import MAX_INPUTS, encoder_for, run_score
 from runtime.server.errors import bad_request
 
@@ -43,7 +43,8 @@ def _model(request: web.Request, body: dict) -> str:
     if m is not None:
         return v.text(m, "model", empty=False, max_chars=1024)
     for r in request.app[MANAGER].router.residents:  # TEI's clients name no model: a loaded reranker
-        if r.engine.alive and model_task(r.path) == RERANK:
+        info = getattr(r.engine, "info", None)  # an embedding worker's Loaded.info
+        if r.engine.alive and isinstance(info, dict) and info.get("kind") == RERANK:
             return r.model_id
     raise bad_request("'model' is required: the id of a reranking model (a cross-encoder such as "
                       "bge-reranker-base); no reranker is loaded", "model")

@@ -7,8 +7,9 @@ CLS, last token, max), a ``Normalize`` module in ``modules.json``, ``max_seq_len
 ``sentence_bert_config.json``; else ``tokenizer_config.json``'s ``model_max_length`` and
 ``config.json``'s ``max_position_embeddings``. A ``*ForSequenceClassification`` architecture in
 ``config.json`` is a cross-encoder: it scores (query, document) pairs instead of embedding.
-``hearth.json`` (written by the store from the catalog) may add ``matryoshka`` (the
-dimensions the model was trained to be truncated to), ``kind``, ``pooling`` and ``normalize``.
+``hearth.json`` (written beside the embedded model) and the catalog entry of a downloaded one
+may add ``matryoshka`` (the dimensions the model was trained to be truncated to), ``kind``,
+``pooling``, ``normalize`` and ``max_length``.
 
 Nothing here imports onnxruntime: the service reads these files, the worker runs the graph.
 """
@@ -64,8 +65,10 @@ def _pooling(cfg: dict) -> str:
     return "mean"
 
 
-def read_onnx_model(model_file: Path | str) -> OnnxModelInfo:
-    """The model's files and settings; ``InvalidOnnxModel`` names what is missing."""
+def read_onnx_model(model_file: Path | str, overrides: dict | None = None) -> OnnxModelInfo:
+    """The model's files and settings; ``InvalidOnnxModel`` names what is missing.
+    ``overrides``: settings from the catalog entry (``matryoshka``, ``pooling``, ...), over
+    the folder's ``hearth.json``."""
     model_file = Path(model_file)
     if not model_file.is_file():
         raise InvalidOnnxModel(f"ONNX model file {model_file} does not exist")
@@ -74,7 +77,7 @@ def read_onnx_model(model_file: Path | str) -> OnnxModelInfo:
     if root is None:
         raise InvalidOnnxModel(f"no tokenizer.json beside {model_file.name} (nor one folder up): an ONNX "
                                "model needs its tokenizer")
-    hearth = _json(root / "hearth.json") or {}
+    hearth = {**(_json(root / "hearth.json") or {}), **(overrides or {})}
     config = _json(root / "config.json") or {}
     archs = config.get("architectures") or [] if isinstance(config, dict) else []
     kind = hearth.get("kind") or ("rerank" if any(str(a).endswith("ForSequenceClassification") for a in archs)

@@ -57,7 +57,8 @@ def test_vectors_match_the_reference_of_the_same_file(server, models):
 
 async def test_concurrent_requests_share_batches_and_keep_their_vectors(server, models):
     ref = onnx_reference(models["folder"], TEXTS)
-    jobs = [[i % len(TEXTS), (i + 2) % len(TEXTS)] for i in range(8)]
+    # one long job among them: the others arrive while it runs, so some rounds hold several
+    jobs = [list(range(len(TEXTS))) * 10] + [[i % len(TEXTS), (i + 2) % len(TEXTS)] for i in range(8)]
     async with httpx.AsyncClient(timeout=120) as c:
         replies = await asyncio.gather(*[c.post(f"{server.url}/v1/embeddings", json={
             "model": "minilm-l6", "input": [TEXTS[k] for k in job]}) for job in jobs])
@@ -65,6 +66,8 @@ async def test_concurrent_requests_share_batches_and_keep_their_vectors(server, 
         assert r.status_code == 200, r.text
         got = np.array([d["embedding"] for d in r.json()["data"]])
         assert cosine(got, ref[job]).min() >= 0.999
+    stats = {m["id"]: m for m in httpx.get(f"{server.url}/hearth/stats", timeout=60).json()["models"]}
+    assert stats["minilm-l6"]["embeddings"]["batched_with_others"] >= 2  # requests queued together ran together
 
 
 def test_base64_decodes_to_the_same_floats(server):
@@ -128,6 +131,12 @@ def test_the_official_clients(server, models):
     assert cosine(np.array(old.embedding), ref[0])[0] >= 0.999
 
 
+def test_fit_of_an_embedding_model(server):
+    fit = httpx.get(f"{server.url}/hearth/fit", params={"model": "minilm-l6"}, timeout=60).json()
+    assert fit["verdict"] == "cpu" and fit["fits"] and fit["ctx"] == 256 and fit["gpu_layers"] == 0
+    assert 23 << 20 < fit["total_bytes"] < 256 << 20
+
+
 def test_models_list_shows_the_capability(server):
     post(server, "/v1/embeddings", {"model": "minilm-l6", "input": "load it"})
     models = {m["id"]: m for m in httpx.get(f"{server.url}/v1/models", timeout=60).json()["data"]}
@@ -143,6 +152,10 @@ def test_models_that_cannot_do_what_is_asked_are_a_clear_400(server, models):
     assert "embedding model" in err["message"] and err["param"] == "model"
     assert "embedding model" in post(server, "/api/chat", {"model": "minilm-l6", "messages": [
         {"role": "user", "content": "hi"}], "stream": False}, 400)["error"]
+    for path, body in [("/v1/completions", {"prompt": "hi"}), ("/v1/messages", {"max_tokens": 4, "messages": [
+            {"role": "user", "content": "hi"}]}), ("/v1/responses", {"input": "hi"})]:
+        r = httpx.post(f"{server.url}{path}", json={"model": "minilm-l6", **body}, timeout=60)
+        assert r.status_code == 400 and "embedding model" in r.text, (path, r.text)
     err = post(server, "/v1/rerank", {"model": "minilm-l6", "query": "q", "documents": ["a"]}, 400)["error"]
     assert "not a reranker" in err["message"]
     err = post(server, "/v1/embeddings", {"model": models["reranker"], "input": "x"}, 400)["error"]
@@ -169,3 +182,46 @@ def test_rerank_orders_a_hand_made_query_set(server, models):
         assert np.allclose([t["score"] for t in tei], np.sort(logits)[::-1], atol=1e-4)
     models_list = {m["id"]: m for m in httpx.get(f"{server.url}/v1/models", timeout=60).json()["data"]}
     assert models_list[models["reranker"]]["capabilities"] == ["rerank"]
+
+
+@pytest.fixture(scope="module")
+def ggufs(data_dir):
+    from tests.backends.test_llama_embedder import rank_head
+    from tests.gguf_bert import write_minilm_gguf
+
+    root = data_dir / "models" / "embedding-tests"
+    root.mkdir(parents=True, exist_ok=True)
+    head = rank_head()
+    return {"embed": str(write_minilm_gguf(root / "minilm-f16.gguf")),
+            "rank": str(write_minilm_gguf(root / "minilm-rank.gguf", pooling=4, head=head)), "head": head}
+
+
+def test_gguf_embedding_and_reranker_models_through_llama_cpp(server, models, ggufs):
+    body = post(server, "/v1/embeddings", {"model": ggufs["embed"], "input": TEXTS})
+    got = np.array([d["embedding"] for d in body["data"]])
+    assert cosine(got, onnx_reference(models["folder"], TEXTS)).min() >= 0.995
+    caps = {m["id"]: m["capabilities"] for m in httpx.get(f"{server.url}/v1/models", timeout=60).json()["data"]}
+    assert caps[ggufs["embed"]] == ["embedding"]
+    docs = ["Paris is the capital of France.", "Cats sleep a lot.", "The weather is nice today."]
+    ranked = post(server, "/v1/rerank", {"model": ggufs["rank"], "query": "capital of France", "documents": docs})
+    from tests.backends.test_llama_embedder import rank_reference
+    from tests.embedding_reference import fp32_weights
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(models["folder"] / "tokenizer.json"))
+    tok.no_padding()
+    weights, cfg = fp32_weights()
+    ref = np.array([rank_reference(tok.encode("capital of France", d).ids, ggufs["head"], weights, cfg) for d in docs])
+    assert [r["index"] for r in ranked["results"]] == list(np.argsort(-ref))
+    assert np.allclose([r["relevance_score"] for r in ranked["results"]], 1 / (1 + np.exp(-np.sort(ref)[::-1])), atol=0.01)
+    err = post(server, "/v1/embeddings", {"model": ggufs["rank"], "input": "x"}, 400)["error"]
+    assert "reranker" in err["message"]
+
+
+def test_ollama_listings_describe_the_onnx_model(server):
+    post(server, "/api/embed", {"model": "minilm-l6", "input": "load it"})
+    tags = {m["name"]: m for m in httpx.get(f"{server.url}/api/tags", timeout=60).json()["models"]}
+    assert tags["minilm-l6:latest"]["details"]["format"] == "onnx"
+    shown = post(server, "/api/show", {"model": "minilm-l6"})
+    assert shown["capabilities"] == ["embedding"] and shown["model_info"]["onnx.dimensions"] == 384
+    assert "minilm-l6:latest" in {m["name"] for m in httpx.get(f"{server.url}/api/ps", timeout=60).json()["models"]}

@@ -28,12 +28,12 @@ def both(smollm2_path, minilm_path):
 
 
 def _chat_speed(url: str) -> float:
-    """Decoded tokens per second of one greedy 48-token reply (streamed: prefill not counted)."""
+    """Decoded tokens per second of one greedy 32-token reply (streamed: prefill not counted)."""
     first = last = None
     n = 0
     with httpx.stream("POST", f"{url}/v1/chat/completions", timeout=120, json={
             "model": "smollm2-135m", "messages": [{"role": "user", "content": "Tell me a long story about a fox."}],
-            "max_tokens": 48, "temperature": 0, "ignore_eos": True, "stream": True}) as r:
+            "max_tokens": 32, "temperature": 0, "ignore_eos": True, "stream": True}) as r:
         for line in r.iter_lines():
             if line.startswith("data: {"):
                 now = time.perf_counter()
@@ -82,6 +82,8 @@ def test_both_resident_without_reloads_and_chat_keeps_its_speed(both):
     stats = both.stats()
     assert stats["loads"] == {"smollm2-135m": 1, "minilm-l6": 1} and not stats["unloads"]
     assert {m["id"] for m in stats["models"]} == {"smollm2-135m", "minilm-l6"}
+    counters = next(m for m in stats["models"] if m["id"] == "minilm-l6")["embeddings"]
+    assert counters["requests"] >= len(done) and counters["inputs"] >= 12 * len(done) and counters["threads"] == 1
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/<pid>/maps")
