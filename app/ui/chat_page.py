@@ -12,35 +12,11 @@ from PySide6.QtWidgets import (
 from app.chat import ChatService
 from app.conversations import Conversation, Sampling
 from app.qt_models import KeyRole
+from app.ui.blocks import ElidedLabel
 from app.ui.message_view import MessageView
 from app.ui.tool_approval import ask_user
 
 SERVER_DEFAULT = "Default model"
-
-
-class ElidedLabel(QLabel):
-    """One line that ends in … when it does not fit."""
-
-    def __init__(self, text: str = "") -> None:
-        super().__init__()
-        self._full = ""
-        self.setText(text)
-
-    def setText(self, text: str) -> None:  # noqa: N802 - Qt's name
-        self._full = text
-        self.setToolTip(text)
-        self._elide()
-
-    def full_text(self) -> str:
-        return self._full
-
-    def resizeEvent(self, event) -> None:  # noqa: N802
-        super().resizeEvent(event)
-        self._elide()
-
-    def _elide(self) -> None:
-        shown = self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, max(self.width(), 40))
-        super().setText(shown)
 
 
 class ConversationSidebar(QWidget):
