@@ -219,7 +219,7 @@ class ChatPage(QWidget):
         # window-wide: new chat, search, stop, back to the composer
         QShortcut(QKeySequence("Ctrl+N"), self, activated=self.new_chat)
         QShortcut(QKeySequence("Ctrl+F"), self, activated=self.sidebar.search.setFocus)
-        QShortcut(QKeySequence("Escape"), self, activated=chat.stop)
+        QShortcut(QKeySequence("Escape"), self, activated=lambda: self.chat.stop())
         QShortcut(QKeySequence("Ctrl+L"), self, activated=self.input.setFocus)
         self.approval = None  # the open tool-approval dialog, if any
         chat.ask = lambda call: ask_user(self, call, call.server)
