@@ -13,7 +13,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from app.api_client import ApiClient
-from runtime.server.api_key import load_key
+from runtime.api_key import load_key
 from app.chat import ChatService
 from app.conversations import ConversationStore
 from app.errors import ApiProblem, UserError, explain

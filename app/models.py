@@ -125,14 +125,14 @@ class ModelStoreService(QObject):
                 raise
 
     async def refresh_running(self) -> dict:
-        """The loaded model and the memory its worker process holds."""
+        """The loaded model and the memory its worker process holds, as the service measures it."""
         return self.running_from_stats(await self.client.get("/hearth/stats"))
 
     def running_from_stats(self, stats: dict) -> dict:
         models = stats.get("models") or []
         running = dict(models[0]) if models else {}
-        if running.get("pid"):
-            running["memory_bytes"] = _rss(running["pid"])
+        if running:
+            running["memory_bytes"] = (running.get("memory") or {}).get("rss_bytes")
         self.running = running
         self.running_changed.emit(running)
         return running
@@ -258,13 +258,3 @@ class ModelStoreService(QObject):
         for task in (self._events, self._poll):
             if task is not None:
                 task.cancel()
-
-
-def _rss(pid: int) -> int | None:
-    import psutil
-
-    try:
-        return psutil.Process(pid).memory_info().rss
-    except psutil.Error as e:
-        log.debug("no memory figure for pid %s: %s", pid, e)
-        return None

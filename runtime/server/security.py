@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from runtime.server.api_key import is_loopback, request_key_matches
+from runtime.api_key import is_loopback, request_key_matches
 from runtime.server.app_keys import CONFIG
 from runtime.server.errors import ApiError
 

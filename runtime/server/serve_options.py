@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from runtime.server.api_key import KeyRequired, create_key, key_path, load_key, remove_key, serve_key
+from runtime.api_key import KeyRequired, create_key, key_path, load_key, remove_key, serve_key
 from runtime.server.keep_alive import parse_keep_alive
 
 OLLAMA_PORT = 11434

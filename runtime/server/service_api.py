@@ -7,7 +7,7 @@ from dataclasses import asdict
 from aiohttp import web
 
 from runtime import __version__, identity
-from runtime.server.api_key import is_loopback, key_matches
+from runtime.api_key import is_loopback, key_matches
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import bad_request
 from runtime.server.security import host_is_loopback

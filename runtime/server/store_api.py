@@ -16,7 +16,7 @@ from aiohttp import web
 
 from runtime.server import sse
 from runtime.server.app_keys import CONFIG, MANAGER
-from runtime.server.api_key import is_loopback
+from runtime.api_key import is_loopback
 from runtime.server.errors import ApiError, bad_request
 from runtime.import_confirm import CONFIRM_HEADER, confirmed, ensure_token
 from runtime.store import hub
