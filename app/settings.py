@@ -7,7 +7,7 @@ import logging
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from runtime.config import DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT
+from runtime.config import DEFAULT_CTX, DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT
 
 log = logging.getLogger("hearth.app")
 KV_TYPES = ("f16", "q8_0", "q4_0")
@@ -25,7 +25,7 @@ class AppSettings:
     host: str = DEFAULT_HOST
     default_model: str = DEFAULT_MODEL
     draft_model: str = ""
-    ctx: int = 8192
+    ctx: int = DEFAULT_CTX
     parallel: int = 4
     kv_type: str = "f16"
     start_on_login: bool = False

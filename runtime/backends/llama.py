@@ -26,6 +26,7 @@ from runtime.backends.errors import (
     ModelLoadError,
     NoKVSlotError,
 )
+from runtime.config import DEFAULT_CTX
 from runtime.sampling_params import SamplingParams
 
 _GGML_LOG_LEVEL_WARN = 3
@@ -48,7 +49,7 @@ def _silence_llama_log() -> None:
 
 @dataclass(slots=True)
 class ContextConfig:
-    n_ctx: int = 8192
+    n_ctx: int = DEFAULT_CTX
     n_seq_max: int = 4
     n_batch: int = 512
     n_threads: int = 0  # 0: physical cores

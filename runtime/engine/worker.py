@@ -43,8 +43,9 @@ class _Worker:
                  speculator: Speculator | None = None) -> None:
         self.conn = conn
         self.backend = backend
-        cache = CacheConfig(spec.block_size, spec.prefix_cache, spec.cache_fraction, spec.cache_ram_mib)
-        self.engine = Engine(backend, spec.parallel, cache, speculator)
+        e = spec.engine
+        cache = CacheConfig(e.block_size, e.prefix_cache, e.cache_fraction, e.cache_ram)
+        self.engine = Engine(backend, e.parallel, cache, speculator)
         self.inline_tokenize_chars = spec.inline_tokenize_chars
         self._tokenizer = ThreadPoolExecutor(1, thread_name_prefix="hearth-tokenize")
         #: submits whose prompt is being tokenized, in arrival order
@@ -200,9 +201,10 @@ def load_speculator(backend: LlamaBackend, draft: str | None, config: ContextCon
 
 def worker_main(conn: Connection, spec: WorkerSpec) -> None:
     """Entry point of the spawned process."""
-    config = ContextConfig(n_ctx=spec.n_ctx, n_seq_max=min(256, spec.parallel + spec.cache_seqs),
-                           n_batch=spec.n_batch, n_threads=spec.n_threads, kv_type=spec.kv_type,
-                           flash_attn=spec.flash_attn, n_gpu_layers=spec.n_gpu_layers)
+    e = spec.engine
+    config = ContextConfig(n_ctx=e.ctx, n_seq_max=min(256, e.parallel + spec.cache_seqs),
+                           n_batch=e.n_batch, n_threads=e.threads, kv_type=e.kv_type,
+                           flash_attn=e.flash_attn, n_gpu_layers=spec.n_gpu_layers)
     speculator = None
     try:
         backend = LlamaBackend(spec.model_path, config)

@@ -77,10 +77,10 @@ async def _preload(manager: ModelManager) -> None:
 
 def create_app(config: ServeConfig) -> web.Application:
     app = web.Application(middlewares=[cors_middleware, error_middleware, guard_middleware],
-                          client_max_size=config.max_body_bytes)
+                          client_max_size=config.security.max_body_bytes)
     app[CONFIG] = config
     app[MANAGER] = ModelManager(config)
-    app[KEEP_ALIVE] = KeepAlive(config.keep_alive)
+    app[KEEP_ALIVE] = KeepAlive(config.residency.keep_alive)
     app[STOPPING] = {}
     app[LIMITER] = Counter()
     app[responses_api.RESPONSES] = responses_api.store_for(app)

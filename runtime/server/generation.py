@@ -56,7 +56,7 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> tupl
     Nothing is awaited between getting the engine and submitting to it, so the router cannot
     unload it in between (an engine with a request in flight is never unloaded for room)."""
     manager = request.app[MANAGER]
-    limit = request.app[CONFIG].max_tokens_limit
+    limit = request.app[CONFIG].security.max_tokens_limit
     if req.params.max_tokens is not None and req.params.max_tokens > limit:
         raise bad_request(f"'max_tokens' must be at most {limit} on this server, got {req.params.max_tokens}",
                           req.extra.get("max_tokens_param", "max_tokens"))

@@ -36,8 +36,8 @@ async def fit(request: web.Request) -> web.Response:
 
         def blocking():  # the header is read, and the plan made, off the event loop
             shape = model_shape(ref, config.data_dir, confinement(config))
-            return plan_fit(shape, hw, ctx=ctx, kv_type=q.get("kv_type", config.kv_type),
-                            n_seq=config.parallel, n_batch=config.n_batch)
+            return plan_fit(shape, hw, ctx=ctx, kv_type=q.get("kv_type", config.engine.kv_type),
+                            n_seq=config.engine.parallel, n_batch=config.engine.n_batch)
 
         plan = await asyncio.to_thread(blocking)
     except (UnknownModel, InvalidModelFile, ModelPathRefused) as e:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 
 from runtime.config import ServeConfig
 from runtime.engine.client import EngineClient
@@ -40,8 +41,8 @@ class ModelManager:
         self._hardware = None
         self._hardware_lock = asyncio.Lock()
         self._budget: Budget | None = None
-        self.router = Router(self.plan, self._load, self.budget, config.ctx, config.keep_alive,
-                             config.load_wait)
+        self.router = Router(self.plan, self._load, self.budget, config.engine.ctx, config.residency.keep_alive,
+                             config.residency.load_wait)
 
     @property
     def engine(self) -> Engine | None:
@@ -53,7 +54,7 @@ class ModelManager:
         """The residency budget: the planner's safe amount with nothing loaded (probed once),
         within ``--memory-budget``; without a hardware probe, only ``--max-models`` bounds it."""
         if self._budget is None:
-            c = self.config
+            c = self.config.residency
             try:
                 hw = await self.hardware()
                 # the probe runs before the first load: available memory is the empty machine's
@@ -83,7 +84,7 @@ class ModelManager:
         from runtime.hardware.fit import plan_fit
         from runtime.store.model_shape import shape_of_file
 
-        c = self.config
+        c = self.config.engine
 
         def blocking(hw):  # headers are read in a thread: the event loop keeps answering
             try:
@@ -132,7 +133,7 @@ class ModelManager:
     def draft_for(self, model: ResolvedModel, catalog: dict | None = None) -> tuple[str | None, str | None]:
         """(draft file or "ngram", draft id) for ``model``: ``--draft``, else the catalog
         entry's optional ``draft`` (skipped when that model is not downloaded)."""
-        ref = self.config.draft
+        ref = self.config.engine.draft
         explicit = ref is not None
         if ref is None:
             if catalog is None:
@@ -157,16 +158,12 @@ class ModelManager:
         return str(draft.path), draft.id
 
     async def _load(self, model: ResolvedModel, plan, ctx: int) -> EngineClient:
-        c = self.config
+        c = self.config.engine
         draft, draft_id = await asyncio.to_thread(self.draft_for, model)
         n_ctx = min(ctx, plan.ctx) if plan is not None else ctx
         gpu_layers = plan.gpu_layers if plan is not None else 0
-        engine = EngineClient(WorkerSpec(
-            model.id, str(model.path), n_ctx=n_ctx, parallel=c.parallel, n_batch=c.n_batch,
-            n_gpu_layers=gpu_layers,
-            n_threads=c.threads, kv_type=c.kv_type, flash_attn=c.flash_attn, block_size=c.block_size,
-            prefix_cache=c.prefix_cache, cache_fraction=c.cache_fraction, cache_ram_mib=c.cache_ram,
-            draft=draft, draft_id=draft_id))
+        engine = EngineClient(WorkerSpec(model.id, str(model.path), replace(c, ctx=n_ctx),
+                                         n_gpu_layers=gpu_layers, draft=draft, draft_id=draft_id))
         try:
             await asyncio.wait_for(engine.start(), c.load_timeout)
         except asyncio.TimeoutError:

@@ -217,7 +217,7 @@ async def show(request: web.Request) -> web.Response:
     c = request.app[CONFIG]
     r = request.app[MANAGER].router.find(m.id)
     loaded = r.engine.loaded if r is not None and r.engine.alive else None
-    params = {"num_ctx": loaded.max_request_tokens if loaded else c.ctx, "temperature": 0.8, "top_k": 40}
+    params = {"num_ctx": loaded.max_request_tokens if loaded else c.engine.ctx, "temperature": 0.8, "top_k": 40}
     return web.json_response(await asyncio.to_thread(show_model, m, params))
 
 

@@ -359,4 +359,4 @@ def build(max_tokens: int) -> dict:
 
 
 async def document(request: web.Request) -> web.Response:
-    return web.json_response(build(request.app[CONFIG].max_tokens_limit))
+    return web.json_response(build(request.app[CONFIG].security.max_tokens_limit))

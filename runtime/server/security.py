@@ -62,7 +62,7 @@ async def cors_middleware(request: web.Request, handler) -> web.StreamResponse:
     origin = request.headers.get("Origin")
     if origin is None:
         return await handler(request)
-    if not origin_allowed(origin, request.app[CONFIG].cors_origins):
+    if not origin_allowed(origin, request.app[CONFIG].security.cors_origins):
         return ApiError(403, f"cross-origin requests from {origin} are not allowed; "
                              "add the origin with --cors-origin", code="origin_not_allowed").response(request.path)
     if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
@@ -78,7 +78,7 @@ async def cors_middleware(request: web.Request, handler) -> web.StreamResponse:
 async def grant_on_prepare(request: web.Request, response: web.StreamResponse) -> None:
     origin = request.headers.get("Origin")
     if (origin is not None and "Access-Control-Allow-Origin" not in response.headers
-            and origin_allowed(origin, request.app[CONFIG].cors_origins)):
+            and origin_allowed(origin, request.app[CONFIG].security.cors_origins)):
         _grant(response, origin)
 
 
@@ -102,7 +102,7 @@ def client_id(request: web.Request) -> tuple[str, str]:
 
 @web.middleware
 async def guard_middleware(request: web.Request, handler) -> web.StreamResponse:
-    config = request.app[CONFIG]
+    config = request.app[CONFIG].security
     path = request.path
     if request.app[STOPPING].get("stopping"):
         raise ApiError(503, "the service is shutting down", type="server_error", code="shutting_down")

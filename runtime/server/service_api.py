@@ -17,7 +17,7 @@ def _detailed(request: web.Request) -> bool:
     """Whether /health may say more than ok / not ok: to the API key's holder, or on a loopback
     bind asked through a loopback Host (another machine, or a page through DNS rebinding, sees
     no model paths, pids or error text)."""
-    config = request.app[CONFIG]
+    config = request.app[CONFIG].security
     if config.api_key and key_matches(request.headers.get("Authorization"), config.api_key):
         return True
     return is_loopback(config.host) and host_is_loopback(request)
@@ -37,7 +37,7 @@ async def identity_proof(request: web.Request) -> web.Response:
     nonce = request.query.get("nonce", "")
     if not identity.NONCE.fullmatch(nonce):
         raise bad_request("'nonce' must be 16 to 128 characters of A-Z, a-z, 0-9, '_' and '-'", "nonce")
-    key = request.app[CONFIG].api_key
+    key = request.app[CONFIG].security.api_key
     sockname = request.transport.get_extra_info("sockname") if request.transport else None
     port = sockname[1] if sockname else request.app[CONFIG].port
     return web.json_response({"service": "hearth", "proof": identity.proof(key, port, nonce) if key else None})

@@ -98,7 +98,7 @@ async def delete_model(request: web.Request) -> web.Response:
 def _import_consented(request: web.Request) -> None:
     """An import over the API is the user's own act (see ``runtime.import_confirm``)."""
     config = request.app[CONFIG]
-    if config.api_key:  # the guard checked the request carried it
+    if config.security.api_key:  # the guard checked the request carried it
         return
     if is_loopback(request.remote or "") and confirmed(request.headers.get(CONFIRM_HEADER), config.data_dir):
         return
@@ -136,8 +136,9 @@ def _fit(entry: CatalogEntry, hw, config) -> tuple[dict | None, bool]:
         shape, local = _shape(entry, config.data_dir)
         if shape is None or hw is None:
             return None, local
-        plan = plan_fit(shape, hw, ctx=min(config.ctx, shape.ctx_train or config.ctx),
-                        kv_type=config.kv_type, n_seq=config.parallel, n_batch=config.n_batch)
+        e = config.engine
+        plan = plan_fit(shape, hw, ctx=min(e.ctx, shape.ctx_train or e.ctx),
+                        kv_type=e.kv_type, n_seq=e.parallel, n_batch=e.n_batch)
     except (ValueError, ArithmeticError) as e:
         return {"verdict": None, "fits": None, "message": str(e)}, False
     return {"verdict": plan.verdict, "fits": plan.fits, "ctx": plan.ctx, "gpu_layers": plan.gpu_layers,

@@ -145,15 +145,14 @@ def test_hearth_app_command_is_registered():
 
 async def test_api_client_sends_the_stored_key(aiohttp_server, tmp_path):
     """A service with an API key answers the app's client only when the client has the key."""
-    from dataclasses import replace
 
     from app.api_client import ApiClient
-    from runtime.config import ServeConfig
+    from runtime.config import SecurityConfig, ServeConfig
     from runtime.server.app import create_app
     from runtime.api_key import create_key, load_key
 
     key = create_key(tmp_path)
-    server = await aiohttp_server(create_app(replace(ServeConfig(), preload=False, api_key=key)))
+    server = await aiohttp_server(create_app(ServeConfig(preload=False, security=SecurityConfig(api_key=key))))
     base = f"http://127.0.0.1:{server.port}"
     with_key, without = ApiClient(base, api_key=load_key(tmp_path)), ApiClient(base)
     try:

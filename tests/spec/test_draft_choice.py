@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from runtime.config import ServeConfig
+from runtime.config import EngineConfig, ServeConfig
 from runtime.server.model_manager import DraftRefused, ModelManager
 from runtime.store.catalog import CatalogEntry
 from runtime.store.resolve import ResolvedModel
@@ -23,12 +23,12 @@ def _catalog(draft):
 
 def test_explicit_draft_wins_and_off_disables(tiny, tmp_path):
     model = ResolvedModel("big", tiny["target"])
-    assert ModelManager(ServeConfig(draft="ngram", data_dir=tmp_path)).draft_for(model, _catalog("x")) == ("ngram", "ngram")
-    assert ModelManager(ServeConfig(draft="off", data_dir=tmp_path)).draft_for(model, _catalog("ngram")) == (None, None)
-    path, draft_id = ModelManager(ServeConfig(draft=str(tiny["close"]), data_dir=tmp_path)).draft_for(model)
+    assert ModelManager(ServeConfig(data_dir=tmp_path, engine=EngineConfig(draft="ngram"))).draft_for(model, _catalog("x")) == ("ngram", "ngram")
+    assert ModelManager(ServeConfig(data_dir=tmp_path, engine=EngineConfig(draft="off"))).draft_for(model, _catalog("ngram")) == (None, None)
+    path, draft_id = ModelManager(ServeConfig(data_dir=tmp_path, engine=EngineConfig(draft=str(tiny["close"])))).draft_for(model)
     assert path == str(tiny["close"].resolve()) and draft_id
     with pytest.raises(DraftRefused, match="does not exist"):
-        ModelManager(ServeConfig(draft=str(tmp_path / "none.gguf"), data_dir=tmp_path)).draft_for(model)
+        ModelManager(ServeConfig(data_dir=tmp_path, engine=EngineConfig(draft=str(tmp_path / "none.gguf")))).draft_for(model)
 
 
 def test_catalog_default_draft(tiny, tmp_path):
