@@ -89,3 +89,19 @@ def test_the_layout_check_sees_every_spelling(tmp_path):
     bad.write_text("def f():\n    from runtime.server.api import x\n    import runtime.cli\n"
                    "    from runtime import server, identity\n")
     assert _service_imports(bad) == {"runtime.server.api", "runtime.cli", "runtime.server"}
+
+
+def test_only_the_kv_cache_manager_touches_kv_memory():
+    """The engine reaches a model's cells only through ``KVCacheManager``: the memory operations
+    of ``KVMemory`` are called in the manager, its checkpoints and the draft mirror alone."""
+    from runtime.engine.kv_memory import KVMemory
+
+    ops = {n for n in vars(KVMemory) if not n.startswith("_")}
+    assert {"seq_rm", "seq_cp", "state_seq_save"} <= ops
+    owners = {"kv_cache_manager.py", "checkpoints.py", "draft_mirror.py"}
+    for p in sources("runtime/engine"):
+        if p.name in owners:
+            continue
+        calls = {n.func.attr for n in ast.walk(ast.parse(p.read_text()))
+                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+        assert not calls & ops, (p, calls & ops)
