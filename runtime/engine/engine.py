@@ -70,10 +70,9 @@ class Engine:
             layout=memory_layout(backend.info), checkpoint_every=cache.checkpoint_blocks,
         )
         rows = max(16, OUTPUT_ROWS_BYTES // (4 * backend.n_vocab))
-        self.scheduler = Scheduler(SchedulerConfig(parallel, backend.n_batch, rows), self.kv)
+        self.scheduler = Scheduler(SchedulerConfig(parallel, backend.n_batch, rows), self.kv,
+                                   speculator.lookahead if speculator is not None else None)
         self.logprobs = Logprobs(backend)
-        if speculator is not None:
-            self.scheduler.lookahead = speculator.lookahead
         self.requests: dict[str, Request] = {}
         #: the grammar matcher's view of the vocabulary, built on the first constrained request
         self._constraint_vocab: ConstraintVocab | None = None
@@ -208,6 +207,7 @@ class Engine:
             return []
         drafts = {}
         if self.spec is not None:
+            self.spec.begin_step(chunks)
             items = [(c.request, c.start, c.k) for c in chunks if c.k > 0]
             drafts = self.spec.propose(items) if items else {}
         batch = self.backend.batch
