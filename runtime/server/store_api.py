@@ -18,6 +18,7 @@ from runtime.server import sse
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.api_key import is_loopback
 from runtime.server.errors import ApiError, bad_request
+from runtime.server.local_models import delete_local, local_models
 from runtime.import_confirm import CONFIRM_HEADER, confirmed, ensure_token
 from runtime.store import hub
 from runtime.store.catalog import CatalogEntry, load_catalog
@@ -76,23 +77,15 @@ async def _body(request: web.Request, key: str) -> str:
 
 # --- local models -------------------------------------------------------------------------
 async def list_local(request: web.Request) -> web.Response:
-    reg = _registry(request)
-    models, disk = await asyncio.to_thread(lambda: ([m.to_dict() for m in reg.models()], reg.disk_usage()))
-    return web.json_response({"models": models, "disk": disk})
+    """The one listing of local models (``local_models``), with the disk they use."""
+    models = await local_models(request.app)
+    disk = await asyncio.to_thread(_registry(request).disk_usage)
+    return web.json_response({"models": [m.to_dict() for m in models], "disk": disk})
 
 
 async def delete_model(request: web.Request) -> web.Response:
-    model_id = request.match_info["id"]
-    reg = _registry(request)
-    if any(r.model_id == model_id and r.engine.alive for r in request.app[MANAGER].router.residents):
-        raise ApiError(409, f"{model_id} is loaded: unload it (or load another model) before deleting it",
-                       code="model_in_use")
-    try:
-        return web.json_response(await asyncio.to_thread(reg.delete, model_id))
-    except ModelNotFound as e:
-        raise store_error(e) from None
-    finally:
-        request.app[MANAGER].forget_resolved()
+    """Delete a model under the service's one policy (``local_models.delete_local``)."""
+    return web.json_response(await delete_local(request.app, request.match_info["id"]))
 
 
 def _import_consented(request: web.Request) -> None:
