@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import quote
 
 from PySide6.QtCore import QObject, Signal
 
 from app.api_client import ApiClient
+from app.api_types import CatalogModel, LocalModel, RunningModel
 from app.errors import ApiProblem, ServiceUnreachable, UserError, explain
 from app.qt_models import CatalogListModel, DownloadListModel, LocalModelListModel
 
@@ -48,7 +50,7 @@ def fit_badge(fit: dict | None) -> tuple[str, str]:
 class ModelStoreService(QObject):
     error = Signal(object)  # UserError
     local_changed = Signal(list)  # ids of the models the chat can use
-    running_changed = Signal(dict)  # the running model: id, pid, memory bytes; {} when none
+    running_changed = Signal(object)  # the running model (a RunningModel), None when none
 
     def __init__(self, client: ApiClient, data_dir: Path | None = None) -> None:
         super().__init__()
@@ -57,7 +59,7 @@ class ModelStoreService(QObject):
         self.catalog = CatalogListModel()
         self.local = LocalModelListModel()
         self.downloads = DownloadListModel()
-        self.running: dict = {}
+        self.running: RunningModel | None = None
         self.store_available: bool | None = None  # None until asked
         self._events: asyncio.Task | None = None
         self._poll: asyncio.Task | None = None
@@ -66,44 +68,43 @@ class ModelStoreService(QObject):
     async def refresh_local(self) -> list[str]:
         """Local models (the store's list, or /v1/models where the service has no store)."""
         try:
-            rows = _rows(await self.client.get("/hearth/models"), "models", "data")
+            rows = [LocalModel.from_api(m) for m in _rows(await self.client.get("/hearth/models"), "models", "data")]
             self.store_available = True
         except ApiProblem as e:
             if e.status != 404:
                 raise
             self.store_available = False
-            rows = [{"id": m["id"], "name": m.get("name") or m["id"],
-                     "source": "embedded" if m.get("owned_by") == "hearth" else "local"}
-                    for m in _rows(await self.client.get("/v1/models"), "data")]
+            rows = [LocalModel.from_openai(m) for m in _rows(await self.client.get("/v1/models"), "data")]
         for r in rows:
-            if "fit" not in r and r.get("id") in self._fits:
-                r["fit"] = self._fits[r["id"]]
+            if r.fit is None:
+                r.fit = self._fits.get(r.id)
         self.local.reset(rows)
-        ids = [r["id"] for r in rows if r.get("id")]
+        ids = [r.id for r in rows]
         self.local_changed.emit(ids)
         return ids
 
     async def attach_fits(self) -> None:
         """Ask the planner about each local model that has no fit yet, and show its badge."""
         for row in self.local.items():
-            if row.get("id") and not row.get("fit"):
-                fit = await self.fit(row["id"])
+            if not row.fit:
+                fit = await self.fit(row.id)
                 if fit is not None:
-                    self.local.upsert({**row, "fit": fit})
+                    self.local.upsert(replace(row, fit=fit))
 
     async def refresh_catalog(self) -> None:
         if self.store_available is False:
             return
         try:
-            rows = _rows(await self.client.get("/hearth/catalog", timeout=30), "models", "data", "entries")
+            rows = [CatalogModel.from_api(e) for e in
+                    _rows(await self.client.get("/hearth/catalog", timeout=30), "models", "data", "entries")]
         except ApiProblem as e:
             if e.status == 404:
                 self.store_available = False
                 return
             raise
         for r in rows:
-            if "fit" not in r and r.get("id") in self._fits:
-                r["fit"] = self._fits[r["id"]]
+            if r.fit is None:
+                r.fit = self._fits.get(r.id)
         self.catalog.set_entries(rows)
 
     async def fit(self, model_id: str) -> dict | None:
@@ -124,18 +125,15 @@ class ModelStoreService(QObject):
             if e.status != 404:
                 raise
 
-    async def refresh_running(self) -> dict:
+    async def refresh_running(self) -> RunningModel | None:
         """The loaded model and the memory its worker process holds, as the service measures it."""
         return self.running_from_stats(await self.client.get("/hearth/stats"))
 
-    def running_from_stats(self, stats: dict) -> dict:
+    def running_from_stats(self, stats: dict) -> RunningModel | None:
         models = stats.get("models") or []
-        running = dict(models[0]) if models else {}
-        if running:
-            running["memory_bytes"] = (running.get("memory") or {}).get("rss_bytes")
-        self.running = running
-        self.running_changed.emit(running)
-        return running
+        self.running = RunningModel.from_api(models[0]) if models else None
+        self.running_changed.emit(self.running)
+        return self.running
 
     async def refresh(self) -> None:
         await self.refresh_local()

@@ -90,7 +90,7 @@ class Registry:
         """An embedded model, placed in the data directory or not yet (size 0: its first use places it)."""
         path = embedded_path(e, self.data_dir)
         size = path.stat().st_size if path.is_file() else 0
-        return LocalModel(e.id, e.name, "embedded", str(path), size, e.default_quant, e.raw.get("hf_repo"), None, e.id)
+        return LocalModel(e.id, e.name, "embedded", str(path), size, e.default_quant, e.repo, None, e.id)
 
     def _embedded(self, e: CatalogEntry) -> LocalModel | None:
         m = self.embedded_model(e)
