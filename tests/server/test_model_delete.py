@@ -8,6 +8,7 @@ never deleted. ``/v1/models``, ``/api/tags`` and ``/hearth/models`` list the sam
 from __future__ import annotations
 
 import shutil
+import time
 
 import httpx
 import pytest
@@ -83,3 +84,21 @@ def test_the_three_listings_name_the_same_models(service, data_dir, smollm2_path
         assert {"smollm2-135m", "gemma-3-270m", extra} <= hearth  # embedded ones, placed or not
     finally:
         httpx.delete(f"{url}/hearth/models/{extra}")
+
+
+def test_a_model_answering_a_request_is_not_deleted(service, data_dir, smollm2_path, tmp_path):
+    url = service.url
+    busy = _import(service, data_dir, smollm2_path, tmp_path, "busy.gguf")
+    body = {"model": busy, "messages": [{"role": "user", "content": "Count to a thousand."}],
+            "max_tokens": 400, "stream": True, "temperature": 0}
+    with httpx.stream("POST", f"{url}/v1/chat/completions", json=body, timeout=120) as stream:
+        lines = stream.iter_lines()
+        assert next(line for line in lines if line.startswith("data:"))  # it is generating
+        r = httpx.delete(f"{url}/hearth/models/{busy}", timeout=60)
+        assert r.status_code == 409 and r.json()["error"]["code"] == "model_in_use", r.text
+    assert busy in _local(service)
+    deadline = time.monotonic() + 10  # the stream closed: the request is cancelled, the model idle again
+    while (r := httpx.delete(f"{url}/hearth/models/{busy}", timeout=60)).status_code == 409 \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert r.status_code == 200, r.text
