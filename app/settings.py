@@ -7,11 +7,11 @@ import logging
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from runtime.config import DEFAULT_CTX, DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT
+from runtime.config import DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT, OLLAMA_PORT, EngineConfig
 
 log = logging.getLogger("hearth.app")
 KV_TYPES = ("f16", "q8_0", "q4_0")
-OLLAMA_PORT = 11434
+_SERVICE = EngineConfig()  # the service's defaults are the app's
 #: The ``hearth serve`` options the app passes, and the setting each carries. The app owns this
 #: list rather than reading the command's parser (it reaches the service only over HTTP and its
 #: command line); a test parses the result with ``hearth serve``'s parser.
@@ -25,9 +25,9 @@ class AppSettings:
     host: str = DEFAULT_HOST
     default_model: str = DEFAULT_MODEL
     draft_model: str = ""
-    ctx: int = DEFAULT_CTX
-    parallel: int = 4
-    kv_type: str = "f16"
+    ctx: int = _SERVICE.ctx
+    parallel: int = _SERVICE.parallel
+    kv_type: str = _SERVICE.kv_type
     start_on_login: bool = False
     keep_in_tray: bool = True
     theme_follows_os: bool = True

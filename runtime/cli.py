@@ -58,9 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     fit = sub.add_parser("fit", help="will a model fit, where, at which context, how fast")
     fit.add_argument("model", help="catalog id or .gguf path")
     fit.add_argument("--ctx", type=int, help="context to plan for (default: the model's trained context)")
-    fit.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16")
+    fit.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default=EngineConfig().kv_type)
     fit.add_argument("--draft", help="a draft model for speculative decoding (id or path)")
-    fit.add_argument("--parallel", type=int, default=4, help="sequences planned for (default %(default)s)")
+    fit.add_argument("--parallel", type=int, default=EngineConfig().parallel,
+                     help="sequences planned for (default %(default)s)")
     fit.add_argument("--json", action="store_true")
     add_key_command(sub)
     run = sub.add_parser("run", help="chat with a model in the terminal")

@@ -10,6 +10,8 @@ from pathlib import Path
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4327
 DEFAULT_MODEL = "smollm2-135m"
+#: Ollama's port, where ``--ollama-port`` without a value also serves the API
+OLLAMA_PORT = 11434
 
 
 def data_dir() -> Path:

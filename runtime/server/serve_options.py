@@ -9,10 +9,8 @@ from dataclasses import fields
 from pathlib import Path
 
 from runtime.api_key import KeyRequired, create_key, key_path, load_key, remove_key, serve_key
-from runtime.config import EngineConfig, ResidencyConfig, SecurityConfig, ServeConfig
+from runtime.config import OLLAMA_PORT, EngineConfig, ResidencyConfig, SecurityConfig, ServeConfig
 from runtime.server.keep_alive import parse_keep_alive
-
-OLLAMA_PORT = 11434
 
 
 def _default(cls, name: str):
