@@ -215,14 +215,11 @@ async def show(request: web.Request) -> web.Response:
 async def ps(request: web.Request) -> web.Response:
     """Every resident model: its memory (the worker's resident set, else the planned bytes),
     the part on GPUs (planned), its context and when its keep-alive runs out."""
-    import psutil
+    from runtime.server.models_api import rss
 
     out = []
     for r, m in await _residents(request):
-        try:
-            size = psutil.Process(r.engine.pid).memory_info().rss
-        except (psutil.Error, TypeError, ValueError):
-            size = r.need.ram or m.size
+        size = rss(r.engine.pid) or r.need.ram or m.size  # the same figure as /hearth/stats' rss_bytes
         vram = sum(r.need.gpus.values())
         expires = r.expires_at()
         entry = await asyncio.to_thread(tag_entry, m)  # reads the header: off the event loop
