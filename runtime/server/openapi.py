@@ -316,16 +316,19 @@ OPERATIONS = {
     ("POST", "/api/pull"): _op("Download a model (progress as NDJSON unless stream: false); needs the key if set",
                                _ref("OllamaProgress"), body="OllamaPullRequest", ollama=True,
                                stream="application/x-ndjson", tag="ollama"),
-    ("DELETE", "/api/delete"): _op("Delete a downloaded model; needs the key if set", OBJ,
+    ("DELETE", "/api/delete"): _op("Delete a downloaded model, unloading it first when idle (as DELETE "
+                                   "/hearth/models/{id}); needs the key if set", OBJ,
                                    body="OllamaModelRequest", ollama=True, tag="ollama"),
     ("GET", "/openapi.json"): _op("This document", OBJ),
     # the model store
-    ("GET", "/hearth/models"): _op("Local models (embedded, downloaded, imported) and disk use", OBJ, tag="store"),
+    ("GET", "/hearth/models"): _op("Local models (embedded, downloaded, imported, resident files; as /v1/models and /api/tags) "
+                                     "and disk use", OBJ, tag="store"),
     ("POST", "/hearth/models/pull"): _op("Start (or join) a model download; follow it on /hearth/downloads/events",
                                          OBJ, body="StoreModelRequest", status="202", tag="store"),
     ("POST", "/hearth/models/import"): _op("Register a local .gguf by reference", OBJ, body="StorePathRequest",
                                            status="201", tag="store"),
-    ("DELETE", "/hearth/models/{id}"): _op("Delete a downloaded model (an imported one is only forgotten)", OBJ,
+    ("DELETE", "/hearth/models/{id}"): _op("Delete a downloaded model (an imported one is only forgotten); a loaded, "
+                                           "idle one is unloaded first, a pinned or busy one refused (409)", OBJ,
                                            path_params=("id",), tag="store"),
     ("GET", "/hearth/catalog"): _op("The curated catalog with a fit verdict per model", OBJ, tag="store"),
     ("GET", "/hearth/downloads"): _op("Downloads and their progress", OBJ, tag="store"),
