@@ -321,8 +321,8 @@ OPERATIONS = {
                                    body="OllamaModelRequest", ollama=True, tag="ollama"),
     ("GET", "/openapi.json"): _op("This document", OBJ),
     # the model store
-    ("GET", "/hearth/models"): _op("Local models (embedded, downloaded, imported, resident files; as /v1/models and /api/tags) "
-                                     "and disk use", OBJ, tag="store"),
+    ("GET", "/hearth/models"): _op("Local models (embedded, downloaded, imported, resident files; as /v1/models "
+                                     "and /api/tags) and disk use", OBJ, tag="store"),
     ("POST", "/hearth/models/pull"): _op("Start (or join) a model download; follow it on /hearth/downloads/events",
                                          OBJ, body="StoreModelRequest", status="202", tag="store"),
     ("POST", "/hearth/models/import"): _op("Register a local .gguf by reference", OBJ, body="StorePathRequest",
