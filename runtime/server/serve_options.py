@@ -37,7 +37,8 @@ def add_api_args(p: argparse.ArgumentParser) -> None:
                         "localhost origins are always allowed; repeatable")
     g.add_argument("--models-dir", action="append", default=[], metavar="DIR",
                    help="a folder whose .gguf files requests may name by path (the data directory always); repeatable")
-    g.add_argument("--keep-alive", type=_keep_alive, default=os.environ.get("HEARTH_KEEP_ALIVE", f"{ResidencyConfig().keep_alive:g}"),
+    keep_alive = os.environ.get("HEARTH_KEEP_ALIVE", f"{ResidencyConfig().keep_alive:g}")
+    g.add_argument("--keep-alive", type=_keep_alive, default=keep_alive,
                    metavar="DURATION", help="unload a model after this long without requests (e.g. 5m, 30s; "
                                             "-1: never; default $HEARTH_KEEP_ALIVE or 5m)")
     g.add_argument("--max-tokens-limit", type=int, default=sec.max_tokens_limit, metavar="N",

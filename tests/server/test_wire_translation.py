@@ -162,7 +162,8 @@ def test_text_stream_reports_the_stop_string_that_hit():
 
 async def test_api_key_as_x_api_key_and_anthropic_401(aiohttp_client, tmp_path):
     key = "k" * 32
-    client = await aiohttp_client(create_app(ServeConfig(preload=False, data_dir=tmp_path, security=SecurityConfig(api_key=key))))
+    config = ServeConfig(preload=False, data_dir=tmp_path, security=SecurityConfig(api_key=key))
+    client = await aiohttp_client(create_app(config))
     missing = f"/v1/responses/{_rid(1)}"
     assert (await client.get(missing, headers={"x-api-key": key})).status == 404  # past the key check
     assert (await client.get(missing, headers={"Authorization": f"Bearer {key}"})).status == 404
