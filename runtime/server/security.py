@@ -37,7 +37,7 @@ STOPPING = web.AppKey("stopping", dict)
 LIMITER = web.AppKey("client_limiter", Counter)
 
 
-def origin_allowed(origin: str, extra: list[str]) -> bool:
+def origin_allowed(origin: str, extra: tuple[str, ...] | list[str]) -> bool:
     if origin in extra:
         return True
     try:
