@@ -40,6 +40,8 @@ class ModelManager:
         self._hardware = None
         self._hardware_lock = asyncio.Lock()
         self._budget: Budget | None = None
+        #: remote engines (``runtime.remote.registry.Remotes``), set when the app is built
+        self.remotes = None
         self.router = Router(self.plan, self._load, self.budget, config.ctx, config.keep_alive,
                              config.load_wait)
 
@@ -125,8 +127,18 @@ class ModelManager:
     async def engine_for(self, ref: str | None, ctx: int | None = None, keep_alive: float | None = None,
                          pin: bool | None = None) -> Engine:
         """The running engine for ``ref`` (at context ``ctx`` when given): a resident one, or
-        one loaded now (see ``runtime.server.router``); a dead worker is restarted."""
-        model = await self.resolve_async(ref)
+        one loaded now (see ``runtime.server.router``); a dead worker is restarted. A model
+        that only an upstream offers (or ``ID@UPSTREAM``) gets its remote engine."""
+        remote = self.remotes.explicit(ref) if self.remotes is not None else None
+        if remote is not None:
+            return remote
+        try:
+            model = await self.resolve_async(ref)
+        except UnknownModel:
+            remote = self.remotes.engine_for(ref) if self.remotes is not None else None
+            if remote is None:
+                raise
+            return remote
         return (await self.router.acquire(model, ctx, keep_alive, pin)).engine
 
     def draft_for(self, model: ResolvedModel, catalog: dict | None = None) -> tuple[str | None, str | None]:

@@ -208,6 +208,9 @@ async def _find(request: web.Request, name: str) -> LocalModel:
 async def tags(request: web.Request) -> web.Response:
     models = await _local(request)
     entries = await asyncio.to_thread(lambda: [tag_entry(m) for m in models])
+    from runtime.remote.api import remote_tag_entries
+
+    entries += remote_tag_entries(request.app, {e["name"] for e in entries})
     return web.json_response({"models": entries})
 
 
