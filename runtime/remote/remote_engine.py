@@ -76,7 +76,8 @@ class RemoteStream:
                 raise self._fail(f"upstream {self.upstream.name} sent nothing for "
                                  f"{self.upstream.timeouts.idle:g} s (idle timeout)", ErrorCode.UPSTREAM_TIMEOUT, 504)
             except aiohttp.ClientError as e:
-                raise self._fail(f"upstream {self.upstream.name} broke the stream: {e or type(e).__name__}")
+                raise self._fail(f"upstream {self.upstream.name} dropped the connection before the reply was "
+                                 f"complete ({type(e).__name__})")
             if not chunk:
                 self.reader.end()
                 if not self.reader.events:

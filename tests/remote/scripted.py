@@ -1,0 +1,77 @@
+"""An OpenAI-compatible upstream whose every answer is scripted: a success, an error status, a
+stream cut or hung mid-way, garbage. It records each request (headers, body) and whether the
+client left before the answer was done."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from aiohttp import web
+
+
+def chunk(text: str | None = None, finish: str | None = None, chat: bool = True) -> bytes:
+    choice = ({"index": 0, "delta": {"content": text} if text else {}, "finish_reason": finish} if chat
+              else {"index": 0, "text": text or "", "finish_reason": finish})
+    obj = {"id": "x", "object": "chat.completion.chunk", "model": "m1", "choices": [choice]}
+    return f"data: {json.dumps(obj)}\n\n".encode()
+
+
+class ScriptedUpstream:
+    def __init__(self, mode: str, models: list[str]) -> None:
+        self.mode, self.models = mode, models
+        self.requests: list[dict] = []
+        self.disconnected = asyncio.Event()
+        self.server = None
+
+    @property
+    def url(self) -> str:
+        return str(self.server.make_url("")).rstrip("/")
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/v1/models", self.list_models)
+        app.router.add_post("/v1/chat/completions", self.generate)
+        app.router.add_post("/v1/completions", self.generate)
+        return app
+
+    async def list_models(self, request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": m, "object": "model", "max_model_len": 2048}
+                                                              for m in self.models]})
+
+    async def generate(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        self.requests.append({"headers": dict(request.headers), "body": body, "path": request.path})
+        chat = request.path.endswith("/chat/completions")
+        mode = self.mode
+        if mode == "401":
+            return web.json_response({"error": {"message": "invalid api key", "type": "auth"}}, status=401)
+        if mode == "429":
+            return web.json_response({"error": {"message": "slow down"}}, status=429, headers={"Retry-After": "7"})
+        if mode == "503":
+            return web.json_response({"error": {"message": "overloaded"}}, status=503)
+        if mode == "hang_first":
+            await asyncio.sleep(30)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        try:
+            if mode == "malformed":
+                await response.write(b"data: {not json\n\n")
+                await asyncio.sleep(30)
+            await response.write(chunk("Hello", chat=chat))
+            await response.write(chunk(" world", chat=chat))
+            if mode == "cut":
+                request.transport.close()  # the connection drops mid-stream
+                return response
+            if mode in ("hang_mid", "slow"):
+                for i in range(300 if mode == "slow" else 1):
+                    await asyncio.sleep(0.1 if mode == "slow" else 30)
+                    await response.write(chunk(f" {i}", chat=chat))
+            await response.write(chunk("!", "stop", chat=chat))
+            usage = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
+            await response.write(f"data: {json.dumps({'id': 'x', 'choices': [], 'usage': usage})}\n\n".encode())
+            await response.write(b"data: [DONE]\n\n")
+        except (ConnectionResetError, asyncio.CancelledError):
+            self.disconnected.set()
+            raise
+        return response
