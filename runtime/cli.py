@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     from runtime import launch
 
     launch.add_parser(sub)
+    from runtime.remote import cli as remote_cli
+
+    remote_cli.add_parser(sub)
     desktop = sub.add_parser("app", help="open the desktop app (starts the service if none runs)")
     desktop.add_argument("--port", type=int, help="the service's port (default: the app's setting)")
     desktop.add_argument("--tray", action="store_true", help="start in the tray without opening the window (start on login)")
@@ -217,6 +220,10 @@ def main(argv: list[str] | None = None) -> int:
         from runtime import launch
 
         return launch.run(args)
+    if args.command == "remote":
+        from runtime.remote import cli as remote_cli
+
+        return remote_cli.run(args)
     if args.command in store_commands.COMMANDS:
         return store_commands.run(args)
     if args.command == "app":

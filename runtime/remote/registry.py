@@ -162,7 +162,7 @@ class Remotes:
         key = (model, only)
         engine = self._engines.get(key)
         if engine is None:
-            engine = self._engines[key] = RemoteEngine(self, ref if only else model, only)
+            engine = self._engines[key] = RemoteEngine(self, ref if only else model, only, model)
         return engine
 
     def explicit(self, ref: str | None) -> RemoteEngine | None:

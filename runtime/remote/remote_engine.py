@@ -158,15 +158,18 @@ class RemoteStream:
 
 
 class RemoteEngine:
-    """``model_id`` as the API names it, served by the upstreams ``remotes.offers`` returns."""
+    """``model_id`` as the API names it (``model`` as the upstreams do), served by the upstreams
+    ``remotes.offers`` returns (only ``upstream`` when given)."""
 
-    def __init__(self, remotes: "Remotes", model_id: str, upstream: str | None = None) -> None:
+    def __init__(self, remotes: "Remotes", model_id: str, upstream: str | None = None,
+                 model: str | None = None) -> None:
         self.remotes, self.model_id, self.only = remotes, model_id, upstream
+        self.model = model or model_id
         self.stats = None
         self.error: str | None = None
         self._open: set[RemoteStream] = set()
         self._closed = False
-        ctx = remotes.context_length(model_id, upstream) or 0
+        ctx = remotes.context_length(self.model, upstream) or 0
         self.loaded = RemoteLoaded(n_ctx=ctx, max_request_tokens=ctx, info={"remote": True})
 
     @property
@@ -203,7 +206,7 @@ class RemoteEngine:
         return streams
 
     async def _open_stream(self, params, prompt, messages, tokens) -> RemoteStream:
-        offers = self.remotes.offers(self.model_id, self.only)
+        offers = self.remotes.offers(self.model, self.only)
         if not offers:
             raise UpstreamFailed(f"no upstream offers {self.model_id} now", ErrorCode.UPSTREAM_UNAVAILABLE, 502)
         errors: list[UpstreamFailed] = []
