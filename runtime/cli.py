@@ -71,6 +71,8 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16")
     fit.add_argument("--draft", help="a draft model for speculative decoding (id or path)")
     fit.add_argument("--parallel", type=int, default=4, help="sequences planned for (default %(default)s)")
+    fit.add_argument("--split-mode", choices=["layer", "row"], default="layer",
+                     help="several GPUs: split by layers (any backend) or by rows (CUDA)")
     fit.add_argument("--json", action="store_true")
     add_key_command(sub)
     run = sub.add_parser("run", help="chat with a model in the terminal")
@@ -194,7 +196,8 @@ def _fit(args: argparse.Namespace) -> int:
     try:
         shape = model_shape(args.model, data_dir())  # a catalog model is sized before download
         draft = model_shape(args.draft, data_dir()) if args.draft else None
-        plan = plan_fit(shape, probe(), ctx=args.ctx, kv_type=args.kv_type, draft=draft, n_seq=args.parallel)
+        plan = plan_fit(shape, probe(), ctx=args.ctx, kv_type=args.kv_type, draft=draft, n_seq=args.parallel,
+                        split_mode=args.split_mode)
     except (UnknownModel, InvalidModelFile, ValueError) as e:
         print(f"hearth: {e}", file=sys.stderr)
         return 1

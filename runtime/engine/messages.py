@@ -24,6 +24,10 @@ class WorkerSpec:
     kv_type: str = "f16"
     flash_attn: bool | None = None
     n_gpu_layers: int = 0
+    #: several GPUs (the fit plan's): llama.cpp's split mode, share of layers per GPU, main GPU
+    split_mode: str = "layer"
+    tensor_split: list[float] | None = None
+    main_gpu: int = 0
     block_size: int = 16
     prefix_cache: bool = True
     cache_fraction: float = 0.0

@@ -202,7 +202,8 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
     """Entry point of the spawned process."""
     config = ContextConfig(n_ctx=spec.n_ctx, n_seq_max=min(256, spec.parallel + spec.cache_seqs),
                            n_batch=spec.n_batch, n_threads=spec.n_threads, kv_type=spec.kv_type,
-                           flash_attn=spec.flash_attn, n_gpu_layers=spec.n_gpu_layers)
+                           flash_attn=spec.flash_attn, n_gpu_layers=spec.n_gpu_layers,
+                           split_mode=spec.split_mode, tensor_split=spec.tensor_split, main_gpu=spec.main_gpu)
     speculator = None
     try:
         backend = LlamaBackend(spec.model_path, config)

@@ -176,6 +176,8 @@ class ModelManager:
         engine = EngineClient(WorkerSpec(
             model.id, str(model.path), n_ctx=n_ctx, parallel=c.parallel, n_batch=c.n_batch,
             n_gpu_layers=gpu_layers,
+            **({"split_mode": plan.split_mode, "tensor_split": plan.tensor_split or None, "main_gpu": plan.main_gpu}
+               if plan is not None and gpu_layers else {}),
             n_threads=c.threads, kv_type=c.kv_type, flash_attn=c.flash_attn, block_size=c.block_size,
             prefix_cache=c.prefix_cache, cache_fraction=c.cache_fraction, cache_ram_mib=c.cache_ram,
             draft=draft, draft_id=draft_id))
