@@ -88,6 +88,12 @@ class HearthApp(QObject):
         self.models_page = self._models_page()
         if self.models_page is not None:
             pages["Models"] = self.models_page
+        from app.remotes import RemotesService
+        from app.ui import remotes_box
+
+        self.remotes = RemotesService(self.client)  # remote engines: widgets added to the pages' ends
+        self.remote_widgets = remotes_box.attach(self.models_page, self.settings_page, self.server_page,
+                                                 self.remotes, self.service.health_changed, self.spawn)
         self.window = MainWindow(pages)
         if self.store.problem:  # the damaged history was set aside: say so where the user looks
             self.show_error(UserError("The chat history was damaged.", self.store.problem,
@@ -150,6 +156,7 @@ class HearthApp(QObject):
             await self.models.refresh()
         except ApiProblem as e:
             self.show_error(explain(e, port=self.settings.port))
+        await self.remotes.refresh()
 
     def _local_models(self, ids: list[str]) -> None:
         self.chat_page.set_models(ids, self.settings.default_model if self.service.owned else "")
