@@ -62,6 +62,8 @@ async def test_a_working_upstream_streams_frame_by_frame_in_every_format(hearth,
     msg = await anthropic.AsyncAnthropic(base_url=h.url, api_key="unused", max_retries=0).messages.create(
         model="m1", max_tokens=8, messages=CHAT["messages"])
     assert msg.content[0].text == "Hello world!"
+    response = await client.responses.create(model="m1", input="Hi", max_output_tokens=16)
+    assert response.output_text == "Hello world!"
     assert (await health(h, "box"))["state"] == "up"
 
 
