@@ -105,6 +105,7 @@ class HearthApp(QObject):
                          stop=lambda: self.spawn(self.service.stop()), quit=self.quit)
         if tray_available is not None:
             self.tray.available = tray_available
+        self.remote_widgets["tray"] = remotes_box.attach_tray(self.tray.menu, self.service.health_changed)
         self.service.stats_changed.connect(self.models.running_from_stats)
         self.service.problem.connect(self._service_problem)
         self.service.state_changed.connect(self._service_state)

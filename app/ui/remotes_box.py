@@ -147,3 +147,19 @@ def attach(models_page: QWidget | None, settings_page: QWidget, server_page: QWi
         widgets["models"] = RemoteModelsBox(remotes)
         models_page.layout().addWidget(widgets["models"])
     return widgets
+
+
+def attach_tray(menu, health_changed):
+    """A line in the tray menu with the upstreams' states (hidden while there are none)."""
+    menu.addSeparator()
+    action = menu.addAction("")
+    action.setEnabled(False)
+    action.setVisible(False)
+
+    def show(health: dict) -> None:
+        words = health_words(health.get("remotes") or [])
+        action.setText(f"Remote: {words}" if words else "")
+        action.setVisible(bool(words))
+
+    health_changed.connect(show)
+    return action

@@ -41,8 +41,9 @@ def test_settings_add_models_badge_and_remove(driver, make_app, tmp_path):
         host = up_url.split("//")[1]
         assert (name.text(), badge.text()) == ("big-model", "remote")
         assert f"prompts leave this computer, to {host}" in line.text()
-        h.remote_widgets["health"].show_health(driver.run(h.client.get("/health")))
+        h.service.health_changed.emit(driver.run(h.client.get("/health")))
         assert "gpu-box" in h.remote_widgets["health"].text() and "up" in h.remote_widgets["health"].text()
+        assert h.remote_widgets["tray"].isVisible() and "gpu-box" in h.remote_widgets["tray"].text()
         box.name.setText("pub")
         box.url.setText("http://8.8.8.8:8000")
         box.add_button.click()
