@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import weakref
 
 import aiohttp
 
@@ -68,6 +69,8 @@ class Remotes:
         self._engines: dict[tuple[str, str | None], RemoteEngine] = {}
         self._session: aiohttp.ClientSession | None = None
         self._stale: set[str] = set()
+        #: every engine made (a refresh replaces the lookup table, not the engines serving requests)
+        self.engines_made: weakref.WeakSet[RemoteEngine] = weakref.WeakSet()
         self._sync(force=True)
 
     # -- the list ----------------------------------------------------------------------
@@ -262,12 +265,20 @@ class Remotes:
                                      "idle": up.timeouts.idle},
                         "models": up.model_ids(), "refreshed_at": up.refreshed_at,
                         "health": self.health_of(up.name).to_dict(),
-                        "active": sum(e.active for (_, only), e in self._engines.items()
-                                      if only in (None, up.name))})
+                        "active": sum(1 for e in list(self.engines_made) for s in list(e._open)
+                                      if s.upstream.name == up.name)})
         return out
 
+    def busy(self) -> bool:
+        """Requests in flight at any upstream."""
+        return any(e.active for e in list(self.engines_made))
+
+    def fail_all(self, error) -> None:
+        for e in list(self.engines_made):
+            e.fail_all(error)
+
     async def close(self) -> None:
-        for e in list(self._engines.values()):
+        for e in list(self.engines_made):
             await e.close()
         if self._session is not None:
             await self._session.close()

@@ -61,6 +61,7 @@ class RemoteStream:
         self.prompt_tokens = 0
         self.finished = False
         self.engine, self.upstream, self.response, self.reader = engine, upstream, response, reader
+        self.ended_by: EngineError | None = None  #: set by ``fail_all``: raised instead of reading on
         self.counted = 0  #: tokens given out so far (one per piece of text)
         self.usage_tokens: int | None = None  #: the upstream's count, from its usage chunk
 
@@ -70,14 +71,20 @@ class RemoteStream:
     async def _event(self) -> dict | None:
         """The next event's JSON (None at ``[DONE]`` or the end of the body)."""
         while not self.reader.events:
+            if self.ended_by is not None:
+                raise self.ended_by
             try:
                 chunk = await asyncio.wait_for(self.response.content.readany(), self.upstream.timeouts.idle)
             except asyncio.TimeoutError:
                 raise self._fail(f"upstream {self.upstream.name} sent nothing for "
                                  f"{self.upstream.timeouts.idle:g} s (idle timeout)", ErrorCode.UPSTREAM_TIMEOUT, 504)
             except aiohttp.ClientError as e:
+                if self.ended_by is not None:
+                    raise self.ended_by from None
                 raise self._fail(f"upstream {self.upstream.name} dropped the connection before the reply was "
                                  f"complete ({type(e).__name__})")
+            if self.ended_by is not None:
+                raise self.ended_by
             if not chunk:
                 self.reader.end()
                 if not self.reader.events:
@@ -87,6 +94,8 @@ class RemoteStream:
         return parse_event(self.reader.events.pop(0))
 
     async def __anext__(self) -> RequestOutput:
+        if self.ended_by is not None:
+            raise self.ended_by
         if self.finished:
             raise StopAsyncIteration
         try:
@@ -149,6 +158,12 @@ class RemoteStream:
     def ready(self) -> list[RequestOutput]:
         return []  # each upstream event is its own output (frame by frame)
 
+    def end(self, error: EngineError) -> None:
+        """End the request with ``error`` (the service stops): its next read raises it."""
+        if not self.finished:
+            self.ended_by = error
+            self.cancel()
+
     def cancel(self) -> None:
         """Stop reading and close the upstream response: the upstream sees its client leave."""
         if not self.finished:
@@ -169,6 +184,7 @@ class RemoteEngine:
         self.error: str | None = None
         self._open: set[RemoteStream] = set()
         self._closed = False
+        remotes.engines_made.add(self)
         ctx = remotes.context_length(self.model, upstream) or 0
         self.loaded = RemoteLoaded(n_ctx=ctx, max_request_tokens=ctx, info={"remote": True})
 
@@ -313,7 +329,7 @@ class RemoteEngine:
 
     def fail_all(self, error: EngineError) -> None:
         for s in list(self._open):
-            s.cancel()
+            s.end(error)
 
     async def close(self) -> None:
         self._closed = True

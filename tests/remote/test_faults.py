@@ -186,3 +186,25 @@ async def test_a_client_that_leaves_cancels_the_upstream_request(hearth, scripte
                 if b"world" in line:
                     break  # leave after a few frames
     await asyncio.wait_for(up.disconnected.wait(), 5)  # the upstream saw its client go
+
+
+async def test_a_service_that_stops_ends_remote_streams_properly(hearth, scripted):
+    from runtime.server.app_keys import CONFIG
+    from runtime.server.shutdown import graceful_stop
+
+    up = await scripted("slow")
+    h = await hearth(shutdown_grace=0.3)
+    await add(h, "slow", up.url)
+    lines = []
+    async with aiohttp.ClientSession() as s:
+        async with s.post(f"{h.url}/v1/chat/completions", json={**CHAT, "stream": True}) as r:
+            stop = None
+            async for line in r.content:
+                lines.append(line)
+                if b"world" in line and stop is None:
+                    assert h.app[CONFIG].shutdown_grace == 0.3
+                    stop = asyncio.create_task(graceful_stop(h.app, h.runner))
+    await stop
+    body = b"".join(lines)
+    assert b"shutting_down" in body and body.rstrip().endswith(b"data: [DONE]")
+    await asyncio.wait_for(up.disconnected.wait(), 5)
