@@ -208,3 +208,13 @@ async def test_a_service_that_stops_ends_remote_streams_properly(hearth, scripte
     body = b"".join(lines)
     assert b"shutting_down" in body and body.rstrip().endswith(b"data: [DONE]")
     await asyncio.wait_for(up.disconnected.wait(), 5)
+
+
+async def test_ollama_load_and_unload_of_a_remote_model_answer_done(hearth, scripted):
+    up = await scripted("ok")
+    h = await hearth()
+    await add(h, "box", up.url)
+    status, _, body = await post(h, "/api/generate", {"model": "m1"})
+    assert status == 200 and body["done"] and body["done_reason"] == "load" and up.requests == []
+    status, _, body = await post(h, "/api/chat", {"model": "m1", "messages": [], "keep_alive": 0})
+    assert status == 200 and body["done_reason"] == "unload"
