@@ -94,6 +94,7 @@ class HearthApp(QObject):
         self.remotes = RemotesService(self.client)  # remote engines: widgets added to the pages' ends
         self.remote_widgets = remotes_box.attach(self.models_page, self.settings_page, self.server_page,
                                                  self.remotes, self.service.health_changed, self.spawn)
+        self.remotes.changed.connect(lambda _: self._local_models(getattr(self, "_local_ids", [])))
         self.window = MainWindow(pages)
         if self.store.problem:  # the damaged history was set aside: say so where the user looks
             self.show_error(UserError("The chat history was damaged.", self.store.problem,
@@ -160,7 +161,10 @@ class HearthApp(QObject):
         await self.remotes.refresh()
 
     def _local_models(self, ids: list[str]) -> None:
-        self.chat_page.set_models(ids, self.settings.default_model if self.service.owned else "")
+        self._local_ids = list(ids)
+        remote = [m["id"] for m in self.remotes.state.get("models") or []] if hasattr(self, "remotes") else []
+        chat_ids = self._local_ids + [r for r in remote if r not in self._local_ids]  # remote ones after
+        self.chat_page.set_models(chat_ids, self.settings.default_model if self.service.owned else "")
         self.settings_page.set_models(ids)
 
     def open_window(self) -> None:

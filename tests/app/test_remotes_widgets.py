@@ -41,6 +41,8 @@ def test_settings_add_models_badge_and_remove(driver, make_app, tmp_path):
         host = up_url.split("//")[1]
         assert (name.text(), badge.text()) == ("big-model", "remote")
         assert f"prompts leave this computer, to {host}" in line.text()
+        picker = h.chat_page.model_picker
+        assert "big-model" in [picker.itemData(i) for i in range(picker.count())]  # chat can pick it
         h.service.health_changed.emit(driver.run(h.client.get("/health")))
         assert "gpu-box" in h.remote_widgets["health"].text() and "up" in h.remote_widgets["health"].text()
         assert h.remote_widgets["tray"].isVisible() and "gpu-box" in h.remote_widgets["tray"].text()
