@@ -64,6 +64,7 @@ class RemoteStream:
         self.ended_by: EngineError | None = None  #: set by ``fail_all``: raised instead of reading on
         self.counted = 0  #: tokens given out so far (one per piece of text)
         self.usage_tokens: int | None = None  #: the upstream's count, from its usage chunk
+        self._complete = False  #: the finish reason has come
 
     def __aiter__(self) -> "RemoteStream":
         return self
@@ -120,6 +121,7 @@ class RemoteStream:
     async def _final(self, text: str, finish: str) -> RequestOutput:
         """The last output: the usage chunk and ``[DONE]`` that follow are read first (bounded
         by the idle timeout), so the token counts are the upstream's."""
+        self._complete = True  # what follows cannot fail the reply, nor count against the upstream
         try:
             while (obj := await self._event()) is not None:
                 usage = chunk_parts(obj)[2]
@@ -143,8 +145,9 @@ class RemoteStream:
             self.usage_tokens = c
 
     def _fail(self, message: str, code: ErrorCode = ErrorCode.UPSTREAM_ERROR, status: int = 502) -> UpstreamFailed:
-        self.engine.remotes.health_of(self.upstream.name).failed(message)
-        self._done(ok=False)
+        if not self._complete:
+            self.engine.remotes.health_of(self.upstream.name).failed(message)
+        self._done(ok=self._complete)
         return UpstreamFailed(message, code, status)
 
     def _done(self, ok: bool) -> None:
