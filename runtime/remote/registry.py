@@ -231,6 +231,10 @@ class Remotes:
             err = f"cannot be reached: {e.os_error or e}"
             health.failed(err, unreachable=True)
             return None, err
+        except aiohttp.ConnectionTimeoutError:
+            err = f"did not accept the connection within {t.connect:g} s (connect timeout)"
+            health.failed(err, unreachable=True)
+            return None, err
         except (asyncio.TimeoutError, aiohttp.ClientError, ValueError) as e:
             err = f"{type(e).__name__}: {e}" if not isinstance(e, ValueError) else str(e)
             if isinstance(e, asyncio.TimeoutError):

@@ -270,6 +270,11 @@ class RemoteEngine:
                     stream.reader.feed(chunk)
                 if not stream.reader.events:
                     raise UpstreamFailed(f"upstream {upstream.name} answered with an empty stream")
+        except aiohttp.ConnectionTimeoutError:
+            err = UpstreamFailed(f"upstream {upstream.name} ({upstream.host}) did not accept the connection within "
+                                 f"{t.connect:g} s (connect timeout)", ErrorCode.UPSTREAM_TIMEOUT, 504)
+            health.failed(str(err), unreachable=True)
+            raise err from None
         except asyncio.TimeoutError:
             if response is not None:
                 response.close()

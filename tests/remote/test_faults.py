@@ -218,3 +218,40 @@ async def test_ollama_load_and_unload_of_a_remote_model_answer_done(hearth, scri
     assert status == 200 and body["done"] and body["done_reason"] == "load" and up.requests == []
     status, _, body = await post(h, "/api/chat", {"model": "m1", "messages": [], "keep_alive": 0})
     assert status == 200 and body["done_reason"] == "unload"
+
+
+async def test_an_upstream_that_never_accepts_the_connection_hits_the_connect_timeout(hearth, scripted):
+    import socket
+
+    from runtime.remote.api import REMOTES
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)  # never accepted: once its queue is full, the kernel drops new connections
+    port = listener.getsockname()[1]
+    filling = []
+    for _ in range(4):
+        c = socket.socket()
+        c.setblocking(False)
+        try:
+            c.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        filling.append(c)
+    await asyncio.sleep(0.2)
+    h = await hearth()
+    try:
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        added = await add(h, "stuck", f"http://127.0.0.1:{port}", timeouts={**FAST, "connect": 0.4})
+        assert loop.time() - t0 < 3 and added["error"]
+        assert (await health(h, "stuck"))["state"] == "down"
+        # as if it had listed a model before it got stuck: the request meets the connect timeout
+        h.app[REMOTES].upstreams["stuck"].models = [{"id": "m1"}]
+        status, _, body = await post(h, "/v1/chat/completions", CHAT)
+        assert status == 504 and body["error"]["code"] == "upstream_timeout"
+        assert "connect timeout" in body["error"]["message"] and loop.time() - t0 < 5
+    finally:
+        for c in filling:
+            c.close()
+        listener.close()
