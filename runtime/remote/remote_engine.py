@@ -25,7 +25,9 @@ import aiohttp
 
 from runtime.engine.outputs import RequestOutput
 from runtime.engine.protocol import EngineError, ErrorCode, RequestRefused, UpstreamFailed
-from runtime.remote.wire import EventReader, MalformedStream, chunk_parts, error_message, parse_event, request_body
+from runtime.remote.wire import (
+    EventReader, MalformedStream, ToolCalls, chunk_parts, error_message, parse_event, request_body, tool_call_deltas,
+)
 
 if TYPE_CHECKING:
     from runtime.remote.registry import Remotes
@@ -34,7 +36,10 @@ if TYPE_CHECKING:
 _ids = itertools.count(1)
 #: statuses after which another upstream may be tried (this one is unwell, or lacks the model)
 _FAILOVER_STATUSES = {401, 403, 404, 408, 429, 500, 502, 503, 504}
-_READ_CHUNK = 64 * 1024
+#: what the service's output planner reads as this engine's chat template: the upstream renders
+#: tools itself (so messages and tools go on as they are), and its calls come back written as
+#: ``<tool_call>`` blocks, which the planner parses into each wire format's tool calls
+TOOLS_TEMPLATE = "{# remote engine: the upstream renders tools; its calls come back as <tool_call> #}"
 
 
 @dataclass(slots=True)
@@ -65,6 +70,7 @@ class RemoteStream:
         self.counted = 0  #: tokens given out so far (one per piece of text)
         self.usage_tokens: int | None = None  #: the upstream's count, from its usage chunk
         self._complete = False  #: the finish reason has come
+        self.tool_calls = ToolCalls()
 
     def __aiter__(self) -> "RemoteStream":
         return self
@@ -108,9 +114,15 @@ class RemoteStream:
                     raise self._fail(f"upstream {self.upstream.name} failed mid-stream: "
                                      f"{error_message(json.dumps(obj))}")
                 text, finish, usage = chunk_parts(obj)
+                self.tool_calls.add(tool_call_deltas(obj))
                 if usage is not None:
                     self._usage(usage)
                 if finish is not None:
+                    calls = self.tool_calls.finished()
+                    if calls:
+                        from runtime.server.tool_formats import HERMES
+
+                        text += HERMES.render_calls(calls)
                     return await self._final(text, finish)
                 if text:
                     self.counted += 1
@@ -189,7 +201,8 @@ class RemoteEngine:
         self._closed = False
         remotes.engines_made.add(self)
         ctx = remotes.context_length(self.model, upstream) or 0
-        self.loaded = RemoteLoaded(n_ctx=ctx, max_request_tokens=ctx, info={"remote": True})
+        self.loaded = RemoteLoaded(n_ctx=ctx, max_request_tokens=ctx,
+                                   info={"remote": True, "chat_template": TOOLS_TEMPLATE})
 
     @property
     def alive(self) -> bool:
@@ -209,28 +222,30 @@ class RemoteEngine:
     async def submit(self, params, *, prompt: str | None = None, messages: list[dict] | None = None,
                      tokens: list[int] | None = None, n: int = 1, constraint=None,
                      template_vars: dict | None = None) -> list[RemoteStream]:
-        if constraint is not None:
-            raise RequestRefused(f"{self.model_id} is a remote model: structured output and tool calls are "
-                                 "not forwarded to upstreams yet (leave out response_format and tools)")
+        tools = (template_vars or {}).get("tools")
+        if constraint is not None and not tools:  # the tools' constraint is the upstream's business
+            raise RequestRefused(f"{self.model_id} is a remote model: structured output is not forwarded to "
+                                 "upstreams yet (leave out response_format)")
         if params.logprobs or params.prompt_logprobs:
             raise RequestRefused(f"{self.model_id} is a remote model: logprobs are not forwarded to upstreams")
         streams: list[RemoteStream] = []
         try:
             for _ in range(n):
-                streams.append(await self._open_stream(params, prompt, messages, tokens))
+                streams.append(await self._open_stream(params, prompt, messages, tokens, tools))
         except BaseException:
             for s in streams:
                 s.cancel()
             raise
         return streams
 
-    async def _open_stream(self, params, prompt, messages, tokens) -> RemoteStream:
+    async def _open_stream(self, params, prompt, messages, tokens, tools=None) -> RemoteStream:
         offers = self.remotes.offers(self.model, self.only)
         if not offers:
             raise UpstreamFailed(f"no upstream offers {self.model_id} now", ErrorCode.UPSTREAM_UNAVAILABLE, 502)
         errors: list[UpstreamFailed] = []
         for upstream, upstream_model in offers:
-            path, body = request_body(upstream_model, params, prompt=prompt, messages=messages, tokens=tokens)
+            path, body = request_body(upstream_model, params, prompt=prompt, messages=messages, tokens=tokens,
+                                      tools=tools)
             try:
                 return await self._try(upstream, path, body)
             except UpstreamFailed as e:

@@ -17,8 +17,22 @@ class MalformedStream(ValueError):
     """The upstream's stream is not OpenAI's server-sent events."""
 
 
+def _message(m: dict) -> dict:
+    out = {k: m[k] for k in _MESSAGE_FIELDS if k in m}
+    if out.get("tool_calls"):  # Hearth keeps arguments as objects; OpenAI's wire has them as JSON text
+        calls = []
+        for i, c in enumerate(out["tool_calls"]):
+            args = c["function"].get("arguments")
+            calls.append({"id": c.get("id") or f"call_{i}", "type": "function",
+                          "function": {"name": c["function"]["name"],
+                                       "arguments": args if isinstance(args, str) else json.dumps(args or {})}})
+        out["tool_calls"] = calls
+    return out
+
+
 def request_body(model: str, params: SamplingParams, *, prompt: str | None = None,
-                 messages: list[dict] | None = None, tokens: list[int] | None = None) -> tuple[str, dict]:
+                 messages: list[dict] | None = None, tokens: list[int] | None = None,
+                 tools: list[dict] | None = None) -> tuple[str, dict]:
     """(path, body) of the streamed request; only settings that differ from the defaults that
     every server shares are sent beyond OpenAI's own (``top_k``, ``min_p``, ``repeat_penalty``
     are understood by vLLM, llama.cpp's server and Ollama)."""
@@ -26,7 +40,9 @@ def request_body(model: str, params: SamplingParams, *, prompt: str | None = Non
                   "temperature": params.temperature, "top_p": params.top_p}
     if messages is not None:
         path = "/chat/completions"
-        body["messages"] = [{k: m[k] for k in _MESSAGE_FIELDS if k in m} for m in messages]
+        body["messages"] = [_message(m) for m in messages]
+        if tools:
+            body["tools"] = tools
     else:
         path = "/completions"
         body["prompt"] = prompt if prompt is not None else list(tokens or [])
@@ -105,6 +121,46 @@ def parse_event(data: str) -> dict | None:
     if not isinstance(obj, dict):
         raise MalformedStream("an event is not a JSON object")
     return obj
+
+
+def tool_call_deltas(obj: dict) -> list[dict]:
+    """The ``delta.tool_calls`` pieces of a chat chunk ([] for none)."""
+    choices = obj.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return []
+    delta = choices[0].get("delta")
+    calls = delta.get("tool_calls") if isinstance(delta, dict) else None
+    return [c for c in calls if isinstance(c, dict)] if isinstance(calls, list) else []
+
+
+class ToolCalls:
+    """Tool calls streamed in pieces (name, then argument fragments, per ``index``), put together."""
+
+    def __init__(self) -> None:
+        self.calls: dict[int, dict] = {}
+
+    def add(self, deltas: list[dict]) -> None:
+        for d in deltas:
+            i = d.get("index", len(self.calls))
+            call = self.calls.setdefault(i if isinstance(i, int) else len(self.calls), {"name": "", "arguments": ""})
+            fn = d.get("function") if isinstance(d.get("function"), dict) else {}
+            if isinstance(fn.get("name"), str):
+                call["name"] += fn["name"]
+            if isinstance(fn.get("arguments"), str):
+                call["arguments"] += fn["arguments"]
+            elif isinstance(fn.get("arguments"), dict):  # some servers send the object whole
+                call["arguments"] = json.dumps(fn["arguments"])
+
+    def finished(self) -> list[tuple[str, dict]]:
+        """(name, arguments) of each call, in order; arguments that are not a JSON object become {}."""
+        out = []
+        for _, c in sorted(self.calls.items()):
+            try:
+                args = json.loads(c["arguments"] or "{}")
+            except ValueError:
+                args = {}
+            out.append((c["name"], args if isinstance(args, dict) else {}))
+        return out
 
 
 def chunk_parts(obj: dict) -> tuple[str, str | None, dict | None]:

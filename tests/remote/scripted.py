@@ -39,6 +39,20 @@ class ScriptedUpstream:
         return web.json_response({"object": "list", "data": [{"id": m, "object": "model", "max_model_len": 2048}
                                                               for m in self.models]})
 
+    async def tool_call(self, request: web.Request) -> web.StreamResponse:
+        """A call of the first tool, streamed as OpenAI servers do: name first, then the arguments
+        in fragments, then finish_reason tool_calls."""
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        pieces = [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": ""}},
+                  {"index": 0, "function": {"arguments": '{"city": '}}, {"index": 0, "function": {"arguments": '"Paris"}'}}]
+        for p in pieces:
+            obj = {"id": "x", "choices": [{"index": 0, "delta": {"tool_calls": [p]}, "finish_reason": None}]}
+            await response.write(f"data: {json.dumps(obj)}\n\n".encode())
+        end = {"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}
+        await response.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
+        return response
+
     async def generate(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append({"headers": dict(request.headers), "body": body, "path": request.path})
@@ -50,6 +64,8 @@ class ScriptedUpstream:
             return web.json_response({"error": {"message": "slow down"}}, status=429, headers={"Retry-After": "7"})
         if mode == "503":
             return web.json_response({"error": {"message": "overloaded"}}, status=503)
+        if mode == "tools" and body.get("tools"):
+            return await self.tool_call(request)
         if mode == "hang_first":
             await asyncio.sleep(30)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

@@ -255,3 +255,41 @@ async def test_an_upstream_that_never_accepts_the_connection_hits_the_connect_ti
         for c in filling:
             c.close()
         listener.close()
+
+
+WEATHER = [{"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+                                              "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                                                             "required": ["city"]}}}]
+
+
+async def test_tool_calls_go_to_the_upstream_natively_and_come_back_in_each_format(hearth, scripted):
+    up = await scripted("tools")
+    h = await hearth()
+    await add(h, "box", up.url)
+    ask = [{"role": "user", "content": "Weather in Paris?"}]
+    reply = await oai(h).chat.completions.create(model="m1", messages=ask, tools=WEATHER, max_tokens=32)
+    sent = up.requests[-1]["body"]
+    assert sent["tools"] == WEATHER and sent["messages"] == ask  # as the client sent them, not rewritten
+    call = reply.choices[0].message.tool_calls[0]
+    assert (call.function.name, call.function.arguments) == ("get_weather", '{"city": "Paris"}')
+    assert reply.choices[0].finish_reason == "tool_calls"
+    names = []
+    async for c in await oai(h).chat.completions.create(model="m1", messages=ask, tools=WEATHER, stream=True):
+        for tc in (c.choices[0].delta.tool_calls or []) if c.choices else []:
+            if tc.function and tc.function.name:
+                names.append(tc.function.name)
+    assert names == ["get_weather"]
+    olla = await ollama.AsyncClient(host=h.url).chat(model="m1", messages=ask, tools=WEATHER)
+    assert olla.message.tool_calls[0].function.arguments == {"city": "Paris"}
+    msg = await anthropic.AsyncAnthropic(base_url=h.url, api_key="unused", max_retries=0).messages.create(
+        model="m1", max_tokens=32, messages=ask, tools=[{"name": "get_weather", "description": "weather",
+                                                         "input_schema": WEATHER[0]["function"]["parameters"]}])
+    assert msg.stop_reason == "tool_use" and msg.content[-1].input == {"city": "Paris"}
+    # the result goes back as OpenAI's tool message, arguments as JSON text
+    history = ask + [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}]
+    await oai(h).chat.completions.create(model="m1", messages=history, tools=WEATHER, max_tokens=8)
+    sent = up.requests[-1]["body"]["messages"]
+    assert sent[1]["tool_calls"][0]["function"]["arguments"] == '{"city": "Paris"}'
+    assert sent[2] == {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}
