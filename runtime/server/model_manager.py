@@ -134,7 +134,7 @@ class ModelManager:
             return remote
         try:
             model = await self.resolve_async(ref)
-        except UnknownModel:
+        except (UnknownModel, ModelPathRefused):  # no local model by that name (an upstream's id may be a path)
             remote = self.remotes.engine_for(ref) if self.remotes is not None else None
             if remote is None:
                 raise

@@ -130,3 +130,15 @@ def test_remote_commands_add_list_test_and_remove(monkeypatch, tmp_path, capsys,
     assert main(["remote", "test", "box"]) == 1 and "cannot be reached" in capsys.readouterr().err
     assert main(["remote", "rm", "box"]) == 0 and (SERVICE, "box") not in memory_keyring.passwords
     assert main(["remote", "rm", "box"]) == 1
+
+
+async def test_an_upstream_model_id_that_looks_like_a_path_is_served_remotely(hearth, scripted):
+    # llama-cpp-python's server names a model by its file path unless given an alias
+    up = await scripted("ok", models=["/srv/models/big-model.gguf"])
+    h = await hearth()
+    status, _ = await _post(f"{h.url}/hearth/remotes", {"name": "box", "url": up.url, "timeouts": FAST})
+    assert status == 201
+    reply = await oai(h).chat.completions.create(**{**CHAT, "model": "/srv/models/big-model.gguf"})
+    assert reply.choices[0].message.content == "Hello world!"
+    status, body = await _post(f"{h.url}/v1/chat/completions", {**CHAT, "model": "/srv/models/other.gguf"})
+    assert status == 403 and body["error"]["code"] == "model_path_refused"  # not offered: the local refusal stands

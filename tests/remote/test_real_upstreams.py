@@ -43,7 +43,9 @@ def llama_cpp_server(smollm2_path):
     proc = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_path), "--model_alias", "smollm2-upstream",
          "--host", "127.0.0.1", "--port", str(port), "--api_key", UPSTREAM_KEY, "--n_ctx", "2048",
-         "--n_threads", "1", "--verbose", "false"],
+         "--n_threads", "1", "--verbose", "false",
+         # by default it ends a request early when the next one arrives; Hearth would rightly call that a cut stream
+         "--interrupt_requests", "false"],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
