@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 
 from aiohttp import web
 
-from runtime.remote.keys import KeyringUnavailable
+from runtime.remote.keys import KeyringUnavailable, delete_key, store_key
 from runtime.remote.registry import Remotes
 from runtime.remote.upstream import UpstreamRefused, make_upstream
 from runtime.server.app_keys import CONFIG, MANAGER
@@ -131,10 +131,16 @@ async def add_remote(request: web.Request) -> web.Response:
     except UpstreamRefused as e:
         raise bad_request(str(e), e.field) from None
     remotes = request.app[REMOTES]
+    if api_key:  # the keyring may block (D-Bus, Keychain): in a thread; the list changes on the loop
+        try:
+            await asyncio.to_thread(store_key, upstream.name, api_key)
+        except KeyringUnavailable as e:
+            raise ApiError(400, str(e), param="api_key", code="no_keyring") from None
+        upstream.key = "keyring"
     try:
-        await asyncio.to_thread(remotes.add, upstream, api_key)
-    except KeyringUnavailable as e:
-        raise ApiError(400, str(e), param="api_key", code="no_keyring") from None
+        remotes.add(upstream)
+    except UpstreamRefused as e:
+        raise bad_request(str(e), e.field) from None
     errors = await remotes.refresh(upstream.name)
     status = next(s for s in remotes.status() if s["name"] == upstream.name)
     return web.json_response({**status, "error": errors.get(upstream.name)}, status=201)
@@ -144,8 +150,12 @@ async def remove_remote(request: web.Request) -> web.Response:
     name = request.match_info.get("name") or request.query.get("name")
     if not name:
         raise bad_request("name the upstream to remove: DELETE /hearth/remotes/NAME", "name")
-    if not await asyncio.to_thread(request.app[REMOTES].remove, name):
+    remotes = request.app[REMOTES]
+    up = remotes.get(name)
+    if up is None or not remotes.remove(name, keep_key=True):
         raise ApiError(404, f"no upstream named {name!r}", param="name", code="upstream_not_found")
+    if up.key == "keyring":
+        await asyncio.to_thread(delete_key, name)
     return web.json_response({"removed": name})
 
 

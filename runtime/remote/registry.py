@@ -106,12 +106,13 @@ class Remotes:
         self._engines.clear()
         self.store.save(list(self.upstreams.values()))
 
-    def remove(self, name: str) -> bool:
+    def remove(self, name: str, keep_key: bool = False) -> bool:
+        """Forget ``name`` (and its key in the keyring, unless ``keep_key``: the caller deletes it)."""
         self._sync()
         up = self.upstreams.pop(name, None)
         if up is None:
             return False
-        if up.key == "keyring":
+        if up.key == "keyring" and not keep_key:
             delete_key(name)
         self.health.pop(name, None)
         self._keys.pop(name, None)
