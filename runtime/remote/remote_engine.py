@@ -26,7 +26,8 @@ import aiohttp
 from runtime.engine.outputs import RequestOutput
 from runtime.engine.protocol import EngineError, ErrorCode, RequestRefused, UpstreamFailed
 from runtime.remote.wire import (
-    EventReader, MalformedStream, ToolCalls, chunk_parts, error_message, parse_event, request_body, tool_call_deltas,
+    EventReader, MalformedStream, ToolCalls, chunk_parts, error_message, parse_event, reasoning_part, request_body,
+    tool_call_deltas,
 )
 
 if TYPE_CHECKING:
@@ -39,7 +40,10 @@ _FAILOVER_STATUSES = {401, 403, 404, 408, 429, 500, 502, 503, 504}
 #: what the service's output planner reads as this engine's chat template: the upstream renders
 #: tools itself (so messages and tools go on as they are), and its calls come back written as
 #: ``<tool_call>`` blocks, which the planner parses into each wire format's tool calls
-TOOLS_TEMPLATE = "{# remote engine: the upstream renders tools; its calls come back as <tool_call> #}"
+#: ``<tool_call>`` blocks, which the planner parses into each wire format's tool calls; reasoning
+#: the upstream sends apart (``reasoning_content``) comes back inside ``<think>``, likewise
+TOOLS_TEMPLATE = ("{# remote engine: the upstream renders tools; its calls come back as <tool_call>, "
+                  "its reasoning as <think> #}")
 
 
 @dataclass(slots=True)
@@ -71,6 +75,7 @@ class RemoteStream:
         self.usage_tokens: int | None = None  #: the upstream's count, from its usage chunk
         self._complete = False  #: the finish reason has come
         self.tool_calls = ToolCalls()
+        self.thinking = False  #: inside reasoning: a ``<think>`` was given out, its ``</think>`` not yet
 
     def __aiter__(self) -> "RemoteStream":
         return self
@@ -114,6 +119,7 @@ class RemoteStream:
                     raise self._fail(f"upstream {self.upstream.name} failed mid-stream: "
                                      f"{error_message(json.dumps(obj))}")
                 text, finish, usage = chunk_parts(obj)
+                text = self._with_reasoning(reasoning_part(obj), text, finish is not None)
                 self.tool_calls.add(tool_call_deltas(obj))
                 if usage is not None:
                     self._usage(usage)
@@ -129,6 +135,17 @@ class RemoteStream:
                     return RequestOutput(self.request_id, text, 1)
         except MalformedStream as e:
             raise self._fail(f"upstream {self.upstream.name} sent a malformed stream: {e}")
+
+    def _with_reasoning(self, reasoning: str, text: str, last: bool) -> str:
+        """The piece as text, reasoning inside ``<think>`` ... ``</think>``."""
+        out = ""
+        if reasoning:
+            out += ("" if self.thinking else "<think>") + reasoning
+            self.thinking = True
+        if self.thinking and (text or last):
+            out += "</think>"
+            self.thinking = False
+        return out + text
 
     async def _final(self, text: str, finish: str) -> RequestOutput:
         """The last output: the usage chunk and ``[DONE]`` that follow are read first (bounded
@@ -231,21 +248,21 @@ class RemoteEngine:
         streams: list[RemoteStream] = []
         try:
             for _ in range(n):
-                streams.append(await self._open_stream(params, prompt, messages, tokens, tools))
+                streams.append(await self._open_stream(params, prompt, messages, tokens, tools, template_vars))
         except BaseException:
             for s in streams:
                 s.cancel()
             raise
         return streams
 
-    async def _open_stream(self, params, prompt, messages, tokens, tools=None) -> RemoteStream:
+    async def _open_stream(self, params, prompt, messages, tokens, tools=None, template_vars=None) -> RemoteStream:
         offers = self.remotes.offers(self.model, self.only)
         if not offers:
             raise UpstreamFailed(f"no upstream offers {self.model_id} now", ErrorCode.UPSTREAM_UNAVAILABLE, 502)
         errors: list[UpstreamFailed] = []
         for upstream, upstream_model in offers:
             path, body = request_body(upstream_model, params, prompt=prompt, messages=messages, tokens=tokens,
-                                      tools=tools)
+                                      tools=tools, thinking=(template_vars or {}).get("enable_thinking"))
             try:
                 return await self._try(upstream, path, body)
             except UpstreamFailed as e:

@@ -32,7 +32,7 @@ def _message(m: dict) -> dict:
 
 def request_body(model: str, params: SamplingParams, *, prompt: str | None = None,
                  messages: list[dict] | None = None, tokens: list[int] | None = None,
-                 tools: list[dict] | None = None) -> tuple[str, dict]:
+                 tools: list[dict] | None = None, thinking: bool | None = None) -> tuple[str, dict]:
     """(path, body) of the streamed request; only settings that differ from the defaults that
     every server shares are sent beyond OpenAI's own (``top_k``, ``min_p``, ``repeat_penalty``
     are understood by vLLM, llama.cpp's server and Ollama)."""
@@ -43,6 +43,8 @@ def request_body(model: str, params: SamplingParams, *, prompt: str | None = Non
         body["messages"] = [_message(m) for m in messages]
         if tools:
             body["tools"] = tools
+        if thinking is not None:  # the client switched thinking on or off (vLLM, llama.cpp's server)
+            body["chat_template_kwargs"] = {"enable_thinking": thinking}
     else:
         path = "/completions"
         body["prompt"] = prompt if prompt is not None else list(tokens or [])
@@ -121,6 +123,19 @@ def parse_event(data: str) -> dict | None:
     if not isinstance(obj, dict):
         raise MalformedStream("an event is not a JSON object")
     return obj
+
+
+def reasoning_part(obj: dict) -> str:
+    """A chat chunk's reasoning text, which vLLM and llama.cpp's server send apart from the
+    content (``delta.reasoning_content``; ``delta.reasoning`` in some servers)."""
+    choices = obj.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return ""
+    delta = choices[0].get("delta")
+    if not isinstance(delta, dict):
+        return ""
+    r = delta.get("reasoning_content") or delta.get("reasoning")
+    return r if isinstance(r, str) else ""
 
 
 def tool_call_deltas(obj: dict) -> list[dict]:

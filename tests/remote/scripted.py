@@ -53,6 +53,18 @@ class ScriptedUpstream:
         await response.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
         return response
 
+    async def reasoning(self, request: web.Request) -> web.StreamResponse:
+        """Reasoning apart from the answer, as vLLM and llama.cpp's server stream it."""
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        for delta in ({"reasoning_content": "Let me"}, {"reasoning_content": " think."}, {"content": "Paris"},
+                      {"content": "."}):
+            obj = {"id": "x", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+            await response.write(f"data: {json.dumps(obj)}\n\n".encode())
+        end = {"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+        await response.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
+        return response
+
     async def generate(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append({"headers": dict(request.headers), "body": body, "path": request.path})
@@ -66,6 +78,8 @@ class ScriptedUpstream:
             return web.json_response({"error": {"message": "overloaded"}}, status=503)
         if mode == "tools" and body.get("tools"):
             return await self.tool_call(request)
+        if mode == "reasoning":
+            return await self.reasoning(request)
         if mode == "hang_first":
             await asyncio.sleep(30)
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

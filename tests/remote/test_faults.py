@@ -293,3 +293,20 @@ async def test_tool_calls_go_to_the_upstream_natively_and_come_back_in_each_form
     sent = up.requests[-1]["body"]["messages"]
     assert sent[1]["tool_calls"][0]["function"]["arguments"] == '{"city": "Paris"}'
     assert sent[2] == {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}
+
+
+async def test_the_upstreams_reasoning_comes_back_as_reasoning_in_each_format(hearth, scripted):
+    up = await scripted("reasoning")
+    h = await hearth()
+    await add(h, "box", up.url)
+    ask = [{"role": "user", "content": "Capital of France?"}]
+    reply = await oai(h).chat.completions.create(model="m1", messages=ask)
+    message = reply.choices[0].message
+    assert message.content == "Paris." and message.model_extra["reasoning_content"] == "Let me think."
+    olla = await ollama.AsyncClient(host=h.url).chat(model="m1", messages=ask, think=False)
+    assert olla.message.content == "Paris."
+    assert up.requests[-1]["body"]["chat_template_kwargs"] == {"enable_thinking": False}
+    msg = await anthropic.AsyncAnthropic(base_url=h.url, api_key="unused", max_retries=0).messages.create(
+        model="m1", max_tokens=32, messages=ask, thinking={"type": "enabled", "budget_tokens": 1024})
+    kinds = {b.type: b for b in msg.content}
+    assert kinds["thinking"].thinking == "Let me think." and kinds["text"].text == "Paris."
