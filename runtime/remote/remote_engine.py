@@ -240,22 +240,37 @@ class RemoteEngine:
                      tokens: list[int] | None = None, n: int = 1, constraint=None,
                      template_vars: dict | None = None) -> list[RemoteStream]:
         tools = (template_vars or {}).get("tools")
+        response_format = None
         if constraint is not None and not tools:  # the tools' constraint is the upstream's business
-            raise RequestRefused(f"{self.model_id} is a remote model: structured output is not forwarded to "
-                                 "upstreams yet (leave out response_format)")
+            response_format = self._response_format(constraint, messages is not None)
         if params.logprobs or params.prompt_logprobs:
             raise RequestRefused(f"{self.model_id} is a remote model: logprobs are not forwarded to upstreams")
         streams: list[RemoteStream] = []
         try:
             for _ in range(n):
-                streams.append(await self._open_stream(params, prompt, messages, tokens, tools, template_vars))
+                streams.append(await self._open_stream(params, prompt, messages, tokens, tools, template_vars,
+                                                       response_format))
         except BaseException:
             for s in streams:
                 s.cancel()
             raise
         return streams
 
-    async def _open_stream(self, params, prompt, messages, tokens, tools=None, template_vars=None) -> RemoteStream:
+    def _response_format(self, constraint, chat: bool) -> dict:
+        """OpenAI's ``response_format`` for a JSON constraint (the schema is inside its grammar);
+        other constraints (regex, grammars) have no OpenAI form: refused."""
+        grammar = json.loads(constraint.grammar) if constraint.kind in ("json_schema", "json_object") else {}
+        schema = next((g.get("json_schema") for g in grammar.get("grammars", []) if g.get("json_schema")), None)
+        if not chat or schema is None:
+            raise RequestRefused(f"{self.model_id} is a remote model: only JSON output (response_format "
+                                 "json_object or json_schema, in a chat) is forwarded to upstreams")
+        schema = {k: v for k, v in schema.items() if k != "x-guidance"}
+        if constraint.kind == "json_object":
+            return {"type": "json_object"}
+        return {"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": True}}
+
+    async def _open_stream(self, params, prompt, messages, tokens, tools=None, template_vars=None,
+                           response_format=None) -> RemoteStream:
         offers = self.remotes.offers(self.model, self.only)
         if not offers:
             raise UpstreamFailed(f"no upstream offers {self.model_id} now", ErrorCode.UPSTREAM_UNAVAILABLE, 502)
@@ -263,6 +278,8 @@ class RemoteEngine:
         for upstream, upstream_model in offers:
             path, body = request_body(upstream_model, params, prompt=prompt, messages=messages, tokens=tokens,
                                       tools=tools, thinking=(template_vars or {}).get("enable_thinking"))
+            if response_format is not None:
+                body["response_format"] = response_format
             try:
                 return await self._try(upstream, path, body)
             except UpstreamFailed as e:

@@ -310,3 +310,19 @@ async def test_the_upstreams_reasoning_comes_back_as_reasoning_in_each_format(he
         model="m1", max_tokens=32, messages=ask, thinking={"type": "enabled", "budget_tokens": 1024})
     kinds = {b.type: b for b in msg.content}
     assert kinds["thinking"].thinking == "Let me think." and kinds["text"].text == "Paris."
+
+
+async def test_json_output_is_asked_of_the_upstream_in_openai_form(hearth, scripted):
+    up = await scripted("ok")
+    h = await hearth()
+    await add(h, "box", up.url)
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    await oai(h).chat.completions.create(**CHAT, response_format={
+        "type": "json_schema", "json_schema": {"name": "place", "schema": schema}})
+    sent = up.requests[-1]["body"]["response_format"]
+    assert sent["type"] == "json_schema" and sent["json_schema"]["schema"] == schema
+    await ollama.AsyncClient(host=h.url).chat(model="m1", messages=CHAT["messages"], format="json")
+    assert up.requests[-1]["body"]["response_format"] == {"type": "json_object"}
+    status, _, body = await post(h, "/v1/completions", {"model": "m1", "prompt": "x", "max_tokens": 4,
+                                                         "response_format": {"type": "json_object"}})
+    assert status == 400 and "only JSON output" in body["error"]["message"]
