@@ -26,8 +26,8 @@ import aiohttp
 from runtime.engine.outputs import RequestOutput
 from runtime.engine.protocol import EngineError, ErrorCode, RequestRefused, UpstreamFailed
 from runtime.remote.wire import (
-    EventReader, MalformedStream, ToolCalls, chunk_parts, error_message, parse_event, reasoning_part, request_body,
-    tool_call_deltas,
+    EventReader, MalformedStream, ToolCalls, chunk_logprobs, chunk_parts, error_message, parse_event, reasoning_part,
+    request_body, tool_call_deltas,
 )
 
 if TYPE_CHECKING:
@@ -75,6 +75,7 @@ class RemoteStream:
         self.usage_tokens: int | None = None  #: the upstream's count, from its usage chunk
         self._complete = False  #: the finish reason has come
         self.tool_calls = ToolCalls()
+        self.logprobs = False  #: the request asked for logprobs (the upstream sends them with each chunk)
         self.thinking = False  #: inside reasoning: a ``<think>`` was given out, its ``</think>`` not yet
 
     def __aiter__(self) -> "RemoteStream":
@@ -119,6 +120,7 @@ class RemoteStream:
                     raise self._fail(f"upstream {self.upstream.name} failed mid-stream: "
                                      f"{error_message(json.dumps(obj))}")
                 text, finish, usage = chunk_parts(obj)
+                entries = chunk_logprobs(obj) if self.logprobs else []
                 text = self._with_reasoning(reasoning_part(obj), text, finish is not None)
                 self.tool_calls.add(tool_call_deltas(obj))
                 if usage is not None:
@@ -129,10 +131,11 @@ class RemoteStream:
                         from runtime.server.tool_formats import HERMES
 
                         text += HERMES.render_calls(calls)
-                    return await self._final(text, finish)
-                if text:
-                    self.counted += 1
-                    return RequestOutput(self.request_id, text, 1)
+                    return await self._final(text, finish, entries)
+                if text or entries:
+                    n = len(entries) or 1
+                    self.counted += n
+                    return RequestOutput(self.request_id, text, n, logprobs=entries or None)
         except MalformedStream as e:
             raise self._fail(f"upstream {self.upstream.name} sent a malformed stream: {e}")
 
@@ -147,7 +150,7 @@ class RemoteStream:
             self.thinking = False
         return out + text
 
-    async def _final(self, text: str, finish: str) -> RequestOutput:
+    async def _final(self, text: str, finish: str, entries: list | None = None) -> RequestOutput:
         """The last output: the usage chunk and ``[DONE]`` that follow are read first (bounded
         by the idle timeout), so the token counts are the upstream's."""
         self._complete = True  # what follows cannot fail the reply, nor count against the upstream
@@ -161,10 +164,10 @@ class RemoteStream:
         if self.usage_tokens is not None:
             n = max(self.usage_tokens - self.counted, 0)
         else:
-            n = 1 if text else 0
+            n = len(entries or ()) or (1 if text else 0)
         self.counted += n
         self._done(ok=True)
-        return RequestOutput(self.request_id, text, n, finish_reason=finish)
+        return RequestOutput(self.request_id, text, n, finish_reason=finish, logprobs=entries or None)
 
     def _usage(self, usage: dict) -> None:
         p, c = usage.get("prompt_tokens"), usage.get("completion_tokens")
@@ -243,8 +246,13 @@ class RemoteEngine:
         response_format = None
         if constraint is not None and not tools:  # the tools' constraint is the upstream's business
             response_format = self._response_format(constraint, messages is not None)
-        if params.logprobs or params.prompt_logprobs:
-            raise RequestRefused(f"{self.model_id} is a remote model: logprobs are not forwarded to upstreams")
+        if params.prompt_logprobs:
+            raise RequestRefused(f"{self.model_id} is a remote model: the prompt's logprobs (echo with logprobs) "
+                                 "are not forwarded to upstreams")
+        if params.logprobs and messages is not None:
+            # remote chats take the output planner's path (reasoning, tool calls), which has no logprobs
+            raise RequestRefused(f"{self.model_id} is a remote model: logprobs are forwarded for completions "
+                                 "(/v1/completions), not for chats")
         streams: list[RemoteStream] = []
         try:
             for _ in range(n):
@@ -353,6 +361,7 @@ class RemoteEngine:
                 response.close()
             raise
         health.ok()
+        stream.logprobs = bool(body.get("logprobs") is not None and body.get("logprobs") is not False)
         self._open.add(stream)
         return stream
 

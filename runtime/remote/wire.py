@@ -4,7 +4,9 @@ from Hearth's sampling settings, and the server-sent events of its streamed answ
 from __future__ import annotations
 
 import json
+import math
 
+from runtime.engine.logprobs import TokenLogprob
 from runtime.sampling_params import DEFAULT_TOP_K, SamplingParams
 
 #: message fields an OpenAI-compatible server takes (the rest is Hearth's own)
@@ -48,6 +50,8 @@ def request_body(model: str, params: SamplingParams, *, prompt: str | None = Non
     else:
         path = "/completions"
         body["prompt"] = prompt if prompt is not None else list(tokens or [])
+    if params.logprobs and messages is None:  # completions (legacy): the number of alternatives
+        body["logprobs"] = params.top_logprobs
     if params.max_tokens is not None:
         body["max_tokens"] = params.max_tokens
     if params.stop:
@@ -123,6 +127,30 @@ def parse_event(data: str) -> dict | None:
     if not isinstance(obj, dict):
         raise MalformedStream("an event is not a JSON object")
     return obj
+
+
+def _number(v) -> float:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) else -9999.0
+
+
+def chunk_logprobs(obj: dict) -> list[TokenLogprob]:
+    """The logprobs of one completions chunk's tokens (the legacy ``logprobs`` lists) as the
+    engine's entries (token ids unknown: -1)."""
+    choices = obj.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return []
+    lp = choices[0].get("logprobs")
+    if not isinstance(lp, dict):
+        return []
+    out = []
+    if isinstance(lp.get("tokens"), list):
+        values, tops = lp.get("token_logprobs") or [], lp.get("top_logprobs") or []
+        for i, tok in enumerate(lp["tokens"]):
+            alts = tops[i] if i < len(tops) and isinstance(tops[i], dict) else {}
+            top = sorted(((-1, str(k).encode("utf-8"), _number(v)) for k, v in alts.items()), key=lambda x: -x[2])
+            out.append(TokenLogprob(-1, str(tok).encode("utf-8"), True,
+                                    _number(values[i] if i < len(values) else None), top))
+    return out
 
 
 def reasoning_part(obj: dict) -> str:

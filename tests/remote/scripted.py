@@ -10,9 +10,12 @@ import json
 from aiohttp import web
 
 
-def chunk(text: str | None = None, finish: str | None = None, chat: bool = True) -> bytes:
+def chunk(text: str | None = None, finish: str | None = None, chat: bool = True, logprobs: bool = False) -> bytes:
     choice = ({"index": 0, "delta": {"content": text} if text else {}, "finish_reason": finish} if chat
               else {"index": 0, "text": text or "", "finish_reason": finish})
+    if logprobs and text and not chat:  # the legacy completions lists, as OpenAI servers send them
+        choice["logprobs"] = {"tokens": [text], "token_logprobs": [-0.25], "top_logprobs": [{text: -0.25}],
+                              "text_offset": [0]}
     obj = {"id": "x", "object": "chat.completion.chunk", "model": "m1", "choices": [choice]}
     return f"data: {json.dumps(obj)}\n\n".encode()
 
@@ -70,6 +73,7 @@ class ScriptedUpstream:
         self.requests.append({"headers": dict(request.headers), "body": body, "path": request.path})
         chat = request.path.endswith("/chat/completions")
         mode = self.mode
+        lp = bool(body.get("logprobs"))
         if mode == "401":
             return web.json_response({"error": {"message": "invalid api key", "type": "auth"}}, status=401)
         if mode == "429":
@@ -88,8 +92,8 @@ class ScriptedUpstream:
             if mode == "malformed":
                 await response.write(b"data: {not json\n\n")
                 await asyncio.sleep(30)
-            await response.write(chunk("Hello", chat=chat))
-            await response.write(chunk(" world", chat=chat))
+            await response.write(chunk("Hello", chat=chat, logprobs=lp))
+            await response.write(chunk(" world", chat=chat, logprobs=lp))
             if mode == "cut":
                 request.transport.close()  # the connection drops mid-stream
                 return response
@@ -97,7 +101,7 @@ class ScriptedUpstream:
                 for i in range(300 if mode == "slow" else 1):
                     await asyncio.sleep(0.1 if mode == "slow" else 30)
                     await response.write(chunk(f" {i}", chat=chat))
-            await response.write(chunk("!", "stop", chat=chat))
+            await response.write(chunk("!", "stop", chat=chat, logprobs=lp))
             usage = {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
             await response.write(f"data: {json.dumps({'id': 'x', 'choices': [], 'usage': usage})}\n\n".encode())
             await response.write(b"data: [DONE]\n\n")

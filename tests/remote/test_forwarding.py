@@ -113,3 +113,19 @@ async def test_json_output_is_asked_of_the_upstream_in_openai_form(hearth, scrip
     status, _, body = await post(h, "/v1/completions", {"model": "m1", "prompt": "x", "max_tokens": 4,
                                                          "response_format": {"type": "json_object"}})
     assert status == 400 and "only JSON output" in body["error"]["message"]
+
+
+async def test_completion_logprobs_come_back_from_the_upstream(hearth, scripted):
+    up = await scripted("ok")
+    h = await hearth()
+    await add(h, "box", up.url)
+    text = await oai(h).completions.create(model="m1", prompt="Say", max_tokens=4, logprobs=1)
+    assert up.requests[-1]["body"]["logprobs"] == 1
+    lp = text.choices[0].logprobs
+    assert lp.tokens == ["Hello", " world", "!"] and lp.token_logprobs == [-0.25] * 3
+    assert lp.text_offset == [0, 5, 11] and lp.top_logprobs[0] == {"Hello": -0.25}
+    status, _, body = await post(h, "/v1/completions", {"model": "m1", "prompt": "Say", "max_tokens": 4,
+                                                         "echo": True, "logprobs": 1})
+    assert status == 400 and "echo with logprobs" in body["error"]["message"]
+    status, _, body = await post(h, "/v1/chat/completions", {**CHAT, "logprobs": True})
+    assert status == 400 and "not for chats" in body["error"]["message"] and len(up.requests) == 1
