@@ -27,3 +27,4 @@ def test_a_model_loads_with_a_tensor_split(smollm2_path):
         assert backend.tokenize("Hello")
     finally:
         backend.close()
+
