@@ -74,7 +74,8 @@ class ModelStoreService(QObject):
             self.store_available = False
             rows = [{"id": m["id"], "name": m.get("name") or m["id"],
                      "source": "embedded" if m.get("owned_by") == "hearth" else "local"}
-                    for m in _rows(await self.client.get("/v1/models"), "data")]
+                    for m in _rows(await self.client.get("/v1/models"), "data")
+                    if not m.get("remote")]  # models other machines serve are not installed here
         for r in rows:
             if "fit" not in r and r.get("id") in self._fits:
                 r["fit"] = self._fits[r["id"]]
