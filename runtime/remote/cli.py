@@ -68,13 +68,15 @@ def _add(args, remotes) -> int:
                            allow_insecure=args.allow_insecure_upstream,
                            timeouts={"connect": args.connect_timeout, "first_byte": args.first_byte_timeout,
                                      "idle": args.idle_timeout})
+        replaced = remotes.get(up.name) is not None
         remotes.add(up, key)
     except (UpstreamRefused, KeyringUnavailable) as e:
         print(f"hearth: {e}", file=sys.stderr)
         return 1
     errors = asyncio.run(_refresh(remotes, up.name))
     up = remotes.get(up.name)
-    print(f"added {up.name}: {up.url}  (prompts to its models leave this computer, to {up.host})")
+    print(f"{'replaced' if replaced else 'added'} {up.name}: {up.url}  "
+          f"(prompts to its models leave this computer, to {up.host})")
     if errors.get(up.name):
         print(f"hearth: it could not be read now: {errors[up.name]} (kept; `hearth remote test {up.name}` "
               "tries again)", file=sys.stderr)
