@@ -74,7 +74,8 @@ class ModelStoreService(QObject):
             if e.status != 404:
                 raise
             self.store_available = False
-            rows = [LocalModel.from_openai(m) for m in _rows(await self.client.get("/v1/models"), "data")]
+            rows = [LocalModel.from_openai(m) for m in _rows(await self.client.get("/v1/models"), "data")
+                    if not m.get("remote")]  # models other machines serve are not installed here
         for r in rows:
             if r.fit is None:
                 r.fit = self._fits.get(r.id)

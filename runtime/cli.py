@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--draft", help="a draft model for speculative decoding (id or path)")
     fit.add_argument("--parallel", type=int, default=EngineConfig().parallel,
                      help="sequences planned for (default %(default)s)")
+    fit.add_argument("--split-mode", choices=["layer", "row"], default="layer",
+                     help="several GPUs: split by layers (any backend) or by rows (CUDA)")
     fit.add_argument("--json", action="store_true")
     add_key_command(sub)
     run = sub.add_parser("run", help="chat with a model in the terminal")
@@ -74,6 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
     from runtime import launch
 
     launch.add_parser(sub)
+    from runtime.remote import cli as remote_cli
+
+    remote_cli.add_parser(sub)
     desktop = sub.add_parser("app", help="open the desktop app (starts the service if none runs)")
     desktop.add_argument("--port", type=int, help="the service's port (default: the app's setting)")
     desktop.add_argument("--tray", action="store_true", help="start in the tray without opening the window (start on login)")
@@ -182,7 +187,8 @@ def _fit(args: argparse.Namespace) -> int:
     try:
         shape = model_shape(args.model, data_dir())  # a catalog model is sized before download
         draft = model_shape(args.draft, data_dir()) if args.draft else None
-        plan = plan_fit(shape, probe(), ctx=args.ctx, kv_type=args.kv_type, draft=draft, n_seq=args.parallel)
+        plan = plan_fit(shape, probe(), ctx=args.ctx, kv_type=args.kv_type, draft=draft, n_seq=args.parallel,
+                        split_mode=args.split_mode)
     except (UnknownModel, InvalidModelFile, ValueError) as e:
         print(f"hearth: {e}", file=sys.stderr)
         return 1
@@ -208,6 +214,10 @@ def main(argv: list[str] | None = None) -> int:
         from runtime import launch
 
         return launch.run(args)
+    if args.command == "remote":
+        from runtime.remote import cli as remote_cli
+
+        return remote_cli.run(args)
     if args.command in store_commands.COMMANDS:
         return store_commands.run(args)
     if args.command == "app":

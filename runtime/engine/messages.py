@@ -21,6 +21,10 @@ class WorkerSpec:
     #: the service's engine settings, as given (``ctx``: the context this model loads with)
     engine: EngineConfig = field(default_factory=EngineConfig)
     n_gpu_layers: int = 0
+    #: several GPUs (the fit plan's): llama.cpp's split mode, share of layers per GPU, main GPU
+    split_mode: str = "layer"
+    tensor_split: list[float] | None = None
+    main_gpu: int = 0
     #: sequence ids kept for prefix-cache holders, beside the ``parallel`` running ones
     cache_seqs: int = 32
     #: speculative decoding: the draft model's file, or "ngram" (prompt lookup), as resolved

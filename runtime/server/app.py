@@ -86,6 +86,9 @@ def create_app(config: ServeConfig) -> web.Application:
     app[responses_api.RESPONSES] = responses_api.store_for(app)
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
+    from runtime.remote import api as remote_api
+
+    remote_api.install(app)  # upstreams: /hearth/remotes, remote models (none until one is added)
     app.on_response_prepare.append(grant_on_prepare)
     app.cleanup_ctx.append(store_api.store_ctx)
     app.cleanup_ctx.append(_engine_ctx)

@@ -41,6 +41,8 @@ class ModelManager:
         self._hardware = None
         self._hardware_lock = asyncio.Lock()
         self._budget: Budget | None = None
+        #: remote engines (``runtime.remote.registry.Remotes``), set when the app is built
+        self.remotes = None
         self.router = Router(self.plan, self._load, self.budget, config.engine.ctx, config.residency.keep_alive,
                              config.residency.load_wait)
 
@@ -126,8 +128,18 @@ class ModelManager:
     async def engine_for(self, ref: str | None, ctx: int | None = None, keep_alive: float | None = None,
                          pin: bool | None = None) -> Engine:
         """The running engine for ``ref`` (at context ``ctx`` when given): a resident one, or
-        one loaded now (see ``runtime.server.router``); a dead worker is restarted."""
-        model = await self.resolve_async(ref)
+        one loaded now (see ``runtime.server.router``); a dead worker is restarted. A model
+        that only an upstream offers (or ``ID@UPSTREAM``) gets its remote engine."""
+        remote = self.remotes.explicit(ref) if self.remotes is not None else None
+        if remote is not None:
+            return remote
+        try:
+            model = await self.resolve_async(ref)
+        except (UnknownModel, ModelPathRefused):  # no local model by that name (an upstream's id may be a path)
+            remote = self.remotes.engine_for(ref) if self.remotes is not None else None
+            if remote is None:
+                raise
+            return remote
         return (await self.router.acquire(model, ctx, keep_alive, pin)).engine
 
     def draft_for(self, model: ResolvedModel, catalog: dict | None = None) -> tuple[str | None, str | None]:
@@ -162,8 +174,10 @@ class ModelManager:
         draft, draft_id = await asyncio.to_thread(self.draft_for, model)
         n_ctx = min(ctx, plan.ctx) if plan is not None else ctx
         gpu_layers = plan.gpu_layers if plan is not None else 0
+        split = ({"split_mode": plan.split_mode, "tensor_split": plan.tensor_split or None, "main_gpu": plan.main_gpu}
+                 if plan is not None and gpu_layers else {})
         engine = EngineClient(WorkerSpec(model.id, str(model.path), replace(c, ctx=n_ctx),
-                                         n_gpu_layers=gpu_layers, draft=draft, draft_id=draft_id))
+                                         n_gpu_layers=gpu_layers, draft=draft, draft_id=draft_id, **split))
         try:
             await asyncio.wait_for(engine.start(), c.load_timeout)
         except asyncio.TimeoutError:

@@ -75,6 +75,9 @@ async def list_models(request: web.Request) -> web.Response:
         return d
 
     data = await asyncio.to_thread(lambda: [entry(*row) for row in rows])
+    from runtime.remote.api import remote_model_entries
+
+    data += remote_model_entries(request.app, {d["id"] for d in data})
     return web.json_response({"object": "list", "data": data})
 
 

@@ -154,6 +154,11 @@ async def _load_or_unload(request: web.Request, oreq: OllamaRequest, shape) -> w
     (at once when idle, else when its requests end)."""
     manager = request.app[MANAGER]
     ref = engine_model(oreq.name)
+    if manager.remotes is not None and (manager.remotes.explicit(ref) or (
+            manager.remotes.engine_for(ref) and not await _is_local(manager, ref))):
+        # a remote model is always "loaded" here: its upstream decides what it keeps in memory
+        return web.json_response({"model": oreq.name, "created_at": now_iso(), **shape.piece(""),
+                                  "done": True, "done_reason": "unload" if oreq.keep_alive == 0 else "load"})
     try:
         model = await manager.resolve_async(ref)
         if oreq.keep_alive == 0:
@@ -169,6 +174,14 @@ async def _load_or_unload(request: web.Request, oreq: OllamaRequest, shape) -> w
         raise model_error(e) from None
     return web.json_response({"model": oreq.name, "created_at": now_iso(), **shape.piece(""),
                               "done": True, "done_reason": reason})
+
+
+async def _is_local(manager, ref: str) -> bool:
+    try:
+        await manager.resolve_async(ref)
+    except Exception:  # unknown here (or refused): not a local model
+        return False
+    return True
 
 
 async def _residents(request: web.Request) -> list[tuple[Resident, LocalModel]]:
@@ -199,6 +212,9 @@ async def _find(request: web.Request, name: str) -> LocalModel:
 async def tags(request: web.Request) -> web.Response:
     models = await local_models(request.app)
     entries = await asyncio.to_thread(lambda: [tag_entry(m) for m in models])
+    from runtime.remote.api import remote_tag_entries
+
+    entries += remote_tag_entries(request.app, {e["name"] for e in entries})
     return web.json_response({"models": entries})
 
 

@@ -107,6 +107,9 @@ def _schemas(max_tokens: int) -> dict:
         "ModelList": {"type": "object", "required": ["data"], "properties": {"object": STR, "data": {
             "type": "array", "items": {"type": "object", "required": ["id", "loaded", "capabilities"], "properties": {
                 "id": STR, "object": STR, "owned_by": STR, "name": STR, "loaded": BOOL,
+                "engine": {"enum": ["remote"], "description": "set on a model another machine serves"},
+                "remote": {"type": "object", "description": "a remote model: its prompts go to this upstream",
+                           "properties": {"upstream": STR, "host": STR, "url": STR, "model": STR, "health": STR}},
                 "context_length": {"type": ["integer", "null"]},
                 "capabilities": {"type": "array", "items": {"enum": ["chat", "completion", "embedding", "tools",
                                                                      "reasoning", "vision"]}},
@@ -139,6 +142,11 @@ def _schemas(max_tokens: int) -> dict:
             "model": {**STR, "minLength": 1}, "stream": BOOL, "insecure": BOOL}},
         "StoreModelRequest": {"type": "object", "required": ["model"], "properties": {"model": {**STR, "minLength": 1}}},
         "StorePathRequest": {"type": "object", "required": ["path"], "properties": {"path": {**STR, "minLength": 1}}},
+        "RemoteAddRequest": {"type": "object", "required": ["name", "url"], "properties": {
+            "name": {**STR, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}, "url": {**STR, "minLength": 1},
+            "api_key": {**STR, "minLength": 1}, "key_env": STR, "allow_insecure": {"type": "boolean"},
+            "timeouts": {"type": "object", "properties": {
+                k: {"type": "number", "exclusiveMinimum": 0} for k in ("connect", "first_byte", "idle")}}}},
         "OllamaProgress": {"type": "object", "required": ["status"], "properties": {
             "status": STR, "digest": STR, "total": INT, "completed": INT}},
         "OllamaTags": {"type": "object", "required": ["models"], "properties": {"models": {"type": "array", "items": {
@@ -150,7 +158,9 @@ def _schemas(max_tokens: int) -> dict:
         "OllamaPs": {"type": "object", "required": ["models"], "properties": {"models": {"type": "array"}}},
         **_wire_schemas(max_tokens),
         "Health": {"type": "object", "required": ["status", "service"], "properties": {
-            "status": {"enum": ["ok", "error"]}, "service": STR, "version": STR, "engine": OBJ},
+            "status": {"enum": ["ok", "error"]}, "service": STR, "version": STR, "engine": OBJ,
+            "remotes": {"type": "array", "description": "each upstream: name, host, state (up, degraded, down, "
+                        "unknown), last_error, models", "items": OBJ}},
             "description": "version and engine only on a loopback bind and Host, or with the API key"},
         "Identity": {"type": "object", "required": ["service", "proof"], "properties": {
             "service": STR, "proof": {"type": ["string", "null"]}}},
@@ -339,6 +349,16 @@ OPERATIONS = {
     ("GET", "/hearth/search"): _op("Search the hub for GGUF models", OBJ, query=[
         _q("q", STR), _q("limit", {**STR, "pattern": "^[0-9]+$"})], tag="store"),
     ("GET", "/hearth/search/files"): _op("A hub repository's GGUF files", OBJ, query=[_q("repo", STR)], tag="store"),
+    ("GET", "/hearth/remotes"): _op("Upstreams (remote engines): address, where the key is, models, health",
+                                    OBJ, query=[_q("refresh", {"enum": ["0", "1", "true"]})], tag="remote"),
+    ("POST", "/hearth/remotes"): _op("Add an upstream (its key goes to the OS keyring); prompts to its models leave "
+                                     "this computer", OBJ, body="RemoteAddRequest", status="201", tag="remote"),
+    ("DELETE", "/hearth/remotes"): _op("Remove the upstream named by ?name=", OBJ, query=[_q("name", STR)],
+                                       tag="remote"),
+    ("DELETE", "/hearth/remotes/{name}"): _op("Remove an upstream (and its key)", OBJ, path_params=("name",),
+                                              tag="remote"),
+    ("POST", "/hearth/remotes/{name}/refresh"): _op("Read an upstream's models again now", OBJ,
+                                                    path_params=("name",), tag="remote"),
 }
 
 

@@ -29,7 +29,10 @@ async def health(request: web.Request) -> web.Response:
     status = request.app[MANAGER].status()
     if not _detailed(request):
         return web.json_response({"status": "error" if status["state"] == "crashed" else "ok", "service": "hearth"})
-    return web.json_response({"status": "ok", "service": "hearth", "version": __version__, "engine": status})
+    from runtime.remote.api import health_summary
+
+    return web.json_response({"status": "ok", "service": "hearth", "version": __version__, "engine": status,
+                              "remotes": health_summary(request.app)})
 
 
 async def identity_proof(request: web.Request) -> web.Response:
