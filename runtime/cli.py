@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--max-tokens", type=int, default=512)
     run.add_argument("--temperature", type=float, default=0.8)
     store_commands.add_parsers(sub)
+    from runtime import terminal_embed
+
+    terminal_embed.add_parser(sub)
     from runtime import launch
 
     launch.add_parser(sub)
@@ -230,6 +233,10 @@ def main(argv: list[str] | None = None) -> int:
         from runtime.terminal_chat import run_chat
 
         return asyncio.run(run_chat(args, _start_site))
+    elif args.command == "embed":
+        from runtime.terminal_embed import run_embed
+
+        return asyncio.run(run_embed(args, _start_site))
     return 0
 
 

@@ -46,6 +46,12 @@ def gemma_path(data_dir) -> Path:
     return _embedded("gemma-3-270m", data_dir)
 
 
+@pytest.fixture(scope="session")
+def minilm_path(data_dir) -> Path:
+    """The embedded embedding model's ``model.onnx`` (its tokenizer and configs beside it)."""
+    return _embedded("minilm-l6", data_dir)
+
+
 @pytest.fixture()
 def loopback_hub(tmp_path, monkeypatch):
     """A Hugging Face-compatible hub on 127.0.0.1 (``tests/hub_server.py`` documents its API).

@@ -31,6 +31,12 @@ def test_only_backends_import_llama_cpp():
             assert "llama_cpp" not in imports(p), p
 
 
+def test_only_backends_import_onnxruntime():
+    for p in sources("runtime") + sources("app"):
+        if "backends" not in p.parts:
+            assert "onnxruntime" not in imports(p), p
+
+
 def test_kernels_import_only_numpy_and_stdlib():
     import sys
 

@@ -2,7 +2,8 @@
 
 The service (router, API handlers) speaks to engines only through these types, so that a
 local llama.cpp worker (``runtime.engine.client.EngineClient``, the first implementation),
-an embedder of another kind or a remote engine can stand behind the same model name. This
+an embedder (``EncoderEngine``: ``runtime.engine.embed_client.EmbedClient``) or a remote engine
+can stand behind the same model name. This
 module imports nothing from the engine implementation: it is the contract, not a part.
 
 Failures cross the process (or network) boundary as an ``EngineError`` subclass that carries
@@ -155,4 +156,24 @@ class Engine(Protocol):
 
     async def close(self) -> None:
         """Stop serving; the engine's memory goes back."""
+        ...
+
+
+@runtime_checkable
+class EncoderEngine(Engine, Protocol):
+    """An engine serving an encoder (an embedding model, or a cross-encoder that reranks).
+    ``info`` is what it reports about the model: ``kind`` (embedding | rerank), ``dimensions``,
+    ``max_length``, ``matryoshka`` (dimensions its vectors may be cut to), ``n_vocab``.
+    Refusals (too long with ``truncate`` false, a token outside the vocabulary) raise
+    ``RequestRefused`` with a code; ``submit`` refuses, as an encoder generates no text."""
+
+    info: dict
+
+    async def embed(self, texts: list[str] | None = None, token_rows: list[list[int]] | None = None,
+                    truncate: bool = True) -> tuple[Any, int]:
+        """([n, dim] float32 vectors, tokens used) for the texts or the token-id rows."""
+        ...
+
+    async def score(self, query: str, documents: list[str], truncate: bool = True) -> tuple[Any, int]:
+        """(the relevance logit of each document for the query, tokens used)."""
         ...

@@ -11,8 +11,8 @@ from aiohttp import web
 
 from runtime.config import ServeConfig
 from runtime.server import (
-    anthropic_api, hardware_api, models_api, ollama_api, openai_api, openapi, responses_api, service_api,
-    store_api,
+    anthropic_api, embeddings_api, hardware_api, models_api, ollama_api, openai_api, openapi, rerank_api,
+    responses_api, service_api, store_api,
 )
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, http_error
@@ -35,6 +35,8 @@ ROUTES = [
     *responses_api.ROUTES,
     *anthropic_api.ROUTES,
     *ollama_api.ROUTES,
+    *embeddings_api.ROUTES,
+    *rerank_api.ROUTES,
     ("GET", "/openapi.json", openapi.document),
     *store_api.ROUTES,
 ]
@@ -70,7 +72,7 @@ async def _engine_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def _preload(manager: ModelManager) -> None:
     try:
-        await manager.engine_for(None)
+        await manager.engine_for(None, task=None)  # the default model may be an embedding model
     except Exception as e:  # reported on /health; requests will retry the load
         log.warning("could not load the default model: %s", e)
 

@@ -1,7 +1,8 @@
 """What a model file can do, read from its GGUF metadata and chat template.
 
 ``chat``: it has a chat template; ``completion``: it generates text (every model that is not an
-encoder); ``embedding``: an encoder architecture or a pooling type in its metadata; ``tools``:
+encoder); ``embedding``: an encoder architecture or a pooling type in its metadata (or an ONNX
+encoder); ``rerank``: rank pooling (or an ONNX cross-encoder); ``tools``:
 its chat template renders a ``tools`` list; ``reasoning``: its template has a thinking block;
 ``vision``: it carries a vision encoder (a CLIP
 projector, or vision metadata of its own).
@@ -30,7 +31,9 @@ def capabilities_of(h: GGUFHeader) -> list[str]:
         caps.append("chat")
     if not encoder and arch != "clip":
         caps.append("completion")
-    if encoder or f"{arch}.pooling_type" in meta:
+    if meta.get(f"{arch}.pooling_type") == 4:  # llama.cpp's rank pooling: a reranker (cross-encoder)
+        caps.append("rerank")
+    elif encoder or f"{arch}.pooling_type" in meta:
         caps.append("embedding")
     flags = template_capabilities(template or None)
     caps += [name for name in ("tools", "reasoning") if flags[name]]
@@ -42,7 +45,13 @@ def capabilities_of(h: GGUFHeader) -> list[str]:
 def capabilities(path: Path) -> list[str]:
     """The capabilities of the model file at ``path`` ([] when it cannot be read)."""
     from runtime.server.ollama_models import header
+    from runtime.store.onnx_model import InvalidOnnxModel, is_onnx_path, read_onnx_model
 
+    if is_onnx_path(path):  # an ONNX encoder: it embeds, or (a cross-encoder) reranks
+        try:
+            return [read_onnx_model(path).kind]
+        except InvalidOnnxModel:
+            return []
     try:
         return capabilities_of(header(path))
     except (OSError, ValueError):

@@ -11,6 +11,7 @@ from runtime.engine.client import (
 from runtime.engine.protocol import Engine, ErrorCode, UpstreamFailed
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, bad_request
+from runtime.server.embed_engines import WrongModelKind
 from runtime.server.model_manager import DraftRefused, ModelDoesNotFit, ModelLoadTimeout, NoRoom
 from runtime.server.model_refs import ModelPathRefused
 from runtime.server.schemas import GenerationRequest
@@ -117,6 +118,8 @@ def model_error(e: Exception) -> ApiError:
         return ApiError(403, str(e), param="model", code="model_path_refused")
     if isinstance(e, UnknownModel):
         return ApiError(404, str(e), param="model", code="model_not_found")
+    if isinstance(e, WrongModelKind):
+        return ApiError(400, str(e), param="model", code="model_not_supported")
     if isinstance(e, (InvalidModelFile, EmbeddedModelMissing)):
         return ApiError(400, str(e), param="model", code="invalid_model")
     if isinstance(e, ModelLoadFailed):

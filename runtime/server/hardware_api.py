@@ -35,6 +35,11 @@ async def fit(request: web.Request) -> web.Response:
         hw = await manager.hardware()
 
         def blocking():  # the header is read, and the plan made, off the event loop
+            from runtime.server.embed_engines import file_fit
+
+            encoder = file_fit(manager.resolve(ref).path, hw)
+            if encoder is not None:  # an embedding or reranking model: the CPU, by its file size
+                return encoder
             shape = model_shape(ref, config.data_dir, confinement(config))
             return plan_fit(shape, hw, ctx=ctx, kv_type=q.get("kv_type", config.engine.kv_type),
                             n_seq=config.engine.parallel, n_batch=config.engine.n_batch)
@@ -44,4 +49,4 @@ async def fit(request: web.Request) -> web.Response:
         raise model_error(e) from None
     except ValueError as e:
         raise bad_request(str(e)) from None
-    return web.json_response(plan.to_dict())
+    return web.json_response(plan if isinstance(plan, dict) else plan.to_dict())

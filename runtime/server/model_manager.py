@@ -15,6 +15,7 @@ from runtime.config import ServeConfig
 from runtime.engine.client import EngineClient
 from runtime.engine.messages import WorkerSpec
 from runtime.engine.protocol import Engine, ErrorCode, ModelLoadFailed
+from runtime.server.embed_engines import GENERATE, EmbedPlan, model_task, refuse_unless, start_embed_engine
 from runtime.server.model_refs import resolve_request_model
 from runtime.server.residency import Budget, default_budget
 from runtime.server.router import ModelDoesNotFit, NoRoom, Router  # noqa: F401  (errors re-exported)
@@ -38,6 +39,7 @@ class ModelManager:
         self.last_error: str | None = None
         self.requests_served = 0
         self._resolved: dict[str, ResolvedModel] = {}
+        self._tasks: dict[str, str] = {}  # model file -> the task it serves
         self._hardware = None
         self._hardware_lock = asyncio.Lock()
         self._budget: Budget | None = None
@@ -87,6 +89,8 @@ class ModelManager:
         from runtime.store.model_shape import shape_of_file
 
         c = self.config.engine
+        if await self.task_of(model) != GENERATE:  # an encoder: the embedding worker
+            return EmbedPlan.for_file(model.path)
 
         def blocking(hw):  # headers are read in a thread: the event loop keeps answering
             try:
@@ -119,17 +123,31 @@ class ModelManager:
         return resolved
 
     async def resolve_async(self, ref: str | None) -> ResolvedModel:
+        cached = self._resolved.get(ref or self.config.model)
+        if cached is not None and cached.path.is_file():  # a stat: no thread hop on every request
+            return cached
         return await asyncio.to_thread(self.resolve, ref)
 
     def forget_resolved(self) -> None:
         """Models were imported or deleted: references are resolved again."""
         self._resolved.clear()
+        self._tasks.clear()
+
+    async def task_of(self, model: ResolvedModel) -> str:
+        """generate, embedding or rerank (``embed_engines.model_task``), read once per file."""
+        key = str(model.path)
+        task = self._tasks.get(key)
+        if task is None:
+            task = self._tasks[key] = await asyncio.to_thread(model_task, model.path)
+        return task
 
     async def engine_for(self, ref: str | None, ctx: int | None = None, keep_alive: float | None = None,
-                         pin: bool | None = None) -> Engine:
+                         pin: bool | None = None, task: str | None = GENERATE) -> Engine:
         """The running engine for ``ref`` (at context ``ctx`` when given): a resident one, or
         one loaded now (see ``runtime.server.router``); a dead worker is restarted. A model
-        that only an upstream offers (or ``ID@UPSTREAM``) gets its remote engine."""
+        that only an upstream offers (or ``ID@UPSTREAM``) gets its remote engine. ``task``
+        (generate, embedding, rerank; None: any): a local model that cannot serve it raises
+        ``WrongModelKind`` before anything loads."""
         remote = self.remotes.explicit(ref) if self.remotes is not None else None
         if remote is not None:
             return remote
@@ -140,6 +158,8 @@ class ModelManager:
             if remote is None:
                 raise
             return remote
+        if task is not None:
+            refuse_unless(model.id, await self.task_of(model), task)
         return (await self.router.acquire(model, ctx, keep_alive, pin)).engine
 
     def draft_for(self, model: ResolvedModel, catalog: dict | None = None) -> tuple[str | None, str | None]:
@@ -171,6 +191,14 @@ class ModelManager:
 
     async def _load(self, model: ResolvedModel, plan, ctx: int) -> EngineClient:
         c = self.config.engine
+        if isinstance(plan, EmbedPlan):
+            try:
+                engine = await start_embed_engine(model, c, ctx)
+            except Exception as e:
+                self.last_error = f"loading {model.id}: {e}"
+                raise
+            self.last_error = None
+            return engine
         draft, draft_id = await asyncio.to_thread(self.draft_for, model)
         n_ctx = min(ctx, plan.ctx) if plan is not None else ctx
         gpu_layers = plan.gpu_layers if plan is not None else 0

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from runtime.server.tool_formats import template_capabilities
 from runtime.store.catalog import load_catalog
+from runtime.store.onnx_model import is_onnx_path
 from runtime.store.gguf_file import GGUFHeader, read_header
 from runtime.store.registry import LocalModel
 
@@ -63,7 +64,9 @@ def details(m: LocalModel) -> dict:
     out = {"parent_model": "", "format": "gguf", "family": raw.get("family", ""), "families": None,
            "parameter_size": raw.get("parameters", ""),
            "quantization_level": m.quant or raw.get("default_quant", "")}
-    if path.is_file():
+    if is_onnx_path(path):  # an ONNX encoder: no GGUF header to read
+        out["format"] = "onnx"
+    elif path.is_file():
         h = header(path)
         out["family"] = out["family"] or h.architecture or ""
         out["parameter_size"] = out["parameter_size"] or _parameter_size(h)
@@ -106,9 +109,22 @@ def model_info(h: GGUFHeader) -> dict:
     return out
 
 
+def _show_onnx(m: LocalModel) -> dict:
+    from runtime.store.onnx_model import read_onnx_model
+
+    raw, path = _raw(m), Path(m.path)
+    info = read_onnx_model(path, {k: raw[k] for k in ("matryoshka", "pooling", "normalize") if k in raw})
+    return {"modelfile": f"# Hearth model {m.id}\nFROM {path.name}\n", "parameters": "", "template": "",
+            "license": raw.get("license", ""), "details": details(m),
+            "model_info": {f"onnx.{k}": v for k, v in info.to_dict().items() if v not in (None, [])},
+            "capabilities": [info.kind], "modified_at": iso(path.stat().st_mtime)}
+
+
 def show(m: LocalModel, params: dict) -> dict:
     from runtime.server.capabilities import capabilities_of
 
+    if is_onnx_path(m.path):
+        return _show_onnx(m)
     path = Path(m.path)
     h = header(path)
     template = h.metadata.get("tokenizer.chat_template")

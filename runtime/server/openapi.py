@@ -11,6 +11,7 @@ from aiohttp import web
 
 from runtime import __version__
 from runtime.sampling_params import LIMITS, MAX_STOP_CHARS, MAX_STOPS
+from runtime.server import embeddings_openapi
 from runtime.server.app_keys import CONFIG
 from runtime.server.responses_schemas import EFFORTS
 
@@ -111,8 +112,8 @@ def _schemas(max_tokens: int) -> dict:
                 "remote": {"type": "object", "description": "a remote model: its prompts go to this upstream",
                            "properties": {"upstream": STR, "host": STR, "url": STR, "model": STR, "health": STR}},
                 "context_length": {"type": ["integer", "null"]},
-                "capabilities": {"type": "array", "items": {"enum": ["chat", "completion", "embedding", "tools",
-                                                                     "reasoning", "vision"]}},
+                "capabilities": {"type": "array", "items": {"enum": ["chat", "completion", "embedding", "rerank",
+                                                                     "tools", "reasoning", "vision"]}},
                 "memory": {"type": "object", "description": "for a loaded model: planned bytes per device and "
                                                             "the worker's resident set"}}}}}},
         "ModelLoadRequest": {"type": "object", "properties": {
@@ -157,6 +158,7 @@ def _schemas(max_tokens: int) -> dict:
             "capabilities": {"type": "array", "items": STR}}},
         "OllamaPs": {"type": "object", "required": ["models"], "properties": {"models": {"type": "array"}}},
         **_wire_schemas(max_tokens),
+        **embeddings_openapi.schemas(),
         "Health": {"type": "object", "required": ["status", "service"], "properties": {
             "status": {"enum": ["ok", "error"]}, "service": STR, "version": STR, "engine": OBJ,
             "remotes": {"type": "array", "description": "each upstream: name, host, state (up, degraded, down, "
@@ -362,6 +364,9 @@ OPERATIONS = {
 }
 
 
+OPERATIONS.update(embeddings_openapi.operations(_op, _ref))
+
+
 def build(max_tokens: int) -> dict:
     paths: dict = {}
     for (method, path), op in OPERATIONS.items():
@@ -370,7 +375,8 @@ def build(max_tokens: int) -> dict:
         "openapi": "3.1.0",
         "info": {"title": "Hearth", "version": __version__,
                  "description": "Local LLM service: OpenAI-compatible (/v1: chat, completions, Responses), "
-                                "Anthropic Messages (/v1/messages), Ollama-compatible (/api) and Hearth's own "
+                                "Anthropic Messages (/v1/messages), Ollama-compatible (/api), embeddings "
+                                "(/v1/embeddings, /api/embed), reranking (/v1/rerank, /rerank) and Hearth's own "
                                 "(/health, /hearth) endpoints. When the service has an API key, every route but "
                                 "/health needs 'Authorization: Bearer <key>' (or 'x-api-key: <key>')."},
         "paths": paths,

@@ -59,6 +59,8 @@ async def stats(request: web.Request) -> web.Response:
         if not engine.alive:
             continue
         entry = describe(r, router.loads[r.model_id])
+        if hasattr(engine, "counters"):  # an embedding worker
+            entry["embeddings"] = engine.counters()
         s = engine.stats
         if s is not None:
             d = asdict(s)

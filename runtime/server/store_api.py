@@ -125,6 +125,10 @@ def _shape(entry: CatalogEntry, data_dir: Path):
 def _fit(entry: CatalogEntry, hw, config) -> tuple[dict | None, bool]:
     from runtime.hardware.fit import plan_fit
 
+    if "task" in entry.raw:  # an embedding or reranking model
+        from runtime.server.embed_engines import encoder_fit
+
+        return encoder_fit(entry, hw, config.data_dir)
     try:
         shape, local = _shape(entry, config.data_dir)
         if shape is None or hw is None:

@@ -10,6 +10,10 @@ Schema (``schema_version`` 1), per model:
 - hub models: ``repo`` is the GGUF repo the files come from, ``files`` (quantization ->
   ``{"file": name of the file (the first part of a split model), "size": bytes, optional}``),
   and ``default_quant`` is a key of ``files``;
+- ONNX encoders (``format: "onnx"``, ``task``: ``embedding`` or ``rerank``): ``files`` name
+  ``.onnx`` graphs by precision, ``companions`` the tokenizer and configuration files that come
+  with them; optional ``matryoshka`` (dimensions the vectors may be cut to), ``pooling``,
+  ``normalize``, ``dimensions``;
 - optional: ``parameters`` (e.g. ``"1.2B"``), ``params`` (exact count), ``chat_template``,
   ``sliding_window``, ``draft`` (the id of a catalog model with the same tokenizer),
   ``shape`` (architecture numbers for the fit planner: ``layers``, ``heads``, ``kv_heads``,
@@ -131,11 +135,31 @@ def _check_vocabulary(m: dict) -> None:
 _SHAPE_INTS = ("layers", "heads", "kv_heads", "head_dim", "embedding", "vocab", "ff", "swa_pattern")
 
 
+def _check_onnx_entry(m: dict, where: str) -> None:
+    """An ONNX encoder from the hub: ``files`` name ``.onnx`` graphs (by precision) and
+    ``companions`` the tokenizer and configuration files downloaded with any of them."""
+    files = m.get("files")
+    if not isinstance(files, dict) or not files or not all(
+            isinstance(f, dict) and isinstance(f.get("file"), str) and f["file"].endswith(".onnx") for f in files.values()):
+        raise CatalogError(f"{where}: 'files' must map precisions to files ending in .onnx")
+    if m.get("default_quant") not in files:
+        raise CatalogError(f"{where}: 'default_quant' must be one of {', '.join(files)}")
+    comps = m.get("companions", [])
+    if not isinstance(comps, list) or "tokenizer.json" not in comps:
+        raise CatalogError(f"{where}: 'companions' must list tokenizer.json (and the model's configuration files)")
+    if m.get("task") not in ("embedding", "rerank"):
+        raise CatalogError(f"{where}: an ONNX model's 'task' must be embedding or rerank")
+
+
 def _check_hub_entry(m: dict) -> None:
     from runtime.store.gguf_names import quant_of
     from runtime.store.refs import _REPO
 
     where = f"catalog model {m['id']}"
+    if m.get("format") == "onnx":
+        if not isinstance(m.get("repo"), str) or not _REPO.match(m["repo"]):
+            raise CatalogError(f"{where}: 'repo' must be a Hugging Face repo id owner/name")
+        return _check_onnx_entry(m, where)
     if not isinstance(m.get("repo"), str) or not _REPO.match(m["repo"]):
         raise CatalogError(f"{where}: 'repo' must be a Hugging Face repo id owner/name")
     files = m.get("files")

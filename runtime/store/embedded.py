@@ -54,6 +54,8 @@ def _module(entry: CatalogEntry, spec: dict):
 
 
 def embedded_path(entry: CatalogEntry, data_dir: Path) -> Path:
+    if entry.raw.get("format") == "onnx":  # a folder: model.onnx, tokenizer, pooling config
+        return data_dir / "models" / entry.id / "model.onnx"
     return data_dir / "models" / f"{entry.id}.gguf"
 
 
@@ -65,6 +67,10 @@ def ensure_embedded(entry: CatalogEntry, data_dir: Path) -> Path:
     target = embedded_path(entry, data_dir)
     if target.is_file():
         return target
+    if entry.raw.get("format") == "onnx":
+        from runtime.store.embedded_onnx import ensure_embedded_onnx
+
+        return ensure_embedded_onnx(entry, data_dir, _missing)
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(f".partial-{os.getpid()}")
     if spec.get("assemble"):

@@ -21,6 +21,16 @@ class PullTarget:
     files: list[hub.RemoteFile]
 
 
+def onnx_companions(entry, remote: hub.RemoteRepo, model_file: str) -> list[hub.RemoteFile]:
+    """What an ONNX model needs beside its graph: its tokenizer (required), the configuration
+    files the catalog names that the repo has, and the graph's external weights if any."""
+    if remote.file("tokenizer.json") is None:
+        raise hub.HubError(f"{remote.repo_id} has no tokenizer.json: the ONNX model {entry.id} cannot run without it")
+    names = [c for c in entry.raw.get("companions", []) if remote.file(c) is not None]
+    names += [n for n in (f"{model_file}_data", f"{model_file}.data") if remote.file(n) is not None]
+    return [remote.file(n).checked() for n in dict.fromkeys(names)]
+
+
 def pull_target(ref: str, endpoint: str | None = None) -> PullTarget:
     """Resolve ``ref`` against the hub (blocking: one model-info request).
 
@@ -41,6 +51,8 @@ def pull_target(ref: str, endpoint: str | None = None) -> PullTarget:
             raise BadReference(f"{entry.id} has no {quant} in the catalog; it has {', '.join(entry.quants)}")
         remote = hub.repo_info(entry.repo, endpoint)
         files = remote.select(filename=spec[0])
+        if entry.raw.get("format") == "onnx":
+            files += onnx_companions(entry, remote, spec[0])
         model_id = entry.id if quant == entry.default_quant else f"{entry.id}:{quant}"
         return PullTarget(model_id, remote.repo_id, remote.commit, files)
     remote = hub.repo_info(r.repo_id, endpoint)

@@ -78,6 +78,7 @@ class Registry:
         out = [m for e in catalog.values() if e.embedded is not None
                for m in [self._embedded(e)] if m is not None]
         out += self._downloaded(catalog)
+        out += self._downloaded_onnx(catalog)
         out += self.imported()
         return out
 
@@ -112,6 +113,22 @@ class Registry:
             else:
                 out.append(LocalModel(f"{repo}/{name}", name.rsplit("/", 1)[-1], "hub", str(path), size,
                                       quant_of(name), repo, name, None, parts))
+        return out
+
+    def _downloaded_onnx(self, catalog: dict[str, CatalogEntry]) -> list[LocalModel]:
+        """The ONNX catalog models (embedders, rerankers) whose graph is in the cache."""
+        from runtime.store.hf_cache import find_snapshot
+
+        out = []
+        for e in catalog.values():
+            if e.raw.get("format") != "onnx" or e.embedded is not None:
+                continue
+            for q in e.quants:
+                name = e.quant_files(q)[0]
+                path = find_snapshot(e.repo, name, self.root)
+                if path is not None and path.is_file():
+                    mid = e.id if q == e.default_quant else f"{e.id}:{q}"
+                    out.append(LocalModel(mid, e.name, "hub", str(path), path.stat().st_size, q, e.repo, name, e.id))
         return out
 
     def find(self, model_id: str) -> LocalModel:

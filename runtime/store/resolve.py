@@ -26,6 +26,7 @@ from runtime.store.gguf_file import InvalidModelFile, read_header
 from runtime.store.gguf_names import is_auxiliary, quant_of, split_part
 from runtime.store.hf_cache import cache_dir, cached_ggufs, find_snapshot
 from runtime.store.hub import PREFERRED_QUANTS
+from runtime.store.onnx_model import InvalidOnnxModel, is_onnx_path, read_onnx_model
 from runtime.store.refs import BadReference, ModelRef, normalise_ref, parse_ref
 
 
@@ -73,6 +74,12 @@ class ResolvedModel:
 
 
 def _checked(model_id: str, path: Path) -> ResolvedModel:
+    if is_onnx_path(path):  # an ONNX encoder: its tokenizer must be beside it
+        try:
+            read_onnx_model(path)
+        except InvalidOnnxModel as e:
+            raise InvalidModelFile(str(e)) from None
+        return ResolvedModel(model_id, path)
     read_header(path)  # raises InvalidModelFile with the reason
     return ResolvedModel(model_id, path)
 

@@ -26,7 +26,7 @@ def test_embedded_models_are_placed_once(data_dir, smollm2_path):
 
 
 def test_catalog_size_and_hub_entries_are_complete():
-    catalog = load_catalog()
+    catalog = {k: e for k, e in load_catalog().items() if "task" not in e.raw}  # the text-generation models
     assert 15 <= len(catalog) <= 25
     families = {e.family for e in catalog.values()}
     assert {"llama", "qwen2", "qwen3", "gemma3", "phi3"} <= families
@@ -62,7 +62,7 @@ def test_every_hub_entry_gives_the_fit_planner_a_shape():
     from runtime.store.catalog import CatalogEntry
 
     for e in load_catalog().values():
-        if e.embedded is not None:
+        if e.embedded is not None or "task" in e.raw:  # encoders are planned by their file size
             continue
         raw = {**e.raw, "shape": {**e.raw["shape"], "file_bytes": e.estimated_bytes()}}
         shape = shape_from_catalog(CatalogEntry(e.id, e.name, e.family, e.license, e.context_length, raw))
@@ -97,3 +97,19 @@ def test_every_entry_speaks_one_vocabulary():
     for old, new in (("quantization", "default_quant"), ("hf_repo", "repo")):
         with pytest.raises(CatalogError, match=f"'{old}' is now '{new}'"):
             parse_catalog({"schema_version": 1, "models": [{**embedded, old: "x"}]})
+
+
+def test_embedding_and_reranking_entries():
+    catalog = load_catalog()
+    encoders = {k: e for k, e in catalog.items() if "task" in e.raw}
+    assert {"minilm-l6", "bge-small-en-v1.5", "bge-m3", "nomic-embed-text-v1.5", "multilingual-e5-small",
+            "bge-reranker-v2-m3", "bge-reranker-base", "jina-reranker-v1-tiny"} <= set(encoders)
+    assert {e.raw["task"] for e in encoders.values()} == {"embedding", "rerank"}
+    for e in encoders.values():
+        if e.raw.get("format") == "onnx" and e.embedded is None:
+            assert e.quant_files(e.default_quant)[0].endswith(".onnx") and "tokenizer.json" in e.raw["companions"]
+    from runtime.store.catalog import CatalogError, parse_catalog
+
+    bad = {**catalog["bge-reranker-base"].raw, "companions": ["config.json"]}
+    with pytest.raises(CatalogError, match="tokenizer.json"):
+        parse_catalog({"schema_version": 1, "models": [bad]})

@@ -1,0 +1,229 @@
+"""The service's side of one embedding worker: spawn it, send jobs, await vectors or scores.
+
+It stands behind the same ``Engine`` interface as a chat worker (start, alive, active, close),
+so the router keeps it resident beside chat models; ``submit`` refuses (an encoder generates no
+text), and ``embed`` / ``score`` are what the embeddings and rerank endpoints call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import multiprocessing as mp
+import os
+import pickle
+import struct
+from multiprocessing.reduction import ForkingPickler
+
+import numpy as np
+
+from runtime.engine.embed_messages import EmbedDone, EmbedFailed, EmbedJob, EmbedSpec
+from runtime.engine.embed_worker_entry import embed_worker_main
+from runtime.engine.messages import Loaded, LoadFailed, Shutdown
+from runtime.engine.protocol import EngineError, ErrorCode, ModelLoadFailed, RequestRefused, WorkerDied
+
+
+class EmbedClient:
+    _ids = itertools.count(1)
+    stats = None
+
+    def __init__(self, spec: EmbedSpec) -> None:
+        self.spec = spec
+        self.model_id = spec.model_id
+        self.loaded: Loaded | None = None
+        self.error: str | None = None
+        self.alive = False
+        self.jobs_done = 0
+        self.inputs_done = 0
+        self.tokens_done = 0
+        self.shared_jobs = 0  # requests answered from a round shared with other requests
+        self._pending: dict[str, asyncio.Future] = {}
+        self._exited = asyncio.Event()
+        self._stopping = False
+        self._out = bytearray()
+        self._in = bytearray()  # bytes read from the pipe, not yet a whole message
+        self._writing = False
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.alive else None
+
+    @property
+    def active(self) -> int:
+        return len(self._pending)
+
+    @property
+    def info(self) -> dict:
+        return self.loaded.info if self.loaded is not None else {}
+
+    async def start(self) -> Loaded:
+        self._loop = asyncio.get_running_loop()
+        self._ready = self._loop.create_future()
+        ctx = mp.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=embed_worker_main, args=(child, self.spec), daemon=True,
+                                   name=f"hearth-embed-{self.model_id}")
+        self.process.start()
+        child.close()
+        self.alive = True
+        self._loop.add_reader(self._conn.fileno(), self._read)
+        try:
+            self.loaded = await self._ready
+        except EngineError:
+            await self.stop()
+            raise
+        return self.loaded
+
+    # -- pipe (Connection's framing, written without blocking the loop) -----------------
+    def _send(self, msg: object) -> None:
+        data = ForkingPickler.dumps(msg)
+        self._out += struct.pack("!i", len(data)) + data
+        if not self._writing:
+            self._flush()
+
+    def _flush(self, from_loop: bool = False) -> None:
+        fd = self._conn.fileno()
+        try:
+            while self._out:
+                del self._out[:os.write(fd, self._out)]
+        except BlockingIOError:
+            if not self._writing:
+                self._writing = True
+                self._loop.add_writer(fd, self._flush, True)
+            return
+        except OSError:
+            self._out.clear()
+            if not from_loop:
+                raise
+        if self._writing:
+            self._writing = False
+            self._loop.remove_writer(fd)
+
+    def _read(self) -> None:
+        """Called by the loop when the pipe is readable. The pipe is non-blocking under uvloop
+        and a vector reply is larger than one write, so bytes are gathered here until whole
+        frames (``Connection``'s: a 4-byte length, then the pickle) are in."""
+        fd = self._conn.fileno()
+        try:
+            data = os.read(fd, 1 << 20)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.alive = False
+            self._loop.remove_reader(fd)
+            if self._writing:
+                self._writing = False
+                self._loop.remove_writer(fd)
+            self._out.clear()
+            self._loop.run_in_executor(None, self.process.join, 5).add_done_callback(
+                lambda _: self._on_exit(self.process.exitcode))
+            return
+        buf = self._in
+        buf += data
+        while len(buf) >= 4:
+            (n,) = struct.unpack("!i", buf[:4])
+            head = 4
+            if n == -1:  # Connection's framing for a message over 2 GiB
+                if len(buf) < 12:
+                    return
+                (n,) = struct.unpack("!Q", buf[4:12])
+                head = 12
+            if len(buf) < head + n:
+                return
+            msg = pickle.loads(bytes(buf[head:head + n]))
+            del buf[:head + n]
+            self._on_message(msg)
+
+    def _on_message(self, msg: object) -> None:
+        if isinstance(msg, (EmbedDone, EmbedFailed)):
+            fut = self._pending.pop(msg.request_id, None)
+            if fut is not None and not fut.done():
+                if isinstance(msg, EmbedDone):
+                    fut.set_result(msg)
+                else:
+                    fut.set_exception(RequestRefused(msg.message, msg.code))
+        elif isinstance(msg, Loaded):
+            self._ready.set_result(msg)
+        elif isinstance(msg, LoadFailed):
+            self._ready.set_exception(ModelLoadFailed(msg.message, msg.code))
+
+    def _on_exit(self, exitcode: int | None) -> None:
+        self.alive = False
+        if self.error is None and not self._stopping:
+            self.error = f"the embedding worker for {self.model_id} stopped (exit code {exitcode})"
+        if not self._ready.done():
+            self._ready.set_exception(ModelLoadFailed(self.error or "the embedding worker stopped"))
+        self.fail_all(WorkerDied(self.error or "the embedding worker stopped"))
+        self._exited.set()
+
+    # -- jobs ------------------------------------------------------------------------------
+    async def _job(self, job: EmbedJob) -> tuple[np.ndarray, int]:
+        if not self.alive:
+            raise WorkerDied(self.error or "the embedding worker is not running")
+        fut = self._pending[job.request_id] = self._loop.create_future()
+        try:
+            self._send(job)
+        except OSError:
+            self._pending.pop(job.request_id, None)
+            raise WorkerDied(self.error or "the embedding worker is not running") from None
+        try:
+            done: EmbedDone = await fut
+        finally:
+            self._pending.pop(job.request_id, None)
+        self.jobs_done += 1
+        self.inputs_done += done.shape[0] if done.shape else 0
+        self.tokens_done += done.n_tokens
+        self.shared_jobs += done.round_jobs > 1
+        return np.frombuffer(done.values, dtype=np.float32).reshape(done.shape), done.n_tokens
+
+    async def embed(self, texts: list[str] | None = None, token_rows: list[list[int]] | None = None,
+                    truncate: bool = True) -> tuple[np.ndarray, int]:
+        """([n, dim] vectors, tokens used) for the texts or the token-id rows."""
+        return await self._job(EmbedJob(f"e{next(self._ids)}", "embed", texts, token_rows, None, truncate))
+
+    async def score(self, query: str, documents: list[str], truncate: bool = True) -> tuple[np.ndarray, int]:
+        """(a cross-encoder's relevance logit for each document, tokens used)."""
+        return await self._job(EmbedJob(f"s{next(self._ids)}", "score", [query] * len(documents), None,
+                                        list(documents), truncate))
+
+    def counters(self) -> dict:
+        """For /hearth/stats: requests answered, inputs and tokens embedded or scored, in flight."""
+        return {"kind": self.info.get("kind"), "format": self.spec.format, "threads": self.spec.threads,
+                "requests": self.jobs_done, "inputs": self.inputs_done, "tokens": self.tokens_done,
+                "batched_with_others": self.shared_jobs,
+                "active": self.active}
+
+    # -- the rest of the Engine interface ---------------------------------------------------
+    async def submit(self, params, **_kw):
+        raise RequestRefused(f"model {self.model_id} is an embedding model: it cannot generate text; "
+                             "use /v1/embeddings (or a chat model)", ErrorCode.INVALID_REQUEST)
+
+    async def count_tokens(self, **_kw) -> int:
+        raise RequestRefused(f"model {self.model_id} is an embedding model: it has no chat template",
+                             ErrorCode.INVALID_REQUEST)
+
+    def cancel(self, request_id: str) -> None:
+        self._pending.pop(request_id, None)
+
+    def fail_all(self, error: EngineError) -> None:
+        for fut in self._pending.values():
+            if not fut.done():
+                fut.set_exception(error)
+        self._pending.clear()
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        self._stopping = True
+        if self.alive:
+            try:
+                self._send(Shutdown())
+            except OSError:
+                pass
+            try:
+                await asyncio.wait_for(self._exited.wait(), timeout)
+            except asyncio.TimeoutError:
+                self.process.kill()
+                await self._exited.wait()
+
+    close = stop

@@ -1,0 +1,171 @@
+"""Which task a model serves, and the embedding worker the router starts for encoder models.
+
+A model's task follows its format: an ONNX file is an encoder (``embedding``, or ``rerank``
+for a cross-encoder, see ``runtime.store.onnx_model``); a GGUF of an encoder architecture
+(BERT, nomic-bert, ...) embeds, and one with rank pooling reranks, both through llama.cpp in
+the embedding worker; any other GGUF generates text in the chat worker. Embedding models run
+on the CPU with few threads (``$HEARTH_EMBED_THREADS``, default 2) so that a chat model decoding
+beside them keeps its speed; the router counts them with a small plan of their own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from runtime.engine.embed_client import EmbedClient
+from runtime.engine.embed_messages import EmbedSpec
+from runtime.engine.protocol import ModelLoadFailed
+from runtime.store.onnx_model import InvalidOnnxModel, is_onnx_path, read_onnx_model
+
+GENERATE, EMBEDDING, RERANK = "generate", "embedding", "rerank"
+#: llama.cpp's LLAMA_POOLING_TYPE_RANK, as written in a reranker GGUF's metadata
+_RANK_POOLING = 4
+
+
+class WrongModelKind(ValueError):
+    """The model cannot do what the endpoint asks (a chat model for embeddings, ...)."""
+
+
+@lru_cache(maxsize=256)
+def _task(path: str, _mtime: int) -> str:
+    if is_onnx_path(path):
+        try:
+            return read_onnx_model(path).kind
+        except InvalidOnnxModel:
+            return EMBEDDING
+    from runtime.server.capabilities import ENCODER_ARCHITECTURES
+    from runtime.server.ollama_models import header
+
+    try:
+        h = header(Path(path))
+    except (OSError, ValueError):
+        return GENERATE
+    arch = h.architecture or ""
+    if h.metadata.get(f"{arch}.pooling_type") == _RANK_POOLING:
+        return RERANK
+    return EMBEDDING if arch in ENCODER_ARCHITECTURES else GENERATE
+
+
+def model_task(path: Path | str) -> str:
+    """``generate``, ``embedding`` or ``rerank`` for the model file at ``path``."""
+    try:
+        mtime = os.stat(path).st_mtime_ns
+    except OSError:
+        return GENERATE
+    return _task(str(path), mtime)
+
+
+def refuse_unless(model_id: str, task: str, wanted: str) -> None:
+    """Raise ``WrongModelKind`` naming the reason when a model of ``task`` cannot serve ``wanted``."""
+    if task == wanted:
+        return
+    if wanted == GENERATE:
+        what = "a reranking" if task == RERANK else "an embedding"
+        raise WrongModelKind(f"model {model_id!r} is {what} model: it cannot generate text; "
+                             f"use {'/v1/rerank' if task == RERANK else '/v1/embeddings'}, or name a chat model")
+    if wanted == EMBEDDING:
+        if task == RERANK:
+            raise WrongModelKind(f"model {model_id!r} is a reranker (a cross-encoder): it scores query and "
+                                 "document pairs and makes no embeddings; use /v1/rerank, or name an embedding model")
+        raise WrongModelKind(f"model {model_id!r} is a text-generation model: Hearth serves embeddings from "
+                             "embedding models only (e.g. minilm-l6, or an encoder GGUF such as bge or nomic-embed)")
+    if task == EMBEDDING:
+        raise WrongModelKind(f"model {model_id!r} is an embedding model, not a reranker: reranking needs a "
+                             "cross-encoder (e.g. bge-reranker-base or jina-reranker-v1-tiny: `hearth pull` one)")
+    raise WrongModelKind(f"model {model_id!r} is a text-generation model and cannot rerank: reranking needs a "
+                         "cross-encoder (e.g. bge-reranker-base or jina-reranker-v1-tiny: `hearth pull` one)")
+
+
+@dataclass(slots=True)
+class _Device:
+    name: str
+    total: int
+
+
+@dataclass(slots=True)
+class EmbedPlan:
+    """What the router counts for an embedding model: the weights and the runtime's buffers, in RAM."""
+
+    ram_bytes: int
+    fits: bool = True
+    message: str = ""
+    ctx: int = 2048
+    gpu_layers: int = 0
+    devices: list = field(default_factory=list)
+
+    @classmethod
+    def for_size(cls, size: int) -> "EmbedPlan":
+        need = int(size * 1.5) + (96 << 20)
+        return cls(need, devices=[_Device("CPU", need)])
+
+    @classmethod
+    def for_file(cls, path: Path) -> "EmbedPlan":
+        return cls.for_size(path.stat().st_size)
+
+
+def embed_threads(config) -> int:
+    n = getattr(config, "embed_threads", None) or os.environ.get("HEARTH_EMBED_THREADS") or 2
+    return max(1, int(n))
+
+
+#: catalog fields an ONNX model's worker takes over its files' configuration
+CATALOG_SETTINGS = ("matryoshka", "pooling", "normalize", "max_length")
+
+
+def catalog_settings(model_id: str) -> dict:
+    from runtime.store.catalog import load_catalog
+
+    entry = load_catalog().get(model_id.split(":", 1)[0])
+    return {k: entry.raw[k] for k in CATALOG_SETTINGS if k in entry.raw} if entry is not None else {}
+
+
+async def start_embed_engine(model, config, ctx: int) -> EmbedClient:
+    """Start the embedding worker for ``model`` (a ``ResolvedModel``)."""
+    fmt = "onnx" if is_onnx_path(model.path) else "gguf"
+    engine = EmbedClient(EmbedSpec(model.id, str(model.path), fmt, threads=embed_threads(config),
+                                   batch_size=int(os.environ.get("HEARTH_EMBED_BATCH", "16")),
+                                   n_ctx=min(ctx, 8192), overrides=catalog_settings(model.id) or None))
+    try:
+        await asyncio.wait_for(engine.start(), config.load_timeout)
+    except asyncio.TimeoutError:
+        if engine.alive:
+            engine.process.kill()
+        await engine.stop(timeout=5.0)
+        raise ModelLoadFailed(f"loading {model.id} took longer than {config.load_timeout:g} s") from None
+    return engine
+
+
+def _fit(need: int, hw, task: str | None, ctx: int | None, local: bool) -> dict:
+    fits = hw is None or need <= hw.ram.available
+    return {"verdict": "cpu" if fits else "too_big", "fits": fits, "ctx": ctx, "gpu_layers": 0, "devices": [],
+            "total_bytes": need, "predicted_tokens_per_s": None, "estimated": not local,
+            "message": f"an {task or 'embedding'} model on the CPU: about {need / (1 << 20):.0f} MiB of RAM"}
+
+
+def encoder_fit(entry, hw, data_dir: Path) -> tuple[dict, bool]:
+    """The catalog's fit verdict for an embedding or reranking model: it runs on the CPU, and
+    needs about its file once and a half (the runtime's buffers) beside the other models."""
+    from runtime.store.resolve import UnknownModel, resolve_model
+
+    try:
+        path, local = resolve_model(entry.id, data_dir).path, True
+        size = path.stat().st_size
+    except (UnknownModel, OSError, LookupError, ValueError):
+        local = False
+        size = entry.estimated_bytes() or int((entry.raw.get("params") or 0)
+                                              * (1 if entry.default_quant == "INT8" else 4))
+    need = EmbedPlan.for_size(size).ram_bytes
+    return _fit(need, hw, entry.raw.get("task"), entry.context_length, local), local
+
+
+def file_fit(path: Path, hw) -> dict | None:
+    """``/hearth/fit`` for a local model file that is an encoder (None: a text-generation model)."""
+    task = model_task(path)
+    if task == GENERATE:
+        return None
+    ctx = read_onnx_model(path).max_length if is_onnx_path(path) else None
+    return _fit(EmbedPlan.for_file(path).ram_bytes, hw, task, ctx, True)
