@@ -51,6 +51,9 @@ class EngineConfig:
     #: catalog entry's ``draft`` for a catalog model, else off
     draft: str | None = None
     load_timeout: float = 600.0  #: seconds a model may take to load before its worker is killed
+    #: intra-op threads of an embedding or reranking model's worker (kept small, so that a chat
+    #: model decoding beside it keeps its speed)
+    embed_threads: int = 2
 
 
 @dataclass(slots=True, frozen=True)
@@ -100,7 +103,7 @@ def serve_config(args: Namespace, data_dir: Path, api_key: str | None = None) ->
         ctx=args.ctx, parallel=args.parallel, n_batch=args.batch, threads=args.threads, kv_type=args.kv_type,
         flash_attn={"auto": None, "on": True, "off": False}[args.flash_attn], block_size=args.block_size,
         prefix_cache=not args.no_prefix_cache, cache_fraction=args.cache_fraction, cache_ram=args.cache_ram,
-        draft=args.draft, load_timeout=args.load_timeout)
+        draft=args.draft, load_timeout=args.load_timeout, embed_threads=args.embed_threads)
     residency = ResidencyConfig(max_models=args.max_models, memory_budget=args.memory_budget,
                                 load_wait=args.load_wait, keep_alive=args.keep_alive)
     security = SecurityConfig(

@@ -55,6 +55,8 @@ def add_api_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--load-timeout", type=_positive, default=EngineConfig().load_timeout, metavar="SECONDS",
                    help="longest a model may take to load; its worker is then stopped and the request "
                         "gets 504 model_load_timeout (default %(default)s)")
+    g.add_argument("--embed-threads", type=int, default=EngineConfig().embed_threads, metavar="N",
+                   help="threads of an embedding or reranking model's worker (default %(default)s)")
 
 
 def _positive(text: str) -> float:
