@@ -12,7 +12,7 @@ from PySide6.QtCore import QObject, Qt
 from PySide6.QtWidgets import QApplication, QMessageBox
 
 from app.api_client import ApiClient
-from runtime.server.api_key import load_key
+from runtime.api_key import load_key
 from app.chat import ChatService
 from app.conversations import ConversationStore
 from app.errors import ApiProblem, UserError, explain
@@ -97,6 +97,13 @@ class HearthApp(QObject):
         self.models_page = self._models_page()
         if self.models_page is not None:
             pages["Models"] = self.models_page
+        from app.remotes import RemotesService
+        from app.ui import remotes_box
+
+        self.remotes = RemotesService(self.client)  # remote engines: widgets added to the pages' ends
+        self.remote_widgets = remotes_box.attach(self.models_page, self.settings_page, self.server_page,
+                                                 self.remotes, self.service.health_changed, self.spawn)
+        self.remotes.changed.connect(lambda _: self._local_models(getattr(self, "_local_ids", [])))
         self.window = MainWindow(pages)
         if self.store.problem:  # the damaged history was set aside: say so where the user looks
             self.show_error(UserError("The chat history was damaged.", self.store.problem,
@@ -108,6 +115,7 @@ class HearthApp(QObject):
                          stop=lambda: self.spawn(self.service.stop()), quit=self.quit)
         if tray_available is not None:
             self.tray.available = tray_available
+        self.remote_widgets["tray"] = remotes_box.attach_tray(self.tray.menu, self.service.health_changed)
         self.service.stats_changed.connect(self.models.running_from_stats)
         self.service.problem.connect(self._service_problem)
         self.service.state_changed.connect(self._service_state)
@@ -188,9 +196,13 @@ class HearthApp(QObject):
             await self.models.refresh()
         except ApiProblem as e:
             self.show_error(explain(e, port=self.settings.port))
+        await self.remotes.refresh()
 
     def _local_models(self, ids: list[str]) -> None:
-        self.chat_page.set_models(ids, self.settings.default_model if self.service.owned else "")
+        self._local_ids = list(ids)
+        remote = [m["id"] for m in self.remotes.state.get("models") or []] if hasattr(self, "remotes") else []
+        chat_ids = self._local_ids + [r for r in remote if r not in self._local_ids]  # remote ones after
+        self.chat_page.set_models(chat_ids, self.settings.default_model if self.service.owned else "")
         self.settings_page.set_models(ids)
 
     def open_window(self) -> None:

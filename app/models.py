@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import quote
 
 from PySide6.QtCore import QObject, Signal
 
 from app.api_client import ApiClient
+from app.api_types import CatalogModel, LocalModel, RunningModel
 from app.errors import ApiProblem, ServiceUnreachable, UserError, explain
 from app.qt_models import CatalogListModel, DownloadListModel, LocalModelListModel
 
@@ -59,7 +61,7 @@ def fit_badge(fit: dict | None) -> tuple[str, str]:
 class ModelStoreService(QObject):
     error = Signal(object)  # UserError
     local_changed = Signal(list)  # ids of the models the chat can use
-    running_changed = Signal(dict)  # the running model: id, pid, memory bytes; {} when none
+    running_changed = Signal(object)  # the running model (a RunningModel), None when none
     residents_changed = Signal(list)  # every resident model (the service's description of each)
     available_changed = Signal(list)  # /v1/models rows: id, loaded, capabilities, memory, context length
 
@@ -70,7 +72,7 @@ class ModelStoreService(QObject):
         self.catalog = CatalogListModel()
         self.local = LocalModelListModel()
         self.downloads = DownloadListModel()
-        self.running: dict = {}
+        self.running: RunningModel | None = None
         self.residents: list[dict] = []
         self.available: list[dict] = []
         self.store_available: bool | None = None  # None until asked
@@ -81,44 +83,44 @@ class ModelStoreService(QObject):
     async def refresh_local(self) -> list[str]:
         """Local models (the store's list, or /v1/models where the service has no store)."""
         try:
-            rows = _rows(await self.client.get("/hearth/models"), "models", "data")
+            rows = [LocalModel.from_api(m) for m in _rows(await self.client.get("/hearth/models"), "models", "data")]
             self.store_available = True
         except ApiProblem as e:
             if e.status != 404:
                 raise
             self.store_available = False
-            rows = [{"id": m["id"], "name": m.get("name") or m["id"],
-                     "source": "embedded" if m.get("owned_by") == "hearth" else "local"}
-                    for m in _rows(await self.client.get("/v1/models"), "data")]
+            rows = [LocalModel.from_openai(m) for m in _rows(await self.client.get("/v1/models"), "data")
+                    if not m.get("remote")]  # models other machines serve are not installed here
         for r in rows:
-            if "fit" not in r and r.get("id") in self._fits:
-                r["fit"] = self._fits[r["id"]]
+            if r.fit is None:
+                r.fit = self._fits.get(r.id)
         self.local.reset(rows)
-        ids = [r["id"] for r in rows if r.get("id")]
+        ids = [r.id for r in rows]
         self.local_changed.emit(ids)
         return ids
 
     async def attach_fits(self) -> None:
         """Ask the planner about each local model that has no fit yet, and show its badge."""
         for row in self.local.items():
-            if row.get("id") and not row.get("fit"):
-                fit = await self.fit(row["id"])
+            if not row.fit:
+                fit = await self.fit(row.id)
                 if fit is not None:
-                    self.local.upsert({**row, "fit": fit})
+                    self.local.upsert(replace(row, fit=fit))
 
     async def refresh_catalog(self) -> None:
         if self.store_available is False:
             return
         try:
-            rows = _rows(await self.client.get("/hearth/catalog", timeout=30), "models", "data", "entries")
+            rows = [CatalogModel.from_api(e) for e in
+                    _rows(await self.client.get("/hearth/catalog", timeout=30), "models", "data", "entries")]
         except ApiProblem as e:
             if e.status == 404:
                 self.store_available = False
                 return
             raise
         for r in rows:
-            if "fit" not in r and r.get("id") in self._fits:
-                r["fit"] = self._fits[r["id"]]
+            if r.fit is None:
+                r.fit = self._fits.get(r.id)
         self.catalog.set_entries(rows)
 
     async def fit(self, model_id: str) -> dict | None:
@@ -139,22 +141,20 @@ class ModelStoreService(QObject):
             if e.status != 404:
                 raise
 
-    async def refresh_running(self) -> dict:
-        """The loaded model and the memory its worker process holds."""
+    async def refresh_running(self) -> RunningModel | None:
+        """The loaded model and the memory its worker process holds, as the service measures it."""
         return self.running_from_stats(await self.client.get("/hearth/stats"))
 
-    def running_from_stats(self, stats: dict) -> dict:
+    def running_from_stats(self, stats: dict) -> RunningModel | None:
         models = [dict(m) for m in stats.get("models") or []]
-        for m in models:
-            rss = (m.get("memory") or {}).get("rss_bytes")
-            m["memory_bytes"] = rss if rss is not None else (_rss(m["pid"]) if m.get("pid") else None)
-        running = models[0] if models else {}
-        self.running = running
-        if [(_key(m)) for m in models] != [(_key(m)) for m in self.residents]:
+        for m in models:  # the memory its worker holds, as the service measures it
+            m["memory_bytes"] = (m.get("memory") or {}).get("rss_bytes")
+        self.running = RunningModel.from_api(models[0]) if models else None
+        if [_key(m) for m in models] != [_key(m) for m in self.residents]:
             self.residents = models
             self.residents_changed.emit(models)
-        self.running_changed.emit(running)
-        return running
+        self.running_changed.emit(self.running)
+        return self.running
 
     async def refresh_available(self) -> list[dict]:
         """The models a chat can pick, with whether each is loaded, its memory and capabilities."""
@@ -162,8 +162,9 @@ class ModelStoreService(QObject):
         self.available = rows
         caps = {r["id"]: r.get("capabilities") for r in rows if r.get("id")}
         for row in self.local.items():
-            if row.get("id") in caps and row.get("capabilities") != caps[row["id"]]:
-                self.local.upsert({**row, "capabilities": caps[row["id"]]})
+            found = caps.get(row.id)
+            if isinstance(found, list) and row.capabilities != found:
+                self.local.upsert(replace(row, capabilities=list(found)))
         self.available_changed.emit(rows)
         return rows
 
@@ -325,13 +326,3 @@ class ModelStoreService(QObject):
 
 def _key(m: dict) -> tuple:
     return (m.get("id"), m.get("ctx"), m.get("pinned"), m.get("pid"), (m.get("memory_bytes") or 0) >> 20)
-
-
-def _rss(pid: int) -> int | None:
-    import psutil
-
-    try:
-        return psutil.Process(pid).memory_info().rss
-    except psutil.Error as e:
-        log.debug("no memory figure for pid %s: %s", pid, e)
-        return None

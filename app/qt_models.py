@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt
 
+from app.api_types import CatalogModel, LocalModel
 from app.conversations import Conversation, Message
 
 T = TypeVar("T")
@@ -129,26 +130,24 @@ def format_size(n: int | None) -> str:
     return _size(n)
 
 
-def _catalog_text(e: dict) -> str:
-    parts = [e.get("name") or e.get("id", "?")]
-    quant = e.get("quantization") or e.get("default_quant")
-    if quant:
-        parts.append(quant)
-    size = e.get("size") or (e.get("sizes") or {}).get(quant)
-    if size:
-        parts.append(format_size(size))
+def _catalog_text(e: CatalogModel) -> str:
+    parts = [e.name]
+    if e.default_quant:
+        parts.append(e.default_quant)
+    if e.size:
+        parts.append(format_size(e.size))
     return " · ".join(parts)
 
 
-class CatalogListModel(ObjectListModel[dict]):
-    """Catalog entries (dicts as ``GET /hearth/catalog`` gives them), filtered by a search string."""
+class CatalogListModel(ObjectListModel[CatalogModel]):
+    """Catalog entries (``GET /hearth/catalog``, parsed), filtered by a search string."""
 
     def __init__(self) -> None:
-        super().__init__(_catalog_text, lambda e: e.get("id"))
-        self._all: list[dict] = []
+        super().__init__(_catalog_text, lambda e: e.id)
+        self._all: list[CatalogModel] = []
         self._query = ""
 
-    def set_entries(self, entries: list[dict]) -> None:
+    def set_entries(self, entries: list[CatalogModel]) -> None:
         self._all = list(entries)
         self._apply()
 
@@ -158,11 +157,7 @@ class CatalogListModel(ObjectListModel[dict]):
 
     def _apply(self) -> None:
         q = self._query
-        keep = [e for e in self._all if not q or any(q in str(e.get(k, "")).lower()
-                                                     for k in ("id", "name", "family", "hf_repo", "repo",
-                                                               "quantization", "default_quant", "license",
-                                                               "parameters"))]
-        self.reset(keep)
+        self.reset([e for e in self._all if not q or e.matches(q)])
 
 
 class DownloadListModel(ObjectListModel[dict]):
@@ -170,6 +165,6 @@ class DownloadListModel(ObjectListModel[dict]):
         super().__init__(lambda d: f"{d.get('model', '?')} {d.get('state', '')}", lambda d: d.get("id"))
 
 
-class LocalModelListModel(ObjectListModel[dict]):
+class LocalModelListModel(ObjectListModel[LocalModel]):
     def __init__(self) -> None:
-        super().__init__(lambda m: m.get("name") or m.get("id", "?"), lambda m: m.get("id"))
+        super().__init__(lambda m: m.name, lambda m: m.id)

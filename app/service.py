@@ -25,13 +25,6 @@ CHECKING, STARTING, RUNNING, STOPPED, DIED, UNREACHABLE, FOREIGN = (
     "checking", "starting", "running", "stopped", "died", "unreachable", "foreign")
 
 
-def _cli_supports(option: str) -> bool:
-    from runtime.cli import build_parser
-
-    serve = build_parser()._subparsers._group_actions[0].choices["serve"]
-    return any(option in a.option_strings for a in serve._actions)
-
-
 class ServiceController(QObject):
     """Owns the answer to "is there a Hearth service, and is it ours?"."""
 
@@ -97,9 +90,7 @@ class ServiceController(QObject):
         self._stopping = False
         self._set(STARTING)
         s = self.settings
-        options = s.serve_args(supports_draft=_cli_supports("--draft"),
-                               supports_ollama_port=_cli_supports("--ollama-port"))
-        serve = ["serve", "--host", s.host, "--port", str(s.port), *options]
+        serve = ["serve", "--host", s.host, "--port", str(s.port), *s.serve_args()]
         cmd = [*hearth_argv(), *serve]  # the bundled executable when frozen
         self._append_log(f"$ hearth {' '.join(serve)}")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

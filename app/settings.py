@@ -7,11 +7,16 @@ import logging
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from runtime.config import DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT
+from runtime.config import DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT, OLLAMA_PORT, EngineConfig
 
 log = logging.getLogger("hearth.app")
 KV_TYPES = ("f16", "q8_0", "q4_0")
-OLLAMA_PORT = 11434
+_SERVICE = EngineConfig()  # the service's defaults are the app's
+#: The ``hearth serve`` options the app passes, and the setting each carries. The app owns this
+#: list rather than reading the command's parser (it reaches the service only over HTTP and its
+#: command line); a test parses the result with ``hearth serve``'s parser.
+SERVE_FLAGS = (("--model", "default_model"), ("--ctx", "ctx"), ("--parallel", "parallel"),
+               ("--kv-type", "kv_type"), ("--draft", "draft_model"))
 
 
 @dataclass(slots=True)
@@ -20,9 +25,9 @@ class AppSettings:
     host: str = DEFAULT_HOST
     default_model: str = DEFAULT_MODEL
     draft_model: str = ""
-    ctx: int = 8192
-    parallel: int = 4
-    kv_type: str = "f16"
+    ctx: int = _SERVICE.ctx
+    parallel: int = _SERVICE.parallel
+    kv_type: str = _SERVICE.kv_type
     start_on_login: bool = False
     keep_in_tray: bool = True
     theme_follows_os: bool = True
@@ -30,13 +35,15 @@ class AppSettings:
     #: also serve the API on Ollama's port, for tools that look for Ollama there
     ollama_port: bool = False
 
-    def serve_args(self, supports_draft: bool = False, supports_ollama_port: bool = True) -> list[str]:
-        """Arguments for ``hearth serve`` that carry these settings (host and port apart)."""
-        args = ["--model", self.default_model, "--ctx", str(self.ctx), "--parallel", str(self.parallel),
-                "--kv-type", self.kv_type]
-        if self.draft_model and supports_draft:
-            args += ["--draft", self.draft_model]
-        if self.ollama_port and supports_ollama_port:
+    def serve_args(self) -> list[str]:
+        """Arguments for ``hearth serve`` that carry these settings (host and port apart): the
+        flags in ``SERVE_FLAGS``, each given only when its setting is set."""
+        args: list[str] = []
+        for flag, name in SERVE_FLAGS:
+            value = getattr(self, name)
+            if value not in ("", None):
+                args += [flag, str(value)]
+        if self.ollama_port:
             args += ["--ollama-port", str(OLLAMA_PORT)]
         return args
 

@@ -19,6 +19,7 @@ import time
 
 from common import model_path  # noqa: E402 - sets up the data directory and sys.path
 
+from runtime.config import EngineConfig
 from runtime.engine.client import EngineClient, RequestRefused
 from runtime.engine.messages import WorkerSpec
 from runtime.sampling_params import SamplingParams
@@ -55,7 +56,7 @@ async def main() -> None:
     modes = {"inline": args.chars + 1, "helper_thread": 16 * 1024}
     clients = {}
     for name, limit in modes.items():
-        clients[name] = EngineClient(WorkerSpec("smollm2-135m", path, n_ctx=2048, parallel=2,
+        clients[name] = EngineClient(WorkerSpec("smollm2-135m", path, EngineConfig(ctx=2048, parallel=2),
                                                 inline_tokenize_chars=limit))
         await clients[name].start()
     rounds: dict[str, list[dict]] = {name: [] for name in modes}

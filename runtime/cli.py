@@ -8,30 +8,29 @@ import signal
 import sys
 
 from runtime import __version__
-from runtime.config import DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT, ServeConfig
-from runtime.server.serve_options import (
-    add_api_args, add_key_command, add_router_args, api_config, key_command, router_config,
-)
+from runtime.config import DEFAULT_HOST, DEFAULT_MODEL, DEFAULT_PORT, EngineConfig, ServeConfig, serve_config
+from runtime.server.serve_options import add_api_args, add_key_command, add_router_args, key_command, serve_api_key
 from runtime.store import commands as store_commands
 
 
 def _serve_args(p: argparse.ArgumentParser) -> None:
+    e = EngineConfig()  # the defaults are the config's
     p.add_argument("--host", default=DEFAULT_HOST, help="address to bind (default %(default)s)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help="port (default %(default)s)")
     p.add_argument("--model", default=DEFAULT_MODEL, help="default model: catalog id or .gguf path")
-    p.add_argument("--parallel", type=int, default=4, help="requests decoded together (default %(default)s)")
-    p.add_argument("--ctx", type=int, default=8192, help="KV capacity in tokens, across requests (default %(default)s)")
-    p.add_argument("--batch", type=int, default=512, help="token budget of one step (default %(default)s)")
-    p.add_argument("--threads", type=int, default=0, help="CPU threads (default: physical cores)")
-    p.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16",
+    p.add_argument("--parallel", type=int, default=e.parallel, help="requests decoded together (default %(default)s)")
+    p.add_argument("--ctx", type=int, default=e.ctx, help="KV capacity in tokens, across requests (default %(default)s)")
+    p.add_argument("--batch", type=int, default=e.n_batch, help="token budget of one step (default %(default)s)")
+    p.add_argument("--threads", type=int, default=e.threads, help="CPU threads (default: physical cores)")
+    p.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default=e.kv_type,
                    help="K and V cache type (quantized types turn flash attention on)")
     p.add_argument("--flash-attn", choices=["auto", "on", "off"], default="auto",
                    help="flash attention (auto: llama.cpp decides; quantized V needs it)")
-    p.add_argument("--block-size", type=int, default=16, help="KV block size in tokens (default %(default)s)")
+    p.add_argument("--block-size", type=int, default=e.block_size, help="KV block size in tokens (default %(default)s)")
     p.add_argument("--no-prefix-cache", action="store_true", help="recompute every prompt from scratch")
-    p.add_argument("--cache-fraction", type=float, default=0.0,
+    p.add_argument("--cache-fraction", type=float, default=e.cache_fraction,
                    help="share of the KV capacity that idle prefix cache may keep (default %(default)s)")
-    p.add_argument("--cache-ram", type=int, default=512,
+    p.add_argument("--cache-ram", type=int, default=e.cache_ram,
                    help="MiB of host memory for prefix cache evicted from the KV pool; 0 disables it")
     p.add_argument("--draft", help="speculative decoding: a draft model with the same tokenizer (catalog id "
                    "or .gguf path), or 'ngram' for prompt lookup; 'off' disables a catalog default")
@@ -39,20 +38,11 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
     add_router_args(p)
 
 
-def _config(args: argparse.Namespace, **over) -> ServeConfig:
-    flash = {"auto": None, "on": True, "off": False}[args.flash_attn]
-    values = dict(host=args.host, port=args.port, model=args.model, parallel=args.parallel,
-                  ctx=args.ctx, n_batch=args.batch, threads=args.threads, kv_type=args.kv_type,
-                  flash_attn=flash, block_size=args.block_size, prefix_cache=not args.no_prefix_cache,
-                  cache_fraction=args.cache_fraction, cache_ram=args.cache_ram, preload=False,
-                  draft=getattr(args, "draft", None))
-    if args.command == "serve":
-        from runtime.config import data_dir
+def _config(args: argparse.Namespace) -> ServeConfig:
+    from runtime.config import data_dir
 
-        values.update(api_config(args, data_dir()))
-        values.update(router_config(args))
-    values.update(over)
-    return ServeConfig(**values)
+    directory = data_dir()
+    return serve_config(args, directory, serve_api_key(args, directory))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -68,9 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     fit = sub.add_parser("fit", help="will a model fit, where, at which context, how fast")
     fit.add_argument("model", help="catalog id or .gguf path")
     fit.add_argument("--ctx", type=int, help="context to plan for (default: the model's trained context)")
-    fit.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default="f16")
+    fit.add_argument("--kv-type", choices=["f16", "q8_0", "q4_0"], default=EngineConfig().kv_type)
     fit.add_argument("--draft", help="a draft model for speculative decoding (id or path)")
-    fit.add_argument("--parallel", type=int, default=4, help="sequences planned for (default %(default)s)")
+    fit.add_argument("--parallel", type=int, default=EngineConfig().parallel,
+                     help="sequences planned for (default %(default)s)")
+    fit.add_argument("--split-mode", choices=["layer", "row"], default="layer",
+                     help="several GPUs: split by layers (any backend) or by rows (CUDA)")
     fit.add_argument("--json", action="store_true")
     add_key_command(sub)
     run = sub.add_parser("run", help="chat with a model in the terminal")
@@ -86,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     from runtime import launch
 
     launch.add_parser(sub)
+    from runtime.remote import cli as remote_cli
+
+    remote_cli.add_parser(sub)
     desktop = sub.add_parser("app", help="open the desktop app (starts the service if none runs)")
     desktop.add_argument("--port", type=int, help="the service's port (default: the app's setting)")
     desktop.add_argument("--tray", action="store_true", help="start in the tray without opening the window (start on login)")
@@ -102,12 +98,12 @@ async def _start_site(config: ServeConfig):
     app = create_app(config)
     runner = web.AppRunner(app, handler_cancellation=True)
     await runner.setup()
-    site = web.TCPSite(runner, config.host, config.port)
+    site = web.TCPSite(runner, config.security.host, config.port)
     try:
         await site.start()
     except OSError as e:
         await runner.cleanup()
-        raise SystemExit(f"hearth: cannot listen on {config.host}:{config.port}: {e.strerror}. "
+        raise SystemExit(f"hearth: cannot listen on {config.security.host}:{config.port}: {e.strerror}. "
                          "Is another server using that port? Choose one with --port.") from None
     port = runner.addresses[0][1]
     if config.ollama_port is not None:
@@ -120,10 +116,10 @@ async def _start_ollama_site(runner, config: ServeConfig) -> None:
     from aiohttp import web
 
     try:
-        await web.TCPSite(runner, config.host, config.ollama_port).start()
+        await web.TCPSite(runner, config.security.host, config.ollama_port).start()
     except OSError as e:
         await runner.cleanup()
-        raise SystemExit(f"hearth: cannot listen on {config.host}:{config.ollama_port} for --ollama-port: "
+        raise SystemExit(f"hearth: cannot listen on {config.security.host}:{config.ollama_port} for --ollama-port: "
                          f"{e.strerror}. Is Ollama (or another Hearth) running there? Stop it, or leave "
                          "--ollama-port out.") from None
 
@@ -132,10 +128,10 @@ async def serve(config: ServeConfig) -> None:
     from runtime.server.app_keys import MANAGER
 
     app, runner, port = await _start_site(config)
-    url = f"http://{config.host}:{port}"
+    url = f"http://{config.security.host}:{port}"
     print(f"Hearth {__version__} listening on {url}  (OpenAI API at {url}/v1)", flush=True)
     if config.ollama_port is not None:
-        print(f"Also listening on Ollama's port: http://{config.host}:{config.ollama_port}", flush=True)
+        print(f"Also listening on Ollama's port: http://{config.security.host}:{config.ollama_port}", flush=True)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -194,7 +190,8 @@ def _fit(args: argparse.Namespace) -> int:
     try:
         shape = model_shape(args.model, data_dir())  # a catalog model is sized before download
         draft = model_shape(args.draft, data_dir()) if args.draft else None
-        plan = plan_fit(shape, probe(), ctx=args.ctx, kv_type=args.kv_type, draft=draft, n_seq=args.parallel)
+        plan = plan_fit(shape, probe(), ctx=args.ctx, kv_type=args.kv_type, draft=draft, n_seq=args.parallel,
+                        split_mode=args.split_mode)
     except (UnknownModel, InvalidModelFile, ValueError) as e:
         print(f"hearth: {e}", file=sys.stderr)
         return 1
@@ -220,6 +217,10 @@ def main(argv: list[str] | None = None) -> int:
         from runtime import launch
 
         return launch.run(args)
+    if args.command == "remote":
+        from runtime.remote import cli as remote_cli
+
+        return remote_cli.run(args)
     if args.command in store_commands.COMMANDS:
         return store_commands.run(args)
     if args.command == "app":

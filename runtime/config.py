@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+from argparse import Namespace
 from dataclasses import dataclass, field
 from pathlib import Path
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4327
 DEFAULT_MODEL = "smollm2-135m"
+#: Ollama's port, where ``--ollama-port`` without a value also serves the API
+OLLAMA_PORT = 11434
 
 
 def data_dir() -> Path:
@@ -26,39 +29,88 @@ def data_dir() -> Path:
     return private_dir(path)  # 0700: it holds the chat history, the keys and the model list
 
 
-@dataclass(slots=True)
-class ServeConfig:
-    host: str = DEFAULT_HOST
-    port: int = DEFAULT_PORT
-    model: str = DEFAULT_MODEL
-    parallel: int = 4
-    ctx: int = 8192
-    n_batch: int = 512
-    threads: int = 0
+#: tokens of KV capacity a model is loaded with unless ``--ctx`` (or a request) says otherwise
+DEFAULT_CTX = 8192
+
+
+@dataclass(slots=True, frozen=True)
+class EngineConfig:
+    """How each local model's engine runs: the worker's context, batching and caches."""
+
+    ctx: int = DEFAULT_CTX  #: KV capacity in tokens, across a model's requests
+    parallel: int = 4  #: requests decoded together
+    n_batch: int = 512  #: token budget of one step
+    threads: int = 0  #: CPU threads; 0: physical cores
     kv_type: str = "f16"
-    flash_attn: bool | None = None
+    flash_attn: bool | None = None  #: None: llama.cpp's "auto"
     block_size: int = 16
     prefix_cache: bool = True
-    cache_fraction: float = 0.0
-    cache_ram: int = 512
-    preload: bool = True
-    #: speculative decoding: a draft model (catalog id or .gguf path) or "ngram"; None: the
+    cache_fraction: float = 0.0  #: share of the KV pool idle prefix cache may keep
+    cache_ram: int = 512  #: MiB of host memory for evicted prefix cache
+    #: speculative decoding: a draft model (catalog id or .gguf path), "ngram" or "off"; None: the
     #: catalog entry's ``draft`` for a catalog model, else off
     draft: str | None = None
-    data_dir: Path = field(default_factory=data_dir)
-    # API surface and security (see runtime/server/security.py)
+    load_timeout: float = 600.0  #: seconds a model may take to load before its worker is killed
+    #: intra-op threads of an embedding or reranking model's worker (kept small, so that a chat
+    #: model decoding beside it keeps its speed)
+    embed_threads: int = 2
+
+
+@dataclass(slots=True, frozen=True)
+class ResidencyConfig:
+    """Which models stay loaded (see runtime/server/router.py): several at once within a budget."""
+
+    max_models: int | None = None  #: resident models at most; None: as many as the memory budget holds
+    memory_budget: int | None = None  #: bytes per device (RAM, each GPU); None: what the planner deems safe
+    load_wait: float = 60.0  #: seconds a request waits for busy models to make room before a 503
+    keep_alive: float = 300.0  #: seconds a model stays loaded without requests; < 0: forever
+
+
+@dataclass(slots=True, frozen=True)
+class SecurityConfig:
+    """Who may reach the API and how much one request may ask (see runtime/server/security.py)."""
+
+    host: str = DEFAULT_HOST
     api_key: str | None = None
-    cors_origins: list[str] = field(default_factory=list)
-    models_dirs: list[Path] = field(default_factory=list)
-    keep_alive: float = 300.0  # seconds a model stays loaded without requests; < 0: forever
+    cors_origins: tuple[str, ...] = ()
+    #: folders whose .gguf files requests may name by path (the data directory always)
+    models_dirs: tuple[Path, ...] = ()
     max_tokens_limit: int = 16384
-    max_client_requests: int = 16  # in flight or queued per client address
+    max_client_requests: int = 16  #: in flight or queued per client address
     max_body_bytes: int = 8 * 1024 * 1024
-    shutdown_grace: float = 5.0  # seconds open streams get to finish on SIGTERM
-    load_timeout: float = 600.0  # seconds a model may take to load before its worker is killed
+
+
+@dataclass(slots=True, frozen=True)
+class ServeConfig:
+    """``hearth serve``'s settings, built once (``serve_config``) and handed down unchanged."""
+
+    port: int = DEFAULT_PORT
+    model: str = DEFAULT_MODEL  #: the default model: catalog id or .gguf path
+    preload: bool = True  #: load the default model when the app starts
+    data_dir: Path = field(default_factory=data_dir)
     #: also listen on this port (Ollama's, 11434), for tools that assume Ollama; None: off
     ollama_port: int | None = None
-    # Residency (see runtime/server/router.py): several models loaded at once within a budget
-    max_models: int | None = None  # resident models at most; None: as many as the memory budget holds
-    memory_budget: int | None = None  # bytes per device (RAM, each GPU); None: what the planner deems safe
-    load_wait: float = 60.0  # seconds a request waits for busy models to make room before a 503
+    shutdown_grace: float = 5.0  #: seconds open streams get to finish on SIGTERM
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    residency: ResidencyConfig = field(default_factory=ResidencyConfig)
+    security: SecurityConfig = field(default_factory=SecurityConfig)
+
+
+def serve_config(args: Namespace, data_dir: Path, api_key: str | None = None) -> ServeConfig:
+    """The one translation of ``hearth serve``'s options (runtime/cli.py, serve_options.py) into
+    the config; ``api_key``: the key the options chose (``serve_options.serve_api_key``)."""
+    engine = EngineConfig(
+        ctx=args.ctx, parallel=args.parallel, n_batch=args.batch, threads=args.threads, kv_type=args.kv_type,
+        flash_attn={"auto": None, "on": True, "off": False}[args.flash_attn], block_size=args.block_size,
+        prefix_cache=not args.no_prefix_cache, cache_fraction=args.cache_fraction, cache_ram=args.cache_ram,
+        draft=args.draft, load_timeout=args.load_timeout, embed_threads=args.embed_threads)
+    residency = ResidencyConfig(max_models=args.max_models, memory_budget=args.memory_budget,
+                                load_wait=args.load_wait, keep_alive=args.keep_alive)
+    security = SecurityConfig(
+        host=args.host, api_key=api_key, cors_origins=tuple(args.cors_origin),
+        models_dirs=tuple(Path(d).expanduser().resolve() for d in args.models_dir),
+        max_tokens_limit=args.max_tokens_limit, max_client_requests=args.max_client_requests,
+        max_body_bytes=int(args.max_body_mb * 1024 * 1024))
+    return ServeConfig(port=args.port, model=args.model, preload=False, data_dir=data_dir,
+                       ollama_port=args.ollama_port, shutdown_grace=args.shutdown_grace,
+                       engine=engine, residency=residency, security=security)

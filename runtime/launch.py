@@ -137,7 +137,7 @@ def split_client_args(argv: list[str]) -> tuple[list[str], list[str]]:
 
 def run(args: argparse.Namespace) -> int:
     from runtime.config import data_dir
-    from runtime.server.api_key import load_key
+    from runtime.api_key import load_key
 
     base_url = f"http://{args.host}:{args.port}"
     key = os.environ.get("HEARTH_API_KEY") or load_key(data_dir())

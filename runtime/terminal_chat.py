@@ -14,7 +14,7 @@ import aiohttp
 
 from runtime import identity
 from runtime.config import ServeConfig, data_dir
-from runtime.server.api_key import ENV_VAR, load_key
+from runtime.api_key import ENV_VAR, load_key
 
 
 async def _hearth_at(session: aiohttp.ClientSession, base: str) -> bool:

@@ -10,6 +10,7 @@ from PySide6.QtWidgets import (
     QVBoxLayout, QWidget,
 )
 
+from app.api_types import CatalogModel, LocalModel, RunningModel
 from app.models import ModelStoreService, fit_badge
 from app.qt_models import format_size
 from app.ui.row_list import RowList
@@ -54,51 +55,47 @@ class _Row(QFrame):
 
 
 class CatalogRow(_Row):
-    def __init__(self, entry: dict, pull: Callable[[str], None]) -> None:
+    def __init__(self, entry: CatalogModel, pull: Callable[[str], None]) -> None:
         super().__init__()
         self.button = QPushButton("Download")
-        self.button.clicked.connect(lambda: pull(self.entry.get("ref") or self.entry["id"]))
+        self.button.clicked.connect(lambda: pull(self.entry.id))
         self.lay.addWidget(self.button)
         self.update_item(entry)
 
-    def update_item(self, e: dict) -> None:
+    def update_item(self, e: CatalogModel) -> None:
         self.entry = e
-        self.name.setText(e.get("name") or e.get("id", "?"))
-        quant = e.get("quantization") or e.get("default_quant")
-        size = e.get("size") or (e.get("sizes") or {}).get(quant)
-        bits = [e.get("repo") or e.get("hf_repo"), e.get("parameters") and f"{e['parameters']} parameters",
-                quant, format_size(size) if size else None, e.get("license"),
-                e.get("context_length") and f"{e['context_length']:,} context"]
+        self.name.setText(e.name)
+        bits = [e.repo, e.parameters and f"{e.parameters} parameters",
+                e.default_quant, format_size(e.size) if e.size else None, e.license,
+                e.context_length and f"{e.context_length:,} context"]
         self.detail.setText(" · ".join(str(b) for b in bits if b))
-        _set_badge(self.badge, e.get("fit"))
-        local = bool(e.get("local") or e.get("installed") or e.get("embedded"))
+        _set_badge(self.badge, e.fit)
+        local = e.local or e.embedded
         self.button.setText("Installed" if local else "Download")
         self.button.setEnabled(not local)
 
 
 class LocalRow(_Row):
-    def __init__(self, model: dict, delete: Callable[[str], None]) -> None:
+    def __init__(self, model: LocalModel, delete: Callable[[str], None]) -> None:
         super().__init__()
         self.button = QPushButton("Delete")
-        self.button.clicked.connect(lambda: delete(self.model["id"]))
+        self.button.clicked.connect(lambda: delete(self.model.id))
         self.lay.addWidget(self.button)
         self.update_item(model)
 
-    def update_item(self, m: dict) -> None:
+    def update_item(self, m: LocalModel) -> None:
         self.model = m
-        self.name.setText(m.get("name") or m.get("id", "?"))
-        size = m.get("size") or m.get("size_bytes") or m.get("disk_bytes")
+        self.name.setText(m.name)
         from app.models import capability_badges
 
-        caps = capability_badges(m.get("capabilities"))
-        bits = [m.get("id") if m.get("name") else None, m.get("quant") or m.get("quantization"),
-                f"{format_size(size)} on disk" if size else None, m.get("source"),
-                " + ".join(caps) if caps else None, m.get("path")]
+        caps = capability_badges(m.capabilities)
+        bits = [m.id if m.name != m.id else None, m.quant,
+                f"{format_size(m.size)} on disk" if m.size else None, m.source,
+                " + ".join(caps) if caps else None, m.path]
         self.detail.setText(" · ".join(str(b) for b in bits if b))
-        _set_badge(self.badge, m.get("fit"))
-        embedded = bool(m.get("embedded")) or m.get("source") == "embedded"
-        self.button.setEnabled(not embedded and m.get("deletable", True))
-        self.button.setToolTip("Built into Hearth; it cannot be deleted." if embedded else "")
+        _set_badge(self.badge, m.fit)
+        self.button.setEnabled(not m.embedded)
+        self.button.setToolTip("Built into Hearth; it cannot be deleted." if m.embedded else "")
 
 
 class DownloadRow(QFrame):
@@ -259,23 +256,23 @@ class ModelsPage(QWidget):
         if path:
             self.run(self.models.import_file(path))
 
-    def _running(self, running: dict) -> None:
-        if not running:
+    def _running(self, running: RunningModel | None) -> None:
+        if running is None:
             self.running_label.setText("No model loaded")
             self.memory_label.setText("The first chat message loads its model; picking one in the chat loads it too.")
             self.unload_button.setEnabled(False)
             return
-        self.running_label.setText(running.get("id", "?") if len(self.models.residents) <= 1
-                                   else f"{len(self.models.residents)} models")
+        residents = self.models.residents
+        self.running_label.setText(running.id if len(residents) <= 1 else f"{len(residents)} models")
         bits = []
-        total = sum(m.get("memory_bytes") or 0 for m in self.models.residents) or running.get("memory_bytes")
+        total = sum(m.get("memory_bytes") or 0 for m in residents) or running.memory_bytes
         if total:
             bits.append(f"{format_size(total)} in memory")
-        if len(self.models.residents) <= 1:
-            if running.get("n_ctx"):
-                bits.append(f"{running['n_ctx']:,} tokens of context")
-            if running.get("pid"):
-                bits.append(f"process {running['pid']}")
+        if len(residents) <= 1:
+            if running.n_ctx:
+                bits.append(f"{running.n_ctx:,} tokens of context")
+            if running.pid:
+                bits.append(f"process {running.pid}")
         else:
             bits[-1:] = [bits[-1] + " together"] if bits else []
         self.memory_label.setText(" · ".join(bits))

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from runtime.engine.host_cache import HostCache, HostEntry
+from runtime.engine.kv_memory import KVMemory
 from runtime.engine.request import Request
 
 
@@ -78,8 +79,8 @@ def speculation_refusal(info) -> str | None:
 class Checkpoints:
     """Where to take checkpoints, and taking and restoring them, for one model's memory."""
 
-    def __init__(self, memory, store: HostCache, block_size: int, every_blocks: int = 32) -> None:
-        self.memory = memory  # the backend: state_seq_save / state_seq_load (partial), seq_pos_max
+    def __init__(self, memory: KVMemory, store: HostCache, block_size: int, every_blocks: int = 32) -> None:
+        self.memory = memory  # the KV cache manager's: state_seq_save / state_seq_load (partial), seq_pos_max
         self.store = store
         self.block_size = block_size
         self.every = every_blocks * block_size

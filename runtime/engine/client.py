@@ -11,10 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import multiprocessing as mp
-import os
-import struct
 from dataclasses import dataclass
-from multiprocessing.reduction import ForkingPickler
 
 from runtime.engine.engine import EngineStats, RequestOutput
 from runtime.engine.messages import (
@@ -26,6 +23,7 @@ from runtime.engine.protocol import (  # noqa: F401  (the errors are part of thi
 )
 from runtime.sampling_params import SamplingParams
 from runtime.engine.worker_entry import worker_main
+from runtime.engine.worker_pipe import WorkerPipe
 
 
 @dataclass(slots=True)
@@ -101,8 +99,7 @@ class EngineClient:
         self._exited = asyncio.Event()
         self._stopping = False
         self._groups: dict[str, list[str]] = {}  # submitted, not yet accepted
-        self._out = bytearray()  # framed messages not yet written to the pipe
-        self._writing = False
+        self._pipe: WorkerPipe | None = None
 
     @property
     def pid(self) -> int | None:
@@ -122,7 +119,7 @@ class EngineClient:
         self.process.start()
         child.close()
         self.alive = True
-        self._loop.add_reader(self._conn.fileno(), self._read)
+        self._pipe = WorkerPipe(self._loop, self._conn, self._on_message, self._on_closed)
         try:
             self.loaded = await self._ready
         except EngineError:
@@ -130,54 +127,16 @@ class EngineClient:
             raise
         return self.loaded
 
-    # -- pipe -----------------------------------------------------------------------
+    # -- pipe (runtime.engine.worker_pipe: framed, never blocking the loop) ---------
     def _send(self, msg: object) -> None:
-        """Queue one message for the worker in ``Connection``'s framing and write what the
-        pipe takes now; the loop writes the rest. uvloop makes the pipe non-blocking, and a
-        blocking ``Connection.send`` of a megabyte prompt would fail half-way through and
-        leave a torn frame on the pipe. Raises ``OSError`` when the pipe is gone."""
-        data = ForkingPickler.dumps(msg)
-        self._out += struct.pack("!i", len(data)) + data
-        if not self._writing:
-            self._flush()
+        """Send one message to the worker; raises ``OSError`` when the pipe is gone."""
+        self._pipe.send(msg)
 
-    def _flush(self, from_loop: bool = False) -> None:
-        fd = self._conn.fileno()
-        try:
-            while self._out:
-                n = os.write(fd, self._out)
-                del self._out[:n]
-        except BlockingIOError:
-            if not self._writing:
-                self._writing = True
-                self._loop.add_writer(fd, self._flush, True)
-            return
-        except OSError:
-            self._out.clear()  # the worker is gone: the reader sees it and fails the requests
-            if not from_loop:
-                raise
-        if self._writing:
-            self._writing = False
-            self._loop.remove_writer(fd)
-
-    def _read(self) -> None:
-        """Called by the loop when the pipe is readable: one message per call.
-
-        The loop calls again while data remains (level-triggered); ``conn.poll()`` would
-        build a selector on every call, which showed up in profiles of the service.
-        """
-        conn = self._conn
-        try:
-            self._on_message(conn.recv())
-        except (EOFError, OSError):
-            self.alive = False
-            self._loop.remove_reader(conn.fileno())
-            if self._writing:
-                self._writing = False
-                self._loop.remove_writer(conn.fileno())
-            self._out.clear()
-            self._loop.run_in_executor(None, self.process.join, 5).add_done_callback(
-                lambda _: self._on_exit(self.process.exitcode))
+    def _on_closed(self) -> None:
+        """The worker's end of the pipe closed: it exited (or is exiting)."""
+        self.alive = False
+        self._loop.run_in_executor(None, self.process.join, 5).add_done_callback(
+            lambda _: self._on_exit(self.process.exitcode))
 
     def _on_message(self, msg: object) -> None:
         if isinstance(msg, StepResult):

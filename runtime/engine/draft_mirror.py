@@ -1,6 +1,6 @@
 """The draft model's KV cache follows the target's sequences.
 
-The KV cache manager drives the target's memory (``seq_rm``, ``seq_cp``, saved states);
+The KV cache manager drives the target's memory (``KVMemory``: ``seq_rm``, ``seq_cp``, saved states);
 this wrapper stands in for the target there and repeats each operation on the draft
 context where it keeps the draft consistent. For every sequence id it tracks ``n``: the
 draft context holds that sequence's positions ``0..n-1``, computed from the same tokens as
@@ -18,9 +18,13 @@ before drafting), so every rule here may be conservative:
 
 from __future__ import annotations
 
+from runtime.engine.kv_memory import KVMemory
+
 
 class DraftMirror:
-    def __init__(self, target, draft, n_swa: int = 0) -> None:
+    """A ``KVMemory``: the target's, repeated on the draft's (see the module's docstring)."""
+
+    def __init__(self, target: KVMemory, draft: KVMemory, n_swa: int = 0) -> None:
         self.target = target
         self.draft = draft
         self.n_swa = n_swa

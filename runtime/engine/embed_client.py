@@ -10,16 +10,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import multiprocessing as mp
-import os
-import pickle
-import struct
-from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 
 from runtime.engine.embed_messages import EmbedDone, EmbedFailed, EmbedJob, EmbedSpec
 from runtime.engine.embed_worker_entry import embed_worker_main
 from runtime.engine.messages import Loaded, LoadFailed, Shutdown
+from runtime.engine.worker_pipe import WorkerPipe
 from runtime.engine.protocol import EngineError, ErrorCode, ModelLoadFailed, RequestRefused, WorkerDied
 
 
@@ -40,9 +37,7 @@ class EmbedClient:
         self._pending: dict[str, asyncio.Future] = {}
         self._exited = asyncio.Event()
         self._stopping = False
-        self._out = bytearray()
-        self._in = bytearray()  # bytes read from the pipe, not yet a whole message
-        self._writing = False
+        self._pipe: WorkerPipe | None = None
 
     @property
     def pid(self) -> int | None:
@@ -66,7 +61,7 @@ class EmbedClient:
         self.process.start()
         child.close()
         self.alive = True
-        self._loop.add_reader(self._conn.fileno(), self._read)
+        self._pipe = WorkerPipe(self._loop, self._conn, self._on_message, self._on_closed)
         try:
             self.loaded = await self._ready
         except EngineError:
@@ -74,67 +69,14 @@ class EmbedClient:
             raise
         return self.loaded
 
-    # -- pipe (Connection's framing, written without blocking the loop) -----------------
+    # -- pipe (runtime.engine.worker_pipe: framed, never blocking the loop) ---------
     def _send(self, msg: object) -> None:
-        data = ForkingPickler.dumps(msg)
-        self._out += struct.pack("!i", len(data)) + data
-        if not self._writing:
-            self._flush()
+        self._pipe.send(msg)
 
-    def _flush(self, from_loop: bool = False) -> None:
-        fd = self._conn.fileno()
-        try:
-            while self._out:
-                del self._out[:os.write(fd, self._out)]
-        except BlockingIOError:
-            if not self._writing:
-                self._writing = True
-                self._loop.add_writer(fd, self._flush, True)
-            return
-        except OSError:
-            self._out.clear()
-            if not from_loop:
-                raise
-        if self._writing:
-            self._writing = False
-            self._loop.remove_writer(fd)
-
-    def _read(self) -> None:
-        """Called by the loop when the pipe is readable. The pipe is non-blocking under uvloop
-        and a vector reply is larger than one write, so bytes are gathered here until whole
-        frames (``Connection``'s: a 4-byte length, then the pickle) are in."""
-        fd = self._conn.fileno()
-        try:
-            data = os.read(fd, 1 << 20)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            data = b""
-        if not data:
-            self.alive = False
-            self._loop.remove_reader(fd)
-            if self._writing:
-                self._writing = False
-                self._loop.remove_writer(fd)
-            self._out.clear()
-            self._loop.run_in_executor(None, self.process.join, 5).add_done_callback(
-                lambda _: self._on_exit(self.process.exitcode))
-            return
-        buf = self._in
-        buf += data
-        while len(buf) >= 4:
-            (n,) = struct.unpack("!i", buf[:4])
-            head = 4
-            if n == -1:  # Connection's framing for a message over 2 GiB
-                if len(buf) < 12:
-                    return
-                (n,) = struct.unpack("!Q", buf[4:12])
-                head = 12
-            if len(buf) < head + n:
-                return
-            msg = pickle.loads(bytes(buf[head:head + n]))
-            del buf[:head + n]
-            self._on_message(msg)
+    def _on_closed(self) -> None:
+        self.alive = False
+        self._loop.run_in_executor(None, self.process.join, 5).add_done_callback(
+            lambda _: self._on_exit(self.process.exitcode))
 
     def _on_message(self, msg: object) -> None:
         if isinstance(msg, (EmbedDone, EmbedFailed)):

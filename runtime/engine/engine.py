@@ -70,10 +70,9 @@ class Engine:
             layout=memory_layout(backend.info), checkpoint_every=cache.checkpoint_blocks,
         )
         rows = max(16, OUTPUT_ROWS_BYTES // (4 * backend.n_vocab))
-        self.scheduler = Scheduler(SchedulerConfig(parallel, backend.n_batch, rows), self.kv)
+        self.scheduler = Scheduler(SchedulerConfig(parallel, backend.n_batch, rows), self.kv,
+                                   speculator.lookahead if speculator is not None else None)
         self.logprobs = Logprobs(backend)
-        if speculator is not None:
-            self.scheduler.lookahead = speculator.lookahead
         self.requests: dict[str, Request] = {}
         #: the grammar matcher's view of the vocabulary, built on the first constrained request
         self._constraint_vocab: ConstraintVocab | None = None
@@ -208,6 +207,7 @@ class Engine:
             return []
         drafts = {}
         if self.spec is not None:
+            self.spec.begin_step(chunks)
             items = [(c.request, c.start, c.k) for c in chunks if c.k > 0]
             drafts = self.spec.propose(items) if items else {}
         batch = self.backend.batch
@@ -235,15 +235,11 @@ class Engine:
         t0 = time.perf_counter()
         try:
             self.backend.decode(batch)
-        except NoKVSlotError:
-            if self.spec is not None and self.spec.mirror is not None:
-                for c in chunks:
-                    self.spec.mirror.trim(c.request.seq_id, c.start)
-            return self._recover_no_slot(chunks)
-        except InvalidBatchError as e:
-            if self.spec is not None and self.spec.mirror is not None:
-                for c in chunks:
-                    self.spec.mirror.trim(c.request.seq_id, c.start)
+        except (NoKVSlotError, InvalidBatchError) as e:
+            for c in chunks:  # undo the step in the target (and in the draft, which a pass may have run ahead)
+                self.kv.truncate(c.request, c.start)
+            if isinstance(e, NoKVSlotError):
+                return self._recover_no_slot(chunks)
             return self._recover_invalid_batch(chunks, e)
         if self.spec is not None:
             self.spec.observe_target(batch.n, time.perf_counter() - t0, bool(verified))
@@ -288,8 +284,8 @@ class Engine:
         raw = [self.backend.logits(first + j).copy() for j in range(len(draft.tokens) + 1)] \
             if r.params.logprobs and r.constraint is not None else None
         emitted, m = self.spec.verify(r, draft, first)
-        # the target computed [last, x1..xK]: keep [last, x1..xm]; the mirror trims the draft
-        self.kv.memory.seq_rm(r.seq_id, c.start + 1 + m, None)
+        # the target computed [last, x1..xK]: keep [last, x1..xm] (the draft's cells too)
+        self.kv.truncate(r, c.start + 1 + m)
         r.num_computed = c.start + 1
         self.kv.commit(r)
         # the target's rows at [last, x1..xm] gave the emitted tokens: their logprobs
@@ -331,12 +327,10 @@ class Engine:
         return outputs
 
     def _recover_no_slot(self, chunks: list[ScheduledChunk]) -> list[RequestOutput]:
-        """The pool was fuller than the accounting said: undo the step, preempt the newest.
+        """The pool was fuller than the accounting said (the step is undone): preempt the newest.
 
         A request that fails alone cannot fit at all: it ends with ``length``.
         """
-        for c in chunks:
-            self.backend.seq_rm(c.request.seq_id, c.start, None)
         running = self.scheduler.running
         if len(running) > 1:
             self.scheduler.preempt(running[-1])

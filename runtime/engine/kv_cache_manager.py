@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from runtime.engine.block_pool import Block, BlockPool
 from runtime.engine.checkpoints import Checkpoints, MemoryLayout
 from runtime.engine.host_cache import HostCache, HostEntry
+from runtime.engine.kv_memory import KVMemory
 from runtime.engine.request import Request
 from runtime.kernels.block_hash import ROOT, hash_block
 
@@ -67,11 +68,11 @@ class KVStats:
 
 
 class KVCacheManager:
-    def __init__(self, memory, num_blocks: int, block_size: int, n_seq: int,
+    def __init__(self, memory: KVMemory, num_blocks: int, block_size: int, n_seq: int,
                  prefix_cache: bool = True, cache_fraction: float = 1.0, n_swa: int = 0,
                  host_bytes: int = 0, layout: MemoryLayout | None = None,
                  checkpoint_every: int = 32) -> None:
-        self.memory = memory  # the backend: seq_rm / seq_cp / seq_pos_min
+        self._memory = memory  # the only handle on the cells: nothing else in the engine has one
         self.block_size = block_size
         self.pool = BlockPool(num_blocks, block_size, on_evict=self._on_evict)
         self.prefix_cache = prefix_cache
@@ -99,7 +100,7 @@ class KVCacheManager:
         for block in self.pool.blocks:
             if seq in block.seqs:
                 self._leave(block, seq)
-        self.memory.seq_rm(seq, 0, None)
+        self._memory.seq_rm(seq, 0, None)
         self._release_seq(seq)
 
     def _release_seq(self, seq: int) -> None:
@@ -117,12 +118,12 @@ class KVCacheManager:
         """Save a finishing request's cells to host memory, while its sequence still owns its
         whole prefix (shared blocks included); the device may evict them later."""
         if hashes and not self.host.has(hashes):
-            self.host.put(hashes, self.memory.state_seq_save(seq))
+            self.host.put(hashes, self._memory.state_seq_save(seq))
 
     def _on_evict(self, block: Block) -> None:
         b = self.block_size
         for seq in list(block.seqs):
-            self.memory.seq_rm(seq, block.index * b, (block.index + 1) * b)
+            self._memory.seq_rm(seq, block.index * b, (block.index + 1) * b)
             block.seqs.remove(seq)
             if seq in self._held:
                 self._held[seq] -= 1
@@ -206,7 +207,7 @@ class KVCacheManager:
 
     def _drop_tail(self, seq: int, hits: list[Block], keep: int) -> list[Block]:
         """Keep the first ``keep`` copied blocks of ``seq``'s prefix, release the rest."""
-        self.memory.seq_rm(seq, keep * self.block_size, None)
+        self._memory.seq_rm(seq, keep * self.block_size, None)
         for block in hits[keep:]:
             block.seqs.remove(seq)
         self.pool.free(hits[keep:])
@@ -215,7 +216,7 @@ class KVCacheManager:
     def _prefix_ok(self, seq: int, n_blocks: int) -> bool:
         """Whether ``seq`` holds exactly positions 0..n-1 with their whole sliding window."""
         n = n_blocks * self.block_size
-        return self.memory.seq_pos_max(seq) == n - 1 and (not self.n_swa or self._swa_intact(seq, n))
+        return self._memory.seq_pos_max(seq) == n - 1 and (not self.n_swa or self._swa_intact(seq, n))
 
     def _admitted(self, request: Request, table: list[Block], n: int) -> None:
         self.tables[request.request_id] = table
@@ -232,16 +233,16 @@ class KVCacheManager:
         blocks = self.pool.allocate(hit.host_blocks)
         ok = blocks is not None
         if ok and hit.host is not None:
-            ok = self.memory.state_seq_load(seq, hit.host.data)
+            ok = self._memory.state_seq_load(seq, hit.host.data)
         # The partial state goes on before the trim: a hybrid's seq_rm refuses to cut
         # through its recurrent state, and the checkpoint's state ends exactly at ``n``.
         if ok and hit.checkpoint is not None:
             ok = self.checkpoints.restore(seq, hit.checkpoint)
         if ok:
-            self.memory.seq_rm(seq, n, None)
+            self._memory.seq_rm(seq, n, None)
             ok = self._prefix_ok(seq, hit.host_blocks)
         if not ok:
-            self.memory.seq_rm(seq, 0, None)
+            self._memory.seq_rm(seq, 0, None)
             if blocks is not None:
                 self.pool.free(blocks)
             self._admitted(request, [], 0)
@@ -256,14 +257,14 @@ class KVCacheManager:
         start = 0
         for i in range(1, len(hits) + 1):
             if i == len(hits) or hits[i].seqs[0] != hits[start].seqs[0]:
-                self.memory.seq_cp(hits[start].seqs[0], seq, start * b, i * b)
+                self._memory.seq_cp(hits[start].seqs[0], seq, start * b, i * b)
                 start = i
         for block in hits:
             self.touch_holder(block.seqs[0])
             block.seqs.append(seq)
 
     def _swa_intact(self, seq: int, n: int) -> bool:
-        pos_min = self.memory.seq_pos_min(seq)
+        pos_min = self._memory.seq_pos_min(seq)
         return pos_min is not None and pos_min <= max(0, n - self.n_swa)
 
     def allocate_slots(self, request: Request, n_new: int) -> bool:
@@ -305,6 +306,12 @@ class KVCacheManager:
         checkpoint positions where the memory needs them."""
         return self.checkpoints.cut(request, n) if self.checkpoints is not None else n
 
+    def truncate(self, request: Request, n: int) -> None:
+        """Keep only positions ``0..n-1`` of the request's cells (a draft's too): after a
+        verification accepted fewer tokens than were computed, or a step that was undone.
+        Its blocks stay allocated; ``num_computed`` is the caller's."""
+        self._memory.seq_rm(request.seq_id, n, None)
+
     # -- release ----------------------------------------------------------------------
     def free(self, request: Request, keep_cache: bool) -> None:
         """Release a request's blocks. With ``keep_cache`` its sequence holds its cached blocks."""
@@ -329,7 +336,7 @@ class KVCacheManager:
             self._held[seq] = held
             self._holders[seq] = None
         else:
-            self.memory.seq_rm(seq, 0, None)
+            self._memory.seq_rm(seq, 0, None)
             self._free_seqs.append(seq)
         self.pool.free(table)
         if keep_cache:
@@ -339,8 +346,8 @@ class KVCacheManager:
         b = self.block_size
         for i, block in enumerate(table):
             if seq not in block.seqs:
-                self.memory.seq_rm(seq, i * b, (i + 1) * b)
-        self.memory.seq_rm(seq, len(table) * b, None)
+                self._memory.seq_rm(seq, i * b, (i + 1) * b)
+        self._memory.seq_rm(seq, len(table) * b, None)
 
     def touch_holder(self, seq: int) -> None:
         if seq in self._holders:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from runtime.config import EngineConfig
 from runtime.engine.constraint import ConstraintSpec
 from runtime.engine.engine import EngineStats, RequestOutput
 from runtime.sampling_params import SamplingParams
@@ -17,20 +18,17 @@ from runtime.sampling_params import SamplingParams
 class WorkerSpec:
     model_id: str
     model_path: str
-    n_ctx: int = 8192
-    parallel: int = 4
-    n_batch: int = 512
-    n_threads: int = 0
-    kv_type: str = "f16"
-    flash_attn: bool | None = None
+    #: the service's engine settings, as given (``ctx``: the context this model loads with)
+    engine: EngineConfig = field(default_factory=EngineConfig)
     n_gpu_layers: int = 0
-    block_size: int = 16
-    prefix_cache: bool = True
-    cache_fraction: float = 0.0
-    cache_ram_mib: int = 512
+    #: several GPUs (the fit plan's): llama.cpp's split mode, share of layers per GPU, main GPU
+    split_mode: str = "layer"
+    tensor_split: list[float] | None = None
+    main_gpu: int = 0
     #: sequence ids kept for prefix-cache holders, beside the ``parallel`` running ones
     cache_seqs: int = 32
-    #: speculative decoding: a draft model's file, or "ngram" (prompt lookup); None: off
+    #: speculative decoding: the draft model's file, or "ngram" (prompt lookup), as resolved
+    #: from ``engine.draft``; None: off
     draft: str | None = None
     draft_id: str | None = None
     #: prompts longer than this (characters) are tokenized on a helper thread (worker.py)

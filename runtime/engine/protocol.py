@@ -31,6 +31,12 @@ class ErrorCode(str, enum.Enum):
     LOAD_FAILED = "model_load_failed"
     DRAFT_REFUSED = "draft_refused"
     SHUTTING_DOWN = "shutting_down"
+    #: a remote engine's upstream server: unreachable, too slow, refusing, or broken mid-way
+    UPSTREAM_UNAVAILABLE = "upstream_unavailable"
+    UPSTREAM_TIMEOUT = "upstream_timeout"
+    UPSTREAM_RATE_LIMITED = "upstream_rate_limited"
+    UPSTREAM_REFUSED = "upstream_refused"
+    UPSTREAM_ERROR = "upstream_error"
 
 
 class EngineError(Exception):
@@ -67,6 +73,19 @@ class ServiceStopping(EngineError):
     """The service is shutting down: the request was ended before it finished."""
 
     default_code = ErrorCode.SHUTTING_DOWN
+
+
+class UpstreamFailed(EngineError):
+    """A remote engine's upstream could not serve the request. ``status`` is the HTTP status
+    the client gets (502 unreachable or broken, 504 too slow, 429 or 503 busy), and
+    ``retry_after`` the seconds the upstream asked to wait, when it said."""
+
+    default_code = ErrorCode.UPSTREAM_ERROR
+
+    def __init__(self, message: str = "", code: ErrorCode | str | None = None, status: int = 502,
+                 retry_after: int | None = None) -> None:
+        super().__init__(message, code)
+        self.status, self.retry_after = status, retry_after
 
 
 class LoadedInfo(Protocol):

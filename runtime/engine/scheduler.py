@@ -12,6 +12,7 @@ head of the queue, recomputed later: its client only sees a pause).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from runtime.engine.kv_cache_manager import KVCacheManager
@@ -43,15 +44,20 @@ class ScheduledChunk:
         return self.end == len(self.request.tokens)
 
 
+#: ``(request, n_decoding) -> K``: drafts to reserve KV slots for after a decoding request's
+#: token (speculative decoding). A query: planning a step changes nothing but the scheduler's
+#: own lists and the KV blocks.
+Lookahead = Callable[[Request, int], int]
+
+
 class Scheduler:
-    def __init__(self, config: SchedulerConfig, kv: KVCacheManager) -> None:
+    def __init__(self, config: SchedulerConfig, kv: KVCacheManager, lookahead: Lookahead | None = None) -> None:
         self.config = config
         self.kv = kv
+        self.lookahead = lookahead
         self.waiting: deque[Request] = deque()
         self.running: list[Request] = []  # in order of admission
         self.num_preemptions = 0
-        #: ``(request, n_decoding) -> K``: drafts to reserve slots for (speculative decoding)
-        self.lookahead = None
 
     # -- queue ------------------------------------------------------------------------
     def add(self, request: Request) -> None:

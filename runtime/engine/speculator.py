@@ -2,7 +2,8 @@
 
 Per step, for the decoding requests that draft:
 
-1. the scheduler reserves ``1 + K`` KV slots for each (``lookahead``);
+1. the scheduler reserves ``1 + K`` KV slots for each (``lookahead``, given to it at
+   construction: a query, with no effect); :meth:`Speculator.begin_step` counts the step;
 2. :meth:`Speculator.propose` drafts ``K`` tokens each: a draft model runs ``K`` decodes
    batched across the sequences (the first also catches the draft's cache up with the
    request's tokens), or prompt lookup finds them in the request's own tokens;
@@ -11,7 +12,8 @@ Per step, for the decoding requests that draft:
 4. :meth:`Speculator.verify` accepts a prefix of the drafts exactly (greedy: while they
    equal the target's argmax; sampling: rejection sampling, ``runtime/kernels/speculative``)
    and adds the target's next token;
-5. the engine trims both KV caches to the accepted length.
+5. the KV cache manager trims both KV caches to the accepted length (the target's through
+   the draft mirror, a ``KVMemory`` that repeats it on the draft).
 
 Each request tracks its acceptance rate, and K follows the measured costs
 (``spec_costs``): drafting turns off for a request when it is expected not to pay, and is
@@ -150,24 +152,38 @@ class Speculator:
 
     # -- scheduling -------------------------------------------------------------------
     def lookahead(self, request: Request, n_decoding: int) -> int:
-        """Drafts to reserve KV slots for in this step (0: decode as usual)."""
+        """Drafts to reserve KV slots for in this step (0: decode as usual). A query, with no
+        effect: the scheduler may ask and then schedule less; ``begin_step`` moves the
+        request's speculation state on once the step is planned."""
         st: RequestSpec | None = request.spec
-        if st is None:
-            return 0
-        c = request.constraint
-        if c is not None and not c.active:
-            # a lazy constraint could start inside the drafts, whose masks are not known yet
-            return 0
-        st.steps += 1
-        room = min(request.max_tokens - request.num_output - 1, self._ctx_room(request))
-        if room <= 0:
+        room = self._room(request)
+        if st is None or room <= 0:
             return 0
         if st.off:
-            if st.steps < st.probe_at:
-                return 0
-            st.probe_at = st.steps + PROBE_EVERY
-            return min(2, room)  # probe: a short draft measures acceptance again
+            return min(2, room) if st.steps + 1 >= st.probe_at else 0  # probe: a short draft measures acceptance again
         return min(st.k, room)
+
+    def begin_step(self, chunks) -> None:
+        """A step was planned: each speculating request that decodes one token in it counts
+        the step, and one whose drafting is off and is probed now gets its next probe time."""
+        for c in chunks:
+            st: RequestSpec | None = c.request.spec
+            if st is None or c.end - c.start != 1 or not self._may_draft(c.request):
+                continue
+            st.steps += 1
+            if st.off and st.steps >= st.probe_at and self._room(c.request) > 0:
+                st.probe_at = st.steps + PROBE_EVERY
+
+    @staticmethod
+    def _may_draft(request: Request) -> bool:
+        c = request.constraint
+        # a lazy constraint could start inside the drafts, whose masks are not known yet
+        return c is None or c.active
+
+    def _room(self, request: Request) -> int:
+        if not self._may_draft(request):
+            return 0
+        return min(request.max_tokens - request.num_output - 1, self._ctx_room(request))
 
     def _ctx_room(self, request: Request) -> int:
         return self.target.n_ctx - len(request.tokens)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -43,8 +43,9 @@ class _Worker:
                  speculator: Speculator | None = None) -> None:
         self.conn = conn
         self.backend = backend
-        cache = CacheConfig(spec.block_size, spec.prefix_cache, spec.cache_fraction, spec.cache_ram_mib)
-        self.engine = Engine(backend, spec.parallel, cache, speculator)
+        e = spec.engine
+        cache = CacheConfig(e.block_size, e.prefix_cache, e.cache_fraction, e.cache_ram)
+        self.engine = Engine(backend, e.parallel, cache, speculator)
         self.inline_tokenize_chars = spec.inline_tokenize_chars
         self._tokenizer = ThreadPoolExecutor(1, thread_name_prefix="hearth-tokenize")
         #: submits whose prompt is being tokenized, in arrival order
@@ -178,6 +179,15 @@ class _Worker:
         self._tokenizer.shutdown(wait=True, cancel_futures=True)
 
 
+def draft_config(config: ContextConfig) -> ContextConfig:
+    """The draft's settings: the target's, except that over several GPUs the draft goes whole
+    on the last GPU holding the target (where the fit planner counted it), not split again."""
+    if not config.tensor_split:
+        return config
+    last = max(i for i, share in enumerate(config.tensor_split) if share > 0)
+    return replace(config, split_mode="none", main_gpu=last, tensor_split=None)
+
+
 def load_speculator(backend: LlamaBackend, draft: str | None, config: ContextConfig,
                     draft_id: str | None = None) -> Speculator | None:
     """The speculator for ``--draft``: a draft model file (a second context, same settings),
@@ -189,7 +199,7 @@ def load_speculator(backend: LlamaBackend, draft: str | None, config: ContextCon
         raise ModelLoadError(why)
     if draft == NGRAM:
         return Speculator(backend, None, default=NGRAM)
-    model = LlamaBackend(draft, config)
+    model = LlamaBackend(draft, draft_config(config))
     why = vocab_mismatch(backend, model)
     if why is not None:
         model.close()
@@ -200,9 +210,11 @@ def load_speculator(backend: LlamaBackend, draft: str | None, config: ContextCon
 
 def worker_main(conn: Connection, spec: WorkerSpec) -> None:
     """Entry point of the spawned process."""
-    config = ContextConfig(n_ctx=spec.n_ctx, n_seq_max=min(256, spec.parallel + spec.cache_seqs),
-                           n_batch=spec.n_batch, n_threads=spec.n_threads, kv_type=spec.kv_type,
-                           flash_attn=spec.flash_attn, n_gpu_layers=spec.n_gpu_layers)
+    e = spec.engine
+    config = ContextConfig(n_ctx=e.ctx, n_seq_max=min(256, e.parallel + spec.cache_seqs),
+                           n_batch=e.n_batch, n_threads=e.threads, kv_type=e.kv_type,
+                           flash_attn=e.flash_attn, n_gpu_layers=spec.n_gpu_layers,
+                           split_mode=spec.split_mode, tensor_split=spec.tensor_split, main_gpu=spec.main_gpu)
     speculator = None
     try:
         backend = LlamaBackend(spec.model_path, config)

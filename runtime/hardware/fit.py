@@ -10,6 +10,12 @@ Policy, in order:
    at 8192 so that cells do not take the place of layers.
 3. Otherwise it is too big, and the message gives the numbers and the way out.
 
+Several GPUs: the layers on the GPUs are split between them in proportion to each one's free
+memory less its reserve (llama.cpp's ``split_mode`` layer with that ``tensor_split``, which the
+worker passes on, so llama.cpp places the layers where the plan counted them); one GPU in use
+is ``split_mode`` none with ``main_gpu`` naming it. ``split_mode="row"`` (rows of each matrix
+across the GPUs, CUDA only) is planned with the same per-device totals, an approximation.
+
 The target context is the requested one, never exceeded, or the trained context. Every
 device keeps a margin: estimates are taken 10% larger, a GPU keeps 512 MiB for its runtime
 (CUDA context, cuBLAS), RAM keeps 512 MiB for the service and the OS.
@@ -83,6 +89,11 @@ class FitPlan:
     notes: list[str] = field(default_factory=list)
     #: recurrent state of all sequences (included in kv_bytes): the same at any context
     state_bytes: int = 0
+    #: llama.cpp's placement: "none" (one device: ``main_gpu``, or the CPU), "layer" or "row"
+    split_mode: str = "none"
+    #: share of the GPU layers per usable GPU (ggml's order), when several GPUs are used
+    tensor_split: list[float] = field(default_factory=list)
+    main_gpu: int = 0
 
     @property
     def fits(self) -> bool:
@@ -146,8 +157,10 @@ class _Planner:
     def __init__(self, shape: ModelShape, hw: HardwareInfo, settings: Settings, draft: ModelShape | None):
         self.shape, self.hw, self.base, self.draft = shape, hw, settings, draft
         self.gpus: list[GpuInfo] = hw.usable_gpus
-        self.pool = [(g.device or g.name, float(g.memory_free)) for g in self.gpus]
+        # layers are shared in proportion to what each GPU can take beyond its reserve
+        self.pool = [(g.device or g.name, float(max(g.memory_free - GPU_RESERVE_BYTES, 0))) for g in self.gpus]
         self.full = shape.n_layer + 1
+        self.split_mode = "layer"
 
     def trial(self, ctx: int, n_gpu: int) -> _Trial:
         s = Settings(ctx, self.base.kv_type, self.base.n_seq, self.base.n_batch, self.base.swa_full)
@@ -197,17 +210,20 @@ def context_candidates(target: int, floor: int) -> list[int]:
 
 def plan_fit(shape: ModelShape, hardware: HardwareInfo, ctx: int | None = None, kv_type: str = "f16",
              draft: ModelShape | None = None, *, n_seq: int = 4, n_batch: int = 512,
-             swa_full: bool = True) -> FitPlan:
+             swa_full: bool = True, split_mode: str = "layer") -> FitPlan:
     """Plan GPU layers and context for ``shape`` on ``hardware`` (see the module docstring).
 
     ``ctx`` is the context asked for (None: the trained context); ``draft`` a speculative
     draft model that shares the context. Raises ValueError for a bad ctx or KV type.
     """
     kv_type_bytes(kv_type)
+    if split_mode not in ("layer", "row"):
+        raise ValueError(f"split mode must be 'layer' or 'row', got {split_mode!r}")
     if ctx is not None and ctx < 1:
         raise ValueError(f"context must be a positive number of tokens, got {ctx}")
     target = min(ctx, shape.ctx_train) if ctx and shape.ctx_train else (ctx or shape.ctx_train or 4096)
     planner = _Planner(shape, hardware, Settings(target, kv_type, n_seq, n_batch, swa_full), draft)
+    planner.split_mode = split_mode
     at_target = planner.best_split(target)
     if planner.gpus:
         for c in context_candidates(target, min(target, GPU_FIRST_MIN_CTX)):
@@ -272,4 +288,25 @@ def _finish(p: _Planner, t: _Trial, verdict: str, asked: int | None, at_target: 
         plan, p.shape, p.gpus, target_ctx=at_target.settings.ctx,
         target_short=_shortfalls(p, at_target), short=_shortfalls(p, t),
     )
+    _place(p, t, plan)
     return plan
+
+
+def _place(p: _Planner, t: _Trial, plan: FitPlan) -> None:
+    """llama.cpp's split mode, tensor split and main GPU for the trial's placement."""
+    used = [i for i, d in enumerate(t.gpus) if d.layers or d.output]
+    if not used:
+        return
+    if len(used) == 1:
+        plan.split_mode, plan.main_gpu = "none", used[0]
+        return
+    total = sum(share for _, share in p.pool) or 1.0
+    plan.tensor_split = [round(share / total, 4) for _, share in p.pool]
+    plan.main_gpu = max(used, key=lambda i: p.gpus[i].memory_free)
+    mode = p.split_mode
+    if mode == "row" and not all((g.backend or "").upper() in ("CUDA", "SYCL") for g in p.gpus):
+        plan.notes.append("rows are split across GPUs only by CUDA (and SYCL) builds: split by layers instead")
+        mode = "layer"
+    plan.split_mode = mode
+    shares = ", ".join(f"{d.name} {len(d.layers) + d.output} layers" for d in t.gpus if d.layers or d.output)
+    plan.notes.append(f"split across {len(used)} GPUs by {'rows' if mode == 'row' else 'layers'}: {shares}")

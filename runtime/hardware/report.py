@@ -95,6 +95,8 @@ def format_fit_report(plan: FitPlan) -> str:
         ("Layers", layers),
         ("Memory", f"{size(plan.total_bytes)} = {parts}"),
         ("Devices", devices),
+        *([("Split", f"{plan.split_mode} (tensor_split={','.join(f'{x:g}' for x in plan.tensor_split)}, "
+                     f"main_gpu={plan.main_gpu})")] if plan.tensor_split else []),
         ("Speed", speed),
     ]
     text = "Fit\n" + _rows(rows) + "\n\n" + _wrap(plan.message)

@@ -79,15 +79,18 @@ async def _preload(manager: ModelManager) -> None:
 
 def create_app(config: ServeConfig) -> web.Application:
     app = web.Application(middlewares=[cors_middleware, error_middleware, guard_middleware],
-                          client_max_size=config.max_body_bytes)
+                          client_max_size=config.security.max_body_bytes)
     app[CONFIG] = config
     app[MANAGER] = ModelManager(config)
-    app[KEEP_ALIVE] = KeepAlive(config.keep_alive)
+    app[KEEP_ALIVE] = KeepAlive(config.residency.keep_alive)
     app[STOPPING] = {}
     app[LIMITER] = Counter()
     app[responses_api.RESPONSES] = responses_api.store_for(app)
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
+    from runtime.remote import api as remote_api
+
+    remote_api.install(app)  # upstreams: /hearth/remotes, remote models (none until one is added)
     app.on_response_prepare.append(grant_on_prepare)
     app.cleanup_ctx.append(store_api.store_ctx)
     app.cleanup_ctx.append(_engine_ctx)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from runtime.config import DEFAULT_CTX
 from runtime.engine.embed_client import EmbedClient
 from runtime.engine.embed_messages import EmbedSpec
 from runtime.engine.protocol import ModelLoadFailed
@@ -108,8 +109,8 @@ class EmbedPlan:
 
 
 def embed_threads(config) -> int:
-    n = getattr(config, "embed_threads", None) or os.environ.get("HEARTH_EMBED_THREADS") or 2
-    return max(1, int(n))
+    """``--embed-threads`` (``EngineConfig.embed_threads``); ``HEARTH_EMBED_THREADS`` overrides it."""
+    return max(1, int(os.environ.get("HEARTH_EMBED_THREADS") or config.embed_threads))
 
 
 #: catalog fields an ONNX model's worker takes over its files' configuration
@@ -128,7 +129,7 @@ async def start_embed_engine(model, config, ctx: int) -> EmbedClient:
     fmt = "onnx" if is_onnx_path(model.path) else "gguf"
     engine = EmbedClient(EmbedSpec(model.id, str(model.path), fmt, threads=embed_threads(config),
                                    batch_size=int(os.environ.get("HEARTH_EMBED_BATCH", "16")),
-                                   n_ctx=min(ctx, 8192), overrides=catalog_settings(model.id) or None))
+                                   n_ctx=min(ctx, DEFAULT_CTX), overrides=catalog_settings(model.id) or None))
     try:
         await asyncio.wait_for(engine.start(), config.load_timeout)
     except asyncio.TimeoutError:

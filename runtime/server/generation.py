@@ -8,7 +8,7 @@ from runtime.engine.client import (
     EngineClient, EngineError, ModelLoadFailed, RequestFailed, RequestHandle, RequestRefused, ServiceStopping,
     WorkerDied,
 )
-from runtime.engine.protocol import Engine, ErrorCode
+from runtime.engine.protocol import Engine, ErrorCode, UpstreamFailed
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, bad_request
 from runtime.server.embed_engines import WrongModelKind
@@ -24,6 +24,11 @@ from runtime.store.resolve import UnknownModel
 
 def engine_error(e: Exception) -> ApiError:
     """The HTTP error for an engine-side failure."""
+    if isinstance(e, UpstreamFailed):
+        kind = "server_error" if e.status >= 500 else ("rate_limit_error" if e.status == 429 else "invalid_request_error")
+        return ApiError(e.status, str(e), type=kind,
+                        code=e.code.value if e.code else None,
+                        headers={"Retry-After": str(e.retry_after)} if e.retry_after is not None else None)
     if isinstance(e, RequestFailed):
         return ApiError(500, str(e), type="server_error", code=e.code or "request_failed")
     if isinstance(e, ServiceStopping):
@@ -57,7 +62,7 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> tupl
     Nothing is awaited between getting the engine and submitting to it, so the router cannot
     unload it in between (an engine with a request in flight is never unloaded for room)."""
     manager = request.app[MANAGER]
-    limit = request.app[CONFIG].max_tokens_limit
+    limit = request.app[CONFIG].security.max_tokens_limit
     if req.params.max_tokens is not None and req.params.max_tokens > limit:
         raise bad_request(f"'max_tokens' must be at most {limit} on this server, got {req.params.max_tokens}",
                           req.extra.get("max_tokens_param", "max_tokens"))
@@ -74,7 +79,7 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> tupl
     try:
         handles = await engine.submit(req.params, prompt=req.prompt, messages=req.messages, tokens=req.tokens,
                                       n=req.n, constraint=req.constraint, template_vars=template_vars(req))
-    except (RequestRefused, WorkerDied) as e:
+    except (RequestRefused, WorkerDied, UpstreamFailed) as e:
         raise engine_error(e) from None
     manager.requests_served += 1
     return engine, handles
@@ -91,7 +96,7 @@ async def count_prompt_tokens(request: web.Request, req: GenerationRequest) -> i
         plan_output(req, (loaded.info or {}).get("chat_template"))
     try:
         return await engine.count_tokens(prompt=req.prompt, messages=req.messages)
-    except (RequestRefused, WorkerDied) as e:
+    except (RequestRefused, WorkerDied, UpstreamFailed) as e:
         raise engine_error(e) from None
 
 

@@ -41,8 +41,8 @@ async def fit(request: web.Request) -> web.Response:
             if encoder is not None:  # an embedding or reranking model: the CPU, by its file size
                 return encoder
             shape = model_shape(ref, config.data_dir, confinement(config))
-            return plan_fit(shape, hw, ctx=ctx, kv_type=q.get("kv_type", config.kv_type),
-                            n_seq=config.parallel, n_batch=config.n_batch)
+            return plan_fit(shape, hw, ctx=ctx, kv_type=q.get("kv_type", config.engine.kv_type),
+                            n_seq=config.engine.parallel, n_batch=config.engine.n_batch)
 
         plan = await asyncio.to_thread(blocking)
     except (UnknownModel, InvalidModelFile, ModelPathRefused) as e:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 
 from runtime.config import ServeConfig
 from runtime.engine.client import EngineClient
@@ -42,8 +43,10 @@ class ModelManager:
         self._hardware = None
         self._hardware_lock = asyncio.Lock()
         self._budget: Budget | None = None
-        self.router = Router(self.plan, self._load, self.budget, config.ctx, config.keep_alive,
-                             config.load_wait)
+        #: remote engines (``runtime.remote.registry.Remotes``), set when the app is built
+        self.remotes = None
+        self.router = Router(self.plan, self._load, self.budget, config.engine.ctx, config.residency.keep_alive,
+                             config.residency.load_wait)
 
     @property
     def engine(self) -> Engine | None:
@@ -55,7 +58,7 @@ class ModelManager:
         """The residency budget: the planner's safe amount with nothing loaded (probed once),
         within ``--memory-budget``; without a hardware probe, only ``--max-models`` bounds it."""
         if self._budget is None:
-            c = self.config
+            c = self.config.residency
             try:
                 hw = await self.hardware()
                 # the probe runs before the first load: available memory is the empty machine's
@@ -85,7 +88,7 @@ class ModelManager:
         from runtime.hardware.fit import plan_fit
         from runtime.store.model_shape import shape_of_file
 
-        c = self.config
+        c = self.config.engine
         if await self.task_of(model) != GENERATE:  # an encoder: the embedding worker
             return EmbedPlan.for_file(model.path)
 
@@ -141,10 +144,20 @@ class ModelManager:
     async def engine_for(self, ref: str | None, ctx: int | None = None, keep_alive: float | None = None,
                          pin: bool | None = None, task: str | None = GENERATE) -> Engine:
         """The running engine for ``ref`` (at context ``ctx`` when given): a resident one, or
-        one loaded now (see ``runtime.server.router``); a dead worker is restarted. ``task``
-        (generate, embedding, rerank; None: any): a model that cannot serve it raises
+        one loaded now (see ``runtime.server.router``); a dead worker is restarted. A model
+        that only an upstream offers (or ``ID@UPSTREAM``) gets its remote engine. ``task``
+        (generate, embedding, rerank; None: any): a local model that cannot serve it raises
         ``WrongModelKind`` before anything loads."""
-        model = await self.resolve_async(ref)
+        remote = self.remotes.explicit(ref) if self.remotes is not None else None
+        if remote is not None:
+            return remote
+        try:
+            model = await self.resolve_async(ref)
+        except (UnknownModel, ModelPathRefused):  # no local model by that name (an upstream's id may be a path)
+            remote = self.remotes.engine_for(ref) if self.remotes is not None else None
+            if remote is None:
+                raise
+            return remote
         if task is not None:
             refuse_unless(model.id, await self.task_of(model), task)
         return (await self.router.acquire(model, ctx, keep_alive, pin)).engine
@@ -152,7 +165,7 @@ class ModelManager:
     def draft_for(self, model: ResolvedModel, catalog: dict | None = None) -> tuple[str | None, str | None]:
         """(draft file or "ngram", draft id) for ``model``: ``--draft``, else the catalog
         entry's optional ``draft`` (skipped when that model is not downloaded)."""
-        ref = self.config.draft
+        ref = self.config.engine.draft
         explicit = ref is not None
         if ref is None:
             if catalog is None:
@@ -177,7 +190,7 @@ class ModelManager:
         return str(draft.path), draft.id
 
     async def _load(self, model: ResolvedModel, plan, ctx: int) -> EngineClient:
-        c = self.config
+        c = self.config.engine
         if isinstance(plan, EmbedPlan):
             try:
                 engine = await start_embed_engine(model, c, ctx)
@@ -189,12 +202,10 @@ class ModelManager:
         draft, draft_id = await asyncio.to_thread(self.draft_for, model)
         n_ctx = min(ctx, plan.ctx) if plan is not None else ctx
         gpu_layers = plan.gpu_layers if plan is not None else 0
-        engine = EngineClient(WorkerSpec(
-            model.id, str(model.path), n_ctx=n_ctx, parallel=c.parallel, n_batch=c.n_batch,
-            n_gpu_layers=gpu_layers,
-            n_threads=c.threads, kv_type=c.kv_type, flash_attn=c.flash_attn, block_size=c.block_size,
-            prefix_cache=c.prefix_cache, cache_fraction=c.cache_fraction, cache_ram_mib=c.cache_ram,
-            draft=draft, draft_id=draft_id))
+        split = ({"split_mode": plan.split_mode, "tensor_split": plan.tensor_split or None, "main_gpu": plan.main_gpu}
+                 if plan is not None and gpu_layers else {})
+        engine = EngineClient(WorkerSpec(model.id, str(model.path), replace(c, ctx=n_ctx),
+                                         n_gpu_layers=gpu_layers, draft=draft, draft_id=draft_id, **split))
         try:
             await asyncio.wait_for(engine.start(), c.load_timeout)
         except asyncio.TimeoutError:

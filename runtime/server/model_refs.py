@@ -14,7 +14,7 @@ from runtime.store.resolve import Confinement, ModelPathRefused, ResolvedModel, 
 
 
 def confinement(config: ServeConfig) -> Confinement:
-    return Confinement.of(config.data_dir, config.models_dirs, (config.model, config.draft))
+    return Confinement.of(config.data_dir, config.security.models_dirs, (config.model, config.engine.draft))
 
 
 def resolve_request_model(ref: str, config: ServeConfig) -> ResolvedModel:

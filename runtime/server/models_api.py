@@ -12,7 +12,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from runtime.server.app_keys import CONFIG, MANAGER
+from runtime.server.app_keys import MANAGER
 from runtime.server.errors import bad_request
 from runtime.server.generation import model_error
 from runtime.server.keep_alive import parse_keep_alive
@@ -55,18 +55,15 @@ def _context_length(path: Path) -> int | None:
 
 
 async def list_models(request: web.Request) -> web.Response:
-    """The local models (embedded, downloaded, imported, and any loaded file): whether each is
+    """The local models (``local_models``: embedded, downloaded, imported, and any loaded file): whether each is
     loaded, its context length (the engine's per-request limit when loaded, else the trained
     one), its capabilities and, when loaded, its memory."""
     from runtime.server.capabilities import capabilities
-    from runtime.server.ollama_models import local_models
+    from runtime.server.local_models import local_models
 
     router = request.app[MANAGER].router
-    models = await asyncio.to_thread(local_models, request.app[CONFIG].data_dir)
-    rows = [(m.id, m.path, m.entry.name if m.entry else m.id, "hearth" if m.source == "embedded" else m.source)
-            for m in models]
-    rows += [(r.model_id, Path(r.path), r.model_id, "local") for r in router.residents
-             if all(r.model_id != x[0] for x in rows)]
+    rows = [(m.id, Path(m.path), m.name, "hearth" if m.source == "embedded" else m.source)
+            for m in await local_models(request.app)]
 
     def entry(model_id: str, path: Path, name: str, owner: str) -> dict:
         d = {"id": model_id, "object": "model", "created": 0, "owned_by": owner, "name": name,
@@ -78,6 +75,9 @@ async def list_models(request: web.Request) -> web.Response:
         return d
 
     data = await asyncio.to_thread(lambda: [entry(*row) for row in rows])
+    from runtime.remote.api import remote_model_entries
+
+    data += remote_model_entries(request.app, {d["id"] for d in data})
     return web.json_response({"object": "list", "data": data})
 
 

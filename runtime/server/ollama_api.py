@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from aiohttp import web
 
@@ -22,12 +22,14 @@ from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError
 from runtime.server.generation import engine_error, model_error, start_generation
 from runtime.server.logprobs_api import chat_content
-from runtime.server.ollama_models import LocalModel, iso, local_models, now_iso, show as show_model, tag_entry
+from runtime.server.local_models import delete_local, local_models
+from runtime.server.ollama_models import iso, now_iso, show as show_model, tag_entry
 from runtime.server.ollama_schemas import (
     OllamaRequest, engine_model, model_name, parse_ollama_chat, parse_ollama_generate,
 )
 from runtime.server.openai_api import read_json
 from runtime.server.residency import Resident
+from runtime.store.registry import LocalModel
 
 NDJSON = "application/x-ndjson"
 #: the Ollama API release whose shapes these endpoints follow (clients check it for features)
@@ -152,6 +154,11 @@ async def _load_or_unload(request: web.Request, oreq: OllamaRequest, shape) -> w
     (at once when idle, else when its requests end)."""
     manager = request.app[MANAGER]
     ref = engine_model(oreq.name)
+    if manager.remotes is not None and (manager.remotes.explicit(ref) or (
+            manager.remotes.engine_for(ref) and not await _is_local(manager, ref))):
+        # a remote model is always "loaded" here: its upstream decides what it keeps in memory
+        return web.json_response({"model": oreq.name, "created_at": now_iso(), **shape.piece(""),
+                                  "done": True, "done_reason": "unload" if oreq.keep_alive == 0 else "load"})
     try:
         model = await manager.resolve_async(ref)
         if oreq.keep_alive == 0:
@@ -169,35 +176,32 @@ async def _load_or_unload(request: web.Request, oreq: OllamaRequest, shape) -> w
                               "done": True, "done_reason": reason})
 
 
-def _residents(request: web.Request) -> list[tuple[Resident, LocalModel]]:
-    """Each resident engine that runs, with its model described as a local model."""
-    from pathlib import Path
+async def _is_local(manager, ref: str) -> bool:
+    try:
+        await manager.resolve_async(ref)
+    except Exception:  # unknown here (or refused): not a local model
+        return False
+    return True
 
-    from runtime.store.catalog import load_catalog
 
-    catalog = load_catalog()
-    return [(r, LocalModel(r.model_id, Path(r.path), catalog.get(r.model_id)))
+async def _residents(request: web.Request) -> list[tuple[Resident, LocalModel]]:
+    """Each resident engine that runs, with its model as the one listing has it."""
+    listed = {m.id: m for m in await local_models(request.app)}
+    return [(r, listed.get(r.model_id) or LocalModel(r.model_id, r.model_id, "file", r.path, 0))
             for r in request.app[MANAGER].router.residents if r.engine.alive]
-
-
-async def _local(request: web.Request) -> list[LocalModel]:
-    """The local models and the resident ones (the registry is read in a thread)."""
-    residents = [m for _, m in _residents(request)]
-    models = await asyncio.to_thread(local_models, request.app[CONFIG].data_dir)
-    return models + [m for m in residents if all(x.id != m.id for x in models)]
 
 
 async def _find(request: web.Request, name: str) -> LocalModel:
     """The local model ``name`` names, through the service's one resolver (in a thread: it
     reads headers)."""
     manager, ref = request.app[MANAGER], engine_model(name)
-    m = next((m for m in await _local(request) if m.id == ref), None)
+    m = next((m for m in await local_models(request.app) if m.id == ref), None)
 
     def blocking() -> LocalModel:
         resolved = manager.resolve(ref)
-        found = m if m is not None else LocalModel(resolved.id, resolved.path)
-        found.path = resolved.path
-        return found
+        if m is None:
+            return LocalModel(resolved.id, resolved.path.name, "file", str(resolved.path), 0)
+        return replace(m, path=str(resolved.path))
 
     try:
         return await asyncio.to_thread(blocking)
@@ -206,8 +210,11 @@ async def _find(request: web.Request, name: str) -> LocalModel:
 
 
 async def tags(request: web.Request) -> web.Response:
-    models = await _local(request)
+    models = await local_models(request.app)
     entries = await asyncio.to_thread(lambda: [tag_entry(m) for m in models])
+    from runtime.remote.api import remote_tag_entries
+
+    entries += remote_tag_entries(request.app, {e["name"] for e in entries})
     return web.json_response({"models": entries})
 
 
@@ -217,21 +224,18 @@ async def show(request: web.Request) -> web.Response:
     c = request.app[CONFIG]
     r = request.app[MANAGER].router.find(m.id)
     loaded = r.engine.loaded if r is not None and r.engine.alive else None
-    params = {"num_ctx": loaded.max_request_tokens if loaded else c.ctx, "temperature": 0.8, "top_k": 40}
+    params = {"num_ctx": loaded.max_request_tokens if loaded else c.engine.ctx, "temperature": 0.8, "top_k": 40}
     return web.json_response(await asyncio.to_thread(show_model, m, params))
 
 
 async def ps(request: web.Request) -> web.Response:
     """Every resident model: its memory (the worker's resident set, else the planned bytes),
     the part on GPUs (planned), its context and when its keep-alive runs out."""
-    import psutil
+    from runtime.server.models_api import rss
 
     out = []
-    for r, m in _residents(request):
-        try:
-            size = psutil.Process(r.engine.pid).memory_info().rss
-        except (psutil.Error, TypeError, ValueError):
-            size = r.need.ram or m.path.stat().st_size
+    for r, m in await _residents(request):
+        size = rss(r.engine.pid) or r.need.ram or m.size  # the same figure as /hearth/stats' rss_bytes
         vram = sum(r.need.gpus.values())
         expires = r.expires_at()
         entry = await asyncio.to_thread(tag_entry, m)  # reads the header: off the event loop
@@ -333,29 +337,9 @@ async def _pull_done(request: web.Request, stream: bool, before: list[dict]) -> 
 
 
 async def delete(request: web.Request) -> web.Response:
-    """Delete a downloaded model (an imported one is only forgotten), as /hearth/models/{id} does."""
-    from runtime.server.store_api import store_error
-    from runtime.store.registry import ModelNotFound, Registry
-
+    """Delete a model under the service's one policy (``local_models.delete_local``)."""
     body = await read_json(request)
-    name = model_name(body)
-    ref = engine_model(name)
-    reg = Registry(request.app[CONFIG].data_dir)
-    try:
-        model = await asyncio.to_thread(reg.find, ref)
-    except ModelNotFound:
-        raise ApiError(404, f"model {name!r} not found") from None
-    if model.source == "embedded":
-        raise ApiError(400, f"{model.id} ships with Hearth and cannot be deleted", param="model")
-    resident = [r for r in request.app[MANAGER].router.residents if r.model_id == model.id and r.engine.alive]
-    if any(r.busy for r in resident):
-        raise ApiError(409, f"{model.id} is answering requests; delete it when they finish", code="model_in_use")
-    if resident:
-        await request.app[MANAGER].unload(model.id, only_idle=True)
-    try:
-        await asyncio.to_thread(reg.delete, model.id)
-    except ModelNotFound as e:
-        raise store_error(e) from None
+    await delete_local(request.app, engine_model(model_name(body)))
     return web.json_response({})
 
 

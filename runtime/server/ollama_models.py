@@ -1,32 +1,23 @@
-"""Local models described the way Ollama's /api/tags, /api/show and /api/ps describe them."""
+"""Local models (``runtime.store.registry.LocalModel``, listed by ``local_models.py``) described the
+way Ollama's /api/tags, /api/show and /api/ps describe them."""
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 
-from runtime.store.catalog import CatalogEntry, load_catalog
 from runtime.server.tool_formats import template_capabilities
-from runtime.store.embedded import embedded_path
+from runtime.store.catalog import load_catalog
 from runtime.store.onnx_model import is_onnx_path
 from runtime.store.gguf_file import GGUFHeader, read_header
+from runtime.store.registry import LocalModel
 
 # llama.cpp's general.file_type values (LLAMA_FTYPE_*) for the common quantizations
 _FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K",
                11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S",
                17: "Q5_K_M", 18: "Q6_K", 32: "BF16"}
-
-
-@dataclass(slots=True)
-class LocalModel:
-    id: str
-    path: Path
-    entry: CatalogEntry | None = None
-    quant: str | None = None
-    source: str = "embedded"  #: embedded | hub | imported | file
 
 
 def iso(ts: float) -> str:
@@ -47,22 +38,6 @@ def header(path: Path) -> GGUFHeader:
     return _header(str(path), st.st_mtime_ns, st.st_size)
 
 
-def local_models(data_dir: Path, loaded: LocalModel | None = None) -> list[LocalModel]:
-    """The embedded models (placed in the data directory on first use), the downloaded and
-    imported ones (the store's registry), and the loaded one if it is none of those."""
-    from runtime.store.registry import Registry
-
-    catalog = load_catalog()
-    models = [LocalModel(e.id, embedded_path(e, data_dir), e) for e in catalog.values() if e.embedded is not None]
-    for r in Registry(data_dir).models():
-        if r.source != "embedded":
-            models.append(LocalModel(r.id, Path(r.path), catalog.get(r.catalog_id) if r.catalog_id else None,
-                                     r.quant, r.source))
-    if loaded is not None and all(m.id != loaded.id for m in models):
-        models.append(loaded)
-    return models
-
-
 def _parameter_size(h: GGUFHeader) -> str:
     n = sum(_elements(t.shape) for t in h.tensors)
     for unit, scale in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
@@ -78,15 +53,21 @@ def _elements(shape: tuple[int, ...]) -> int:
     return n
 
 
+def _raw(m: LocalModel) -> dict:
+    """The model's catalog entry as written, {} for a model the catalog does not list."""
+    entry = load_catalog().get(m.catalog_id) if m.catalog_id else None
+    return entry.raw if entry is not None else {}
+
+
 def details(m: LocalModel) -> dict:
-    raw = m.entry.raw if m.entry else {}
+    raw, path = _raw(m), Path(m.path)
     out = {"parent_model": "", "format": "gguf", "family": raw.get("family", ""), "families": None,
            "parameter_size": raw.get("parameters", ""),
-           "quantization_level": m.quant or raw.get("quantization", "")}
-    if is_onnx_path(m.path):  # an ONNX encoder: no GGUF header to read
+           "quantization_level": m.quant or raw.get("default_quant", "")}
+    if is_onnx_path(path):  # an ONNX encoder: no GGUF header to read
         out["format"] = "onnx"
-    elif m.path.is_file():
-        h = header(m.path)
+    elif path.is_file():
+        h = header(path)
         out["family"] = out["family"] or h.architecture or ""
         out["parameter_size"] = out["parameter_size"] or _parameter_size(h)
         ft = h.metadata.get("general.file_type")
@@ -98,13 +79,15 @@ def details(m: LocalModel) -> dict:
 def digest(m: LocalModel) -> str:
     """Identifies the file version (name, size, modification time), not a hash of its bytes:
     hashing gigabytes on every listing would be too slow."""
-    st = m.path.stat() if m.path.is_file() else None
+    path = Path(m.path)
+    st = path.stat() if path.is_file() else None
     key = f"{m.id}:{st.st_size if st else 0}:{st.st_mtime_ns if st else 0}"
     return hashlib.sha256(key.encode()).hexdigest()
 
 
 def tag_entry(m: LocalModel) -> dict:
-    st = m.path.stat() if m.path.is_file() else None
+    path = Path(m.path)
+    st = path.stat() if path.is_file() else None
     name = m.id if ("/" in m.id or ":" in m.id) else f"{m.id}:latest"
     return {"name": name, "model": name, "modified_at": iso(st.st_mtime) if st else now_iso(),
             "size": st.st_size if st else 0, "digest": digest(m), "details": details(m)}
@@ -129,12 +112,12 @@ def model_info(h: GGUFHeader) -> dict:
 def _show_onnx(m: LocalModel) -> dict:
     from runtime.store.onnx_model import read_onnx_model
 
-    raw = m.entry.raw if m.entry else {}
-    info = read_onnx_model(m.path, {k: raw[k] for k in ("matryoshka", "pooling", "normalize") if k in raw})
-    return {"modelfile": f"# Hearth model {m.id}\nFROM {m.path.name}\n", "parameters": "", "template": "",
+    raw, path = _raw(m), Path(m.path)
+    info = read_onnx_model(path, {k: raw[k] for k in ("matryoshka", "pooling", "normalize") if k in raw})
+    return {"modelfile": f"# Hearth model {m.id}\nFROM {path.name}\n", "parameters": "", "template": "",
             "license": raw.get("license", ""), "details": details(m),
             "model_info": {f"onnx.{k}": v for k, v in info.to_dict().items() if v not in (None, [])},
-            "capabilities": [info.kind], "modified_at": iso(m.path.stat().st_mtime)}
+            "capabilities": [info.kind], "modified_at": iso(path.stat().st_mtime)}
 
 
 def show(m: LocalModel, params: dict) -> dict:
@@ -142,12 +125,13 @@ def show(m: LocalModel, params: dict) -> dict:
 
     if is_onnx_path(m.path):
         return _show_onnx(m)
-    h = header(m.path)
+    path = Path(m.path)
+    h = header(path)
     template = h.metadata.get("tokenizer.chat_template")
     parameters = "\n".join(f"{k:<30} {v}" for k, v in params.items())
-    raw = m.entry.raw if m.entry else {}
+    raw = _raw(m)
     return {
-        "modelfile": f"# Hearth model {m.id}\nFROM {m.path.name}\n",
+        "modelfile": f"# Hearth model {m.id}\nFROM {path.name}\n",
         "parameters": parameters,
         "template": template if isinstance(template, str) else "",
         "license": raw.get("license", ""),
@@ -156,5 +140,5 @@ def show(m: LocalModel, params: dict) -> dict:
         # Ollama's vocabulary has no "chat" (a chat model is a "completion" one there) and
         # calls reasoning "thinking"
         "capabilities": [{"reasoning": "thinking"}.get(c, c) for c in capabilities_of(h) if c != "chat"],
-        "modified_at": iso(m.path.stat().st_mtime),
+        "modified_at": iso(path.stat().st_mtime),
     }

@@ -108,6 +108,9 @@ def _schemas(max_tokens: int) -> dict:
         "ModelList": {"type": "object", "required": ["data"], "properties": {"object": STR, "data": {
             "type": "array", "items": {"type": "object", "required": ["id", "loaded", "capabilities"], "properties": {
                 "id": STR, "object": STR, "owned_by": STR, "name": STR, "loaded": BOOL,
+                "engine": {"enum": ["remote"], "description": "set on a model another machine serves"},
+                "remote": {"type": "object", "description": "a remote model: its prompts go to this upstream",
+                           "properties": {"upstream": STR, "host": STR, "url": STR, "model": STR, "health": STR}},
                 "context_length": {"type": ["integer", "null"]},
                 "capabilities": {"type": "array", "items": {"enum": ["chat", "completion", "embedding", "rerank",
                                                                      "tools", "reasoning", "vision"]}},
@@ -140,6 +143,11 @@ def _schemas(max_tokens: int) -> dict:
             "model": {**STR, "minLength": 1}, "stream": BOOL, "insecure": BOOL}},
         "StoreModelRequest": {"type": "object", "required": ["model"], "properties": {"model": {**STR, "minLength": 1}}},
         "StorePathRequest": {"type": "object", "required": ["path"], "properties": {"path": {**STR, "minLength": 1}}},
+        "RemoteAddRequest": {"type": "object", "required": ["name", "url"], "properties": {
+            "name": {**STR, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}, "url": {**STR, "minLength": 1},
+            "api_key": {**STR, "minLength": 1}, "key_env": STR, "allow_insecure": {"type": "boolean"},
+            "timeouts": {"type": "object", "properties": {
+                k: {"type": "number", "exclusiveMinimum": 0} for k in ("connect", "first_byte", "idle")}}}},
         "OllamaProgress": {"type": "object", "required": ["status"], "properties": {
             "status": STR, "digest": STR, "total": INT, "completed": INT}},
         "OllamaTags": {"type": "object", "required": ["models"], "properties": {"models": {"type": "array", "items": {
@@ -152,7 +160,9 @@ def _schemas(max_tokens: int) -> dict:
         **_wire_schemas(max_tokens),
         **embeddings_openapi.schemas(),
         "Health": {"type": "object", "required": ["status", "service"], "properties": {
-            "status": {"enum": ["ok", "error"]}, "service": STR, "version": STR, "engine": OBJ},
+            "status": {"enum": ["ok", "error"]}, "service": STR, "version": STR, "engine": OBJ,
+            "remotes": {"type": "array", "description": "each upstream: name, host, state (up, degraded, down, "
+                        "unknown), last_error, models", "items": OBJ}},
             "description": "version and engine only on a loopback bind and Host, or with the API key"},
         "Identity": {"type": "object", "required": ["service", "proof"], "properties": {
             "service": STR, "proof": {"type": ["string", "null"]}}},
@@ -318,16 +328,19 @@ OPERATIONS = {
     ("POST", "/api/pull"): _op("Download a model (progress as NDJSON unless stream: false); needs the key if set",
                                _ref("OllamaProgress"), body="OllamaPullRequest", ollama=True,
                                stream="application/x-ndjson", tag="ollama"),
-    ("DELETE", "/api/delete"): _op("Delete a downloaded model; needs the key if set", OBJ,
+    ("DELETE", "/api/delete"): _op("Delete a downloaded model, unloading it first when idle (as DELETE "
+                                   "/hearth/models/{id}); needs the key if set", OBJ,
                                    body="OllamaModelRequest", ollama=True, tag="ollama"),
     ("GET", "/openapi.json"): _op("This document", OBJ),
     # the model store
-    ("GET", "/hearth/models"): _op("Local models (embedded, downloaded, imported) and disk use", OBJ, tag="store"),
+    ("GET", "/hearth/models"): _op("Local models (embedded, downloaded, imported, resident files; as /v1/models "
+                                     "and /api/tags) and disk use", OBJ, tag="store"),
     ("POST", "/hearth/models/pull"): _op("Start (or join) a model download; follow it on /hearth/downloads/events",
                                          OBJ, body="StoreModelRequest", status="202", tag="store"),
     ("POST", "/hearth/models/import"): _op("Register a local .gguf by reference", OBJ, body="StorePathRequest",
                                            status="201", tag="store"),
-    ("DELETE", "/hearth/models/{id}"): _op("Delete a downloaded model (an imported one is only forgotten)", OBJ,
+    ("DELETE", "/hearth/models/{id}"): _op("Delete a downloaded model (an imported one is only forgotten); a loaded, "
+                                           "idle one is unloaded first, a pinned or busy one refused (409)", OBJ,
                                            path_params=("id",), tag="store"),
     ("GET", "/hearth/catalog"): _op("The curated catalog with a fit verdict per model", OBJ, tag="store"),
     ("GET", "/hearth/downloads"): _op("Downloads and their progress", OBJ, tag="store"),
@@ -338,6 +351,16 @@ OPERATIONS = {
     ("GET", "/hearth/search"): _op("Search the hub for GGUF models", OBJ, query=[
         _q("q", STR), _q("limit", {**STR, "pattern": "^[0-9]+$"})], tag="store"),
     ("GET", "/hearth/search/files"): _op("A hub repository's GGUF files", OBJ, query=[_q("repo", STR)], tag="store"),
+    ("GET", "/hearth/remotes"): _op("Upstreams (remote engines): address, where the key is, models, health",
+                                    OBJ, query=[_q("refresh", {"enum": ["0", "1", "true"]})], tag="remote"),
+    ("POST", "/hearth/remotes"): _op("Add an upstream (its key goes to the OS keyring); prompts to its models leave "
+                                     "this computer", OBJ, body="RemoteAddRequest", status="201", tag="remote"),
+    ("DELETE", "/hearth/remotes"): _op("Remove the upstream named by ?name=", OBJ, query=[_q("name", STR)],
+                                       tag="remote"),
+    ("DELETE", "/hearth/remotes/{name}"): _op("Remove an upstream (and its key)", OBJ, path_params=("name",),
+                                              tag="remote"),
+    ("POST", "/hearth/remotes/{name}/refresh"): _op("Read an upstream's models again now", OBJ,
+                                                    path_params=("name",), tag="remote"),
 }
 
 
@@ -365,4 +388,4 @@ def build(max_tokens: int) -> dict:
 
 
 async def document(request: web.Request) -> web.Response:
-    return web.json_response(build(request.app[CONFIG].max_tokens_limit))
+    return web.json_response(build(request.app[CONFIG].security.max_tokens_limit))

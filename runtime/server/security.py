@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import web
 
-from runtime.server.api_key import is_loopback, request_key_matches
+from runtime.api_key import is_loopback, request_key_matches
 from runtime.server.app_keys import CONFIG
 from runtime.server.errors import ApiError
 
@@ -38,7 +38,7 @@ STOPPING = web.AppKey("stopping", dict)
 LIMITER = web.AppKey("client_limiter", Counter)
 
 
-def origin_allowed(origin: str, extra: list[str]) -> bool:
+def origin_allowed(origin: str, extra: tuple[str, ...] | list[str]) -> bool:
     if origin in extra:
         return True
     try:
@@ -63,7 +63,7 @@ async def cors_middleware(request: web.Request, handler) -> web.StreamResponse:
     origin = request.headers.get("Origin")
     if origin is None:
         return await handler(request)
-    if not origin_allowed(origin, request.app[CONFIG].cors_origins):
+    if not origin_allowed(origin, request.app[CONFIG].security.cors_origins):
         return ApiError(403, f"cross-origin requests from {origin} are not allowed; "
                              "add the origin with --cors-origin", code="origin_not_allowed").response(request.path)
     if request.method == "OPTIONS" and "Access-Control-Request-Method" in request.headers:
@@ -79,7 +79,7 @@ async def cors_middleware(request: web.Request, handler) -> web.StreamResponse:
 async def grant_on_prepare(request: web.Request, response: web.StreamResponse) -> None:
     origin = request.headers.get("Origin")
     if (origin is not None and "Access-Control-Allow-Origin" not in response.headers
-            and origin_allowed(origin, request.app[CONFIG].cors_origins)):
+            and origin_allowed(origin, request.app[CONFIG].security.cors_origins)):
         _grant(response, origin)
 
 
@@ -103,7 +103,7 @@ def client_id(request: web.Request) -> tuple[str, str]:
 
 @web.middleware
 async def guard_middleware(request: web.Request, handler) -> web.StreamResponse:
-    config = request.app[CONFIG]
+    config = request.app[CONFIG].security
     path = request.path
     if request.app[STOPPING].get("stopping"):
         raise ApiError(503, "the service is shutting down", type="server_error", code="shutting_down")

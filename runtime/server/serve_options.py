@@ -5,12 +5,16 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import fields
 from pathlib import Path
 
-from runtime.server.api_key import KeyRequired, create_key, key_path, load_key, remove_key, serve_key
+from runtime.api_key import KeyRequired, create_key, key_path, load_key, remove_key, serve_key
+from runtime.config import OLLAMA_PORT, EngineConfig, ResidencyConfig, SecurityConfig, ServeConfig
 from runtime.server.keep_alive import parse_keep_alive
 
-OLLAMA_PORT = 11434
+
+def _default(cls, name: str):
+    return next(f.default for f in fields(cls) if f.name == name)
 
 
 def _keep_alive(text: str) -> float:
@@ -23,6 +27,7 @@ def _keep_alive(text: str) -> float:
 
 
 def add_api_args(p: argparse.ArgumentParser) -> None:
+    sec = SecurityConfig()  # the defaults are the config's
     g = p.add_argument_group("API and security")
     g.add_argument("--api-key", metavar="KEY|generate",
                    help="require this key ('generate': create one, store it in the data directory, print it); "
@@ -32,23 +37,26 @@ def add_api_args(p: argparse.ArgumentParser) -> None:
                         "localhost origins are always allowed; repeatable")
     g.add_argument("--models-dir", action="append", default=[], metavar="DIR",
                    help="a folder whose .gguf files requests may name by path (the data directory always); repeatable")
-    g.add_argument("--keep-alive", type=_keep_alive, default=os.environ.get("HEARTH_KEEP_ALIVE", "5m"),
+    keep_alive = os.environ.get("HEARTH_KEEP_ALIVE", f"{ResidencyConfig().keep_alive:g}")
+    g.add_argument("--keep-alive", type=_keep_alive, default=keep_alive,
                    metavar="DURATION", help="unload a model after this long without requests (e.g. 5m, 30s; "
                                             "-1: never; default $HEARTH_KEEP_ALIVE or 5m)")
-    g.add_argument("--max-tokens-limit", type=int, default=16384, metavar="N",
+    g.add_argument("--max-tokens-limit", type=int, default=sec.max_tokens_limit, metavar="N",
                    help="largest max_tokens / num_predict a request may ask for (default %(default)s)")
-    g.add_argument("--max-client-requests", type=int, default=16, metavar="N",
+    g.add_argument("--max-client-requests", type=int, default=sec.max_client_requests, metavar="N",
                    help="requests one client address may have in flight or queued; more get 429 (default %(default)s)")
-    g.add_argument("--max-body-mb", type=float, default=8.0, metavar="MB",
+    g.add_argument("--max-body-mb", type=float, default=sec.max_body_bytes / (1024 * 1024), metavar="MB",
                    help="largest request body in MiB; larger ones get 413 (default %(default)s)")
     g.add_argument("--ollama-port", type=int, nargs="?", const=OLLAMA_PORT, default=None, metavar="PORT",
                    help=f"also serve the same API on this port (Ollama's is {OLLAMA_PORT}, the value without one), "
                         "for tools that expect Ollama there; off by default, refused at start when the port is taken")
-    g.add_argument("--shutdown-grace", type=float, default=5.0, metavar="SECONDS",
+    g.add_argument("--shutdown-grace", type=float, default=_default(ServeConfig, "shutdown_grace"), metavar="SECONDS",
                    help="on SIGTERM, how long open streams may run before they are ended (default %(default)s)")
-    g.add_argument("--load-timeout", type=_positive, default=600.0, metavar="SECONDS",
+    g.add_argument("--load-timeout", type=_positive, default=EngineConfig().load_timeout, metavar="SECONDS",
                    help="longest a model may take to load; its worker is then stopped and the request "
                         "gets 504 model_load_timeout (default %(default)s)")
+    g.add_argument("--embed-threads", type=int, default=EngineConfig().embed_threads, metavar="N",
+                   help="threads of an embedding or reranking model's worker (default %(default)s)")
 
 
 def _positive(text: str) -> float:
@@ -61,8 +69,8 @@ def _positive(text: str) -> float:
     return value
 
 
-def api_config(args: argparse.Namespace, data_dir: Path) -> dict:
-    """ServeConfig values from the options; exits with a message when the bind needs a key."""
+def serve_api_key(args: argparse.Namespace, data_dir: Path) -> str | None:
+    """The key the options choose (``serve_key``); exits with a message when the bind needs one."""
     try:
         key, note = serve_key(args.api_key, args.host, data_dir)
     except KeyRequired as e:
@@ -70,12 +78,7 @@ def api_config(args: argparse.Namespace, data_dir: Path) -> dict:
         raise SystemExit(2) from None
     if note:
         print(note, flush=True)
-    return dict(api_key=key, cors_origins=list(args.cors_origin),
-                models_dirs=[Path(d).expanduser().resolve() for d in args.models_dir],
-                keep_alive=args.keep_alive, max_tokens_limit=args.max_tokens_limit,
-                max_client_requests=args.max_client_requests, max_body_bytes=int(args.max_body_mb * 1024 * 1024),
-                shutdown_grace=args.shutdown_grace, load_timeout=args.load_timeout,
-                ollama_port=args.ollama_port)
+    return key
 
 
 def add_key_command(sub) -> None:
@@ -122,10 +125,7 @@ def add_router_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--memory-budget", type=_size, metavar="SIZE",
                    help="planned memory the loaded models may take on each device, RAM and each GPU "
                         "(e.g. 6G, 512M; default: what the fit planner deems safe on this machine)")
-    g.add_argument("--load-wait", type=float, default=60.0, metavar="SECONDS",
+    g.add_argument("--load-wait", type=float, default=ResidencyConfig().load_wait, metavar="SECONDS",
                    help="how long a request for a model that does not fit waits for busy models to "
                         "finish before it gets 503 (default %(default)s)")
 
-
-def router_config(args: argparse.Namespace) -> dict:
-    return dict(max_models=args.max_models, memory_budget=args.memory_budget, load_wait=args.load_wait)

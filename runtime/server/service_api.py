@@ -7,7 +7,7 @@ from dataclasses import asdict
 from aiohttp import web
 
 from runtime import __version__, identity
-from runtime.server.api_key import is_loopback, key_matches
+from runtime.api_key import is_loopback, key_matches
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import bad_request
 from runtime.server.security import host_is_loopback
@@ -17,7 +17,7 @@ def _detailed(request: web.Request) -> bool:
     """Whether /health may say more than ok / not ok: to the API key's holder, or on a loopback
     bind asked through a loopback Host (another machine, or a page through DNS rebinding, sees
     no model paths, pids or error text)."""
-    config = request.app[CONFIG]
+    config = request.app[CONFIG].security
     if config.api_key and key_matches(request.headers.get("Authorization"), config.api_key):
         return True
     return is_loopback(config.host) and host_is_loopback(request)
@@ -29,7 +29,10 @@ async def health(request: web.Request) -> web.Response:
     status = request.app[MANAGER].status()
     if not _detailed(request):
         return web.json_response({"status": "error" if status["state"] == "crashed" else "ok", "service": "hearth"})
-    return web.json_response({"status": "ok", "service": "hearth", "version": __version__, "engine": status})
+    from runtime.remote.api import health_summary
+
+    return web.json_response({"status": "ok", "service": "hearth", "version": __version__, "engine": status,
+                              "remotes": health_summary(request.app)})
 
 
 async def identity_proof(request: web.Request) -> web.Response:
@@ -37,7 +40,7 @@ async def identity_proof(request: web.Request) -> web.Response:
     nonce = request.query.get("nonce", "")
     if not identity.NONCE.fullmatch(nonce):
         raise bad_request("'nonce' must be 16 to 128 characters of A-Z, a-z, 0-9, '_' and '-'", "nonce")
-    key = request.app[CONFIG].api_key
+    key = request.app[CONFIG].security.api_key
     sockname = request.transport.get_extra_info("sockname") if request.transport else None
     port = sockname[1] if sockname else request.app[CONFIG].port
     return web.json_response({"service": "hearth", "proof": identity.proof(key, port, nonce) if key else None})

@@ -30,6 +30,8 @@ async def graceful_stop(app: web.Application, runner: web.AppRunner) -> None:
     for r in manager.router.residents:
         if r.busy:
             r.engine.fail_all(ServiceStopping("the service is shutting down; the request was ended early"))
+    if getattr(manager, "remotes", None) is not None:  # requests at upstreams end the same way
+        manager.remotes.fail_all(ServiceStopping("the service is shutting down; the request was ended early"))
     # Download event feeds and pull progress streams end when the download manager closes
     # (unfinished downloads are recorded and resume on the next start).
     from runtime.server.store_api import DOWNLOADS
@@ -45,4 +47,5 @@ async def graceful_stop(app: web.Application, runner: web.AppRunner) -> None:
 
 def _busy(app: web.Application) -> bool:
     """Generation requests still running (long-lived event feeds do not count: they never end)."""
-    return any(r.busy for r in app[MANAGER].router.residents)
+    remotes = getattr(app[MANAGER], "remotes", None)
+    return any(r.busy for r in app[MANAGER].router.residents) or (remotes is not None and remotes.busy())

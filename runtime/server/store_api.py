@@ -16,8 +16,9 @@ from aiohttp import web
 
 from runtime.server import sse
 from runtime.server.app_keys import CONFIG, MANAGER
-from runtime.server.api_key import is_loopback
+from runtime.api_key import is_loopback
 from runtime.server.errors import ApiError, bad_request
+from runtime.server.local_models import delete_local, local_models
 from runtime.import_confirm import CONFIRM_HEADER, confirmed, ensure_token
 from runtime.store import hub
 from runtime.store.catalog import CatalogEntry, load_catalog
@@ -76,29 +77,21 @@ async def _body(request: web.Request, key: str) -> str:
 
 # --- local models -------------------------------------------------------------------------
 async def list_local(request: web.Request) -> web.Response:
-    reg = _registry(request)
-    models, disk = await asyncio.to_thread(lambda: ([m.to_dict() for m in reg.models()], reg.disk_usage()))
-    return web.json_response({"models": models, "disk": disk})
+    """The one listing of local models (``local_models``), with the disk they use."""
+    models = await local_models(request.app)
+    disk = await asyncio.to_thread(_registry(request).disk_usage)
+    return web.json_response({"models": [m.to_dict() for m in models], "disk": disk})
 
 
 async def delete_model(request: web.Request) -> web.Response:
-    model_id = request.match_info["id"]
-    reg = _registry(request)
-    if any(r.model_id == model_id and r.engine.alive for r in request.app[MANAGER].router.residents):
-        raise ApiError(409, f"{model_id} is loaded: unload it (or load another model) before deleting it",
-                       code="model_in_use")
-    try:
-        return web.json_response(await asyncio.to_thread(reg.delete, model_id))
-    except ModelNotFound as e:
-        raise store_error(e) from None
-    finally:
-        request.app[MANAGER].forget_resolved()
+    """Delete a model under the service's one policy (``local_models.delete_local``)."""
+    return web.json_response(await delete_local(request.app, request.match_info["id"]))
 
 
 def _import_consented(request: web.Request) -> None:
     """An import over the API is the user's own act (see ``runtime.import_confirm``)."""
     config = request.app[CONFIG]
-    if config.api_key:  # the guard checked the request carried it
+    if config.security.api_key:  # the guard checked the request carried it
         return
     if is_loopback(request.remote or "") and confirmed(request.headers.get(CONFIRM_HEADER), config.data_dir):
         return
@@ -140,8 +133,9 @@ def _fit(entry: CatalogEntry, hw, config) -> tuple[dict | None, bool]:
         shape, local = _shape(entry, config.data_dir)
         if shape is None or hw is None:
             return None, local
-        plan = plan_fit(shape, hw, ctx=min(config.ctx, shape.ctx_train or config.ctx),
-                        kv_type=config.kv_type, n_seq=config.parallel, n_batch=config.n_batch)
+        e = config.engine
+        plan = plan_fit(shape, hw, ctx=min(e.ctx, shape.ctx_train or e.ctx),
+                        kv_type=e.kv_type, n_seq=e.parallel, n_batch=e.n_batch)
     except (ValueError, ArithmeticError) as e:
         return {"verdict": None, "fits": None, "message": str(e)}, False
     return {"verdict": plan.verdict, "fits": plan.fits, "ctx": plan.ctx, "gpu_layers": plan.gpu_layers,

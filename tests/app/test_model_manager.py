@@ -17,7 +17,7 @@ def _download(h, ref_part: str):
 def _row_widget(rowlist, key: str, field: str):
     for w in rowlist.rows:
         obj = getattr(w, field)
-        if obj.get("id") == key:
+        if (obj.get("id") if isinstance(obj, dict) else obj.id) == key:
             return w
     raise AssertionError(f"no row for {key}")
 
@@ -37,7 +37,7 @@ def test_pull_progress_pause_resume_cancel_delete_import(loopback_hub, tmp_path,
     assert badges and any("tok/s" in b or "Too big" in b for b in badges)
     page.search.setText("smollm2")
     assert 1 <= h.models.catalog.rowCount() < len(badges) + 5
-    assert all("smollm2" in e["id"] for e in h.models.catalog.items())
+    assert all("smollm2" in e.id for e in h.models.catalog.items())
     page.search.setText("")
 
     # pull: live progress stops at the hub's hold, half way
@@ -70,15 +70,15 @@ def test_pull_progress_pause_resume_cancel_delete_import(loopback_hub, tmp_path,
     page.pull_button.click()
     driver.until(lambda: (_download(h, other) or {}).get("state") == "completed", 120,
                  lambda: f"the download to complete: {h.models.downloads.items()}")
-    driver.until(lambda: any(m.get("repo") == other for m in h.models.local.items()), 30, "the local list")
-    local = next(m for m in h.models.local.items() if m.get("repo") == other)
-    assert local["size"] == len(data2)
+    driver.until(lambda: any(m.repo == other for m in h.models.local.items()), 30, "the local list")
+    local = next(m for m in h.models.local.items() if m.repo == other)
+    assert local.size == len(data2)
     picker = h.chat_page.model_picker
-    assert local["id"] in [picker.itemData(i) for i in range(picker.count())]
-    lrow = _row_widget(page.local_list, local["id"], "model")
+    assert local.id in [picker.itemData(i) for i in range(picker.count())]
+    lrow = _row_widget(page.local_list, local.id, "model")
     assert "MB on disk" in lrow.detail.text() and lrow.button.isEnabled()
     lrow.button.click()
-    driver.until(lambda: all(m.get("repo") != other for m in h.models.local.items()), 30, "the delete")
+    driver.until(lambda: all(m.repo != other for m in h.models.local.items()), 30, "the delete")
 
     # import a .gguf file chosen in the file dialog: the app confirms it with the service's import
     # token, which the service this test started keeps in the session's data directory
@@ -87,13 +87,13 @@ def test_pull_progress_pause_resume_cancel_delete_import(loopback_hub, tmp_path,
     h.models.data_dir = data_dir()
     mine = tiny_model(tmp_path / "Mine-Q8_0.gguf")
     monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(lambda *a, **k: (str(mine), "")))
-    before = {m["id"] for m in h.models.local.items()}
+    before = {m.id for m in h.models.local.items()}
     page.import_button.click()
     driver.until(lambda: len(h.models.local.items()) == len(before) + 1, 60, "the import")
-    imported = next(m for m in h.models.local.items() if m["id"] not in before)
-    assert imported["source"] == "imported" and imported["path"].endswith("Mine-Q8_0.gguf")
-    _row_widget(page.local_list, imported["id"], "model").button.click()
-    driver.until(lambda: imported["id"] not in {m["id"] for m in h.models.local.items()}, 30, "removing the import")
+    imported = next(m for m in h.models.local.items() if m.id not in before)
+    assert imported.source == "imported" and imported.path.endswith("Mine-Q8_0.gguf")
+    _row_widget(page.local_list, imported.id, "model").button.click()
+    driver.until(lambda: imported.id not in {m.id for m in h.models.local.items()}, 30, "removing the import")
 
     # a bad reference is explained in the window
     page.pull_ref.setText("nobody/missing-GGUF")

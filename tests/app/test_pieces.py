@@ -30,8 +30,20 @@ def test_settings_validation_and_serve_args():
     assert "port" in AppSettings(port=0).validate()
     assert "KV type" in AppSettings(kv_type="q2").validate()
     s = AppSettings(default_model="gemma-3-270m", draft_model="smollm2-135m", ctx=4096, parallel=2)
-    assert s.serve_args() == ["--model", "gemma-3-270m", "--ctx", "4096", "--parallel", "2", "--kv-type", "f16"]
-    assert s.serve_args(supports_draft=True)[-2:] == ["--draft", "smollm2-135m"]
+    assert s.serve_args() == ["--model", "gemma-3-270m", "--ctx", "4096", "--parallel", "2", "--kv-type", "f16",
+                              "--draft", "smollm2-135m"]
+    assert "--draft" not in AppSettings().serve_args()  # an empty setting adds no flag
+
+
+def test_hearth_serve_accepts_every_flag_the_app_sends():
+    """The app owns its list of ``hearth serve`` flags; the command's own parser reads them back."""
+    from runtime.cli import build_parser
+
+    s = AppSettings(default_model="gemma-3-270m", draft_model="smollm2-135m", ctx=4096, parallel=2,
+                    kv_type="q8_0", ollama_port=True)
+    serve = build_parser().parse_args(["serve", *s.serve_args()])
+    assert (serve.model, serve.draft, serve.ctx, serve.parallel, serve.kv_type, serve.ollama_port) == (
+        "gemma-3-270m", "smollm2-135m", 4096, 2, "q8_0", 11434)
 
 
 def test_numbers_under_an_answer():
@@ -133,15 +145,14 @@ def test_hearth_app_command_is_registered():
 
 async def test_api_client_sends_the_stored_key(aiohttp_server, tmp_path):
     """A service with an API key answers the app's client only when the client has the key."""
-    from dataclasses import replace
 
     from app.api_client import ApiClient
-    from runtime.config import ServeConfig
+    from runtime.config import SecurityConfig, ServeConfig
     from runtime.server.app import create_app
-    from runtime.server.api_key import create_key, load_key
+    from runtime.api_key import create_key, load_key
 
     key = create_key(tmp_path)
-    server = await aiohttp_server(create_app(replace(ServeConfig(), preload=False, api_key=key)))
+    server = await aiohttp_server(create_app(ServeConfig(preload=False, security=SecurityConfig(api_key=key))))
     base = f"http://127.0.0.1:{server.port}"
     with_key, without = ApiClient(base, api_key=load_key(tmp_path)), ApiClient(base)
     try:
@@ -167,7 +178,7 @@ async def test_api_client_keeps_the_key_from_a_service_that_cannot_prove_it_is_t
 
     from app.api_client import ApiClient
     from runtime import identity
-    from runtime.server.api_key import create_key
+    from runtime.api_key import create_key
 
     key = create_key(tmp_path)
     seen: list[str | None] = []

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
+from app.api_types import CatalogModel
 from app.conversations import ConversationStore, Sampling
 from app.qt_models import (
     CatalogListModel, ConversationListModel, DownloadListModel, KeyRole, MessageListModel, ObjectRole,
     format_size,
 )
 
-CATALOG = [
-    {"id": "qwen3-0.6b", "name": "Qwen3 0.6B", "family": "qwen3", "quantization": "Q4_K_M", "size": 484_000_000,
-     "license": "Apache-2.0"},
-    {"id": "gemma-3-1b", "name": "Gemma 3 1B", "family": "gemma3", "quantization": "Q4_K_M", "size": 806_000_000,
-     "license": "Gemma"},
-    {"id": "llama-3.2-1b", "name": "Llama 3.2 1B", "family": "llama", "quantization": "Q8_0", "size": 1_320_000_000,
-     "license": "Llama 3.2"},
-]
+CATALOG = [CatalogModel.from_api(e) for e in [  # as GET /hearth/catalog gives them
+    {"id": "qwen3-0.6b", "name": "Qwen3 0.6B", "family": "qwen3", "default_quant": "Q4_K_M",
+     "sizes": {"Q4_K_M": 484_000_000}, "license": "Apache-2.0"},
+    {"id": "gemma-3-1b", "name": "Gemma 3 1B", "family": "gemma3", "default_quant": "Q4_K_M",
+     "sizes": {"Q4_K_M": 806_000_000}, "license": "Gemma"},
+    {"id": "llama-3.2-1b", "name": "Llama 3.2 1B", "family": "llama", "default_quant": "Q8_0",
+     "sizes": {"Q8_0": 1_320_000_000}, "license": "Llama 3.2"},
+]]
 
 
 def test_conversation_model_follows_the_store(qtmodeltester, tmp_path):

@@ -106,3 +106,23 @@ def test_preemption_requeues_newest_at_head_and_recomputes_its_tokens(new):
     assert b.request_id == "b" and b.num_computed == 0 and b.num_preemptions == 1
     assert s.kv.pool.num_used == 6  # a: 6 cells; b's were released
     assert b.num_pending == len(b.tokens)  # prompt + its outputs are recomputed
+
+
+
+def test_lookahead_given_at_construction_reserves_drafts_after_a_decode_token(memory):
+    """The lookahead is asked only for decoding requests, and its K slots are reserved beside
+    the token; the answer is a query, so asking it twice changes nothing."""
+    asked = []
+
+    def lookahead(request, n_decoding):
+        asked.append((request.request_id, n_decoding))
+        return 3
+
+    kv = KVCacheManager(memory, 64, 1, 2, prefix_cache=False)
+    s = Scheduler(SchedulerConfig(2, 8), kv, lookahead)
+    s.add(make("a", 5))
+    assert run_step(s) == [("a", 0, 5)] and not asked  # prefill: no drafts
+    chunks = s.schedule()
+    assert [(c.request.request_id, c.start, c.end, c.k) for c in chunks] == [("a", 5, 6, 3)]
+    assert asked == [("a", 1)]
+    assert len(kv.tables["a"]) == 6 + 3  # one-token blocks: the token and its three drafts

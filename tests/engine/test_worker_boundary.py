@@ -8,6 +8,7 @@ import asyncio
 import pytest
 
 from runtime.backends.llama import ContextConfig, LlamaBackend
+from runtime.config import EngineConfig
 from runtime.engine.client import EngineClient, RequestRefused
 from runtime.engine.engine import Engine
 from runtime.engine.messages import WorkerSpec
@@ -68,7 +69,7 @@ HOSTILE_SUBMITS = [
 @pytest.mark.timeout(300)
 def test_hostile_submits_are_refused_with_a_code_while_another_request_streams(smollm2_path):
     async def main() -> None:
-        client = EngineClient(WorkerSpec("smollm2-135m", str(smollm2_path), n_ctx=1024, parallel=2))
+        client = EngineClient(WorkerSpec("smollm2-135m", str(smollm2_path), EngineConfig(ctx=1024, parallel=2)))
         await client.start()
         pid = client.pid
         try:
@@ -106,7 +107,7 @@ def test_a_long_prompt_is_tokenized_off_the_step_loop_with_the_same_tokens(smoll
         backend.close()
 
     async def main() -> None:
-        client = EngineClient(WorkerSpec("smollm2-135m", str(smollm2_path), n_ctx=1024, parallel=2,
+        client = EngineClient(WorkerSpec("smollm2-135m", str(smollm2_path), EngineConfig(ctx=1024, parallel=2),
                                          inline_tokenize_chars=1024))
         await client.start()
         try:

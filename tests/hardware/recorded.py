@@ -69,3 +69,16 @@ def machine(devices: list[GgmlDevice], ram_total: int, ram_available: int, os_na
         backend=backend_status(compiled, any(d.kind != "cpu" for d in devices), gpus, os_name, arch),
         devices=[cpu_device(cpu_model, ram_total), *devices], memory_bandwidth=bandwidth,
     )
+
+
+# Several GPUs in one machine, as ggml lists them (one CUDA device per GPU, in PCI order) and as
+# nvidia-smi prints them.
+RTX_4090_B = cuda(1, "NVIDIA GeForce RTX 4090", 24564, 23592)
+RTX_4060_B = cuda(1, "NVIDIA GeForce RTX 4060", 8188, 7800)
+TWO_4090 = [RTX_4090, RTX_4090_B]
+A_4090_AND_A_4060 = [RTX_4090, RTX_4060_B]
+FOUR_H100 = [cuda(i, "NVIDIA H100 80GB HBM3", 81559, 81008) for i in range(4)]
+#: a GPU another program has filled (a desktop session's, a training job's)
+RTX_3060_FULL = cuda(0, "NVIDIA GeForce RTX 3060", 12288, 310)
+NVIDIA_SMI_FOUR_H100 = "".join("NVIDIA H100 80GB HBM3, 81559, 81008\n" for _ in range(4))
+NVIDIA_SMI_4090_4060 = "NVIDIA GeForce RTX 4090, 24564, 23592\nNVIDIA GeForce RTX 4060, 8188, 7800\n"

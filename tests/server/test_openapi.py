@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime.config import ServeConfig
+from runtime.config import SecurityConfig, ServeConfig
 from runtime.server.app import create_app
 from runtime.server.openapi import build
 
@@ -39,7 +39,7 @@ def test_document_is_valid_openapi_and_carries_the_limits():
 
 
 async def test_served_document(aiohttp_client):
-    client = await aiohttp_client(create_app(ServeConfig(preload=False, max_tokens_limit=99)))
+    client = await aiohttp_client(create_app(ServeConfig(preload=False, security=SecurityConfig(max_tokens_limit=99))))
     r = await client.get("/openapi.json")
     assert r.status == 200
     doc = await r.json()

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from runtime.config import ServeConfig
+from runtime.config import SecurityConfig, ServeConfig
 from runtime.engine.text_stream import TextStream
 from runtime.server import anthropic_schemas as A
 from runtime.server import responses_schemas as R
@@ -162,7 +162,8 @@ def test_text_stream_reports_the_stop_string_that_hit():
 
 async def test_api_key_as_x_api_key_and_anthropic_401(aiohttp_client, tmp_path):
     key = "k" * 32
-    client = await aiohttp_client(create_app(ServeConfig(preload=False, api_key=key, data_dir=tmp_path)))
+    config = ServeConfig(preload=False, data_dir=tmp_path, security=SecurityConfig(api_key=key))
+    client = await aiohttp_client(create_app(config))
     missing = f"/v1/responses/{_rid(1)}"
     assert (await client.get(missing, headers={"x-api-key": key})).status == 404  # past the key check
     assert (await client.get(missing, headers={"Authorization": f"Bearer {key}"})).status == 404

@@ -6,10 +6,14 @@ import shutil
 
 import pytest
 
-from runtime.config import ServeConfig
+from runtime.config import EngineConfig, ServeConfig
 from runtime.server.model_manager import DraftRefused, ModelManager
 from runtime.store.catalog import CatalogEntry
 from runtime.store.resolve import ResolvedModel
+
+
+def _manager(tmp_path, draft: str | None) -> ModelManager:
+    return ModelManager(ServeConfig(data_dir=tmp_path, engine=EngineConfig(draft=draft)))
 
 
 def _catalog(draft):
@@ -23,17 +27,17 @@ def _catalog(draft):
 
 def test_explicit_draft_wins_and_off_disables(tiny, tmp_path):
     model = ResolvedModel("big", tiny["target"])
-    assert ModelManager(ServeConfig(draft="ngram", data_dir=tmp_path)).draft_for(model, _catalog("x")) == ("ngram", "ngram")
-    assert ModelManager(ServeConfig(draft="off", data_dir=tmp_path)).draft_for(model, _catalog("ngram")) == (None, None)
-    path, draft_id = ModelManager(ServeConfig(draft=str(tiny["close"]), data_dir=tmp_path)).draft_for(model)
+    assert _manager(tmp_path, "ngram").draft_for(model, _catalog("x")) == ("ngram", "ngram")
+    assert _manager(tmp_path, "off").draft_for(model, _catalog("ngram")) == (None, None)
+    path, draft_id = _manager(tmp_path, str(tiny["close"])).draft_for(model)
     assert path == str(tiny["close"].resolve()) and draft_id
     with pytest.raises(DraftRefused, match="does not exist"):
-        ModelManager(ServeConfig(draft=str(tmp_path / "none.gguf"), data_dir=tmp_path)).draft_for(model)
+        _manager(tmp_path, str(tmp_path / "none.gguf")).draft_for(model)
 
 
 def test_catalog_default_draft(tiny, tmp_path):
     model = ResolvedModel("big", tiny["target"])
-    m = ModelManager(ServeConfig(data_dir=tmp_path))
+    m = _manager(tmp_path, None)
     assert m.draft_for(model, _catalog(None)) == (None, None)
     assert m.draft_for(model, _catalog("ngram")) == ("ngram", "ngram")
     local = tmp_path / "close.gguf"  # inside the data directory, where the service may read models

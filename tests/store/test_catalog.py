@@ -85,6 +85,20 @@ def test_hub_entry_validation(change, says):
         parse_catalog({"schema_version": 1, "models": [{**entry, **change}]})
 
 
+def test_every_entry_speaks_one_vocabulary():
+    """Embedded and hub entries name the repo and the default quantization alike; the old
+    names are refused, so no reader has to guess between two."""
+    for e in load_catalog().values():
+        assert e.repo and e.default_quant, e.id
+        assert "quantization" not in e.raw and "hf_repo" not in e.raw, e.id
+    embedded = {"id": "x", "name": "X", "family": "llama", "license": "MIT", "context_length": 4096,
+                "embedded": {"package": "p", "module": "m", "file": "x.gguf"}, "repo": "o/x", "default_quant": "Q4_1"}
+    parse_catalog({"schema_version": 1, "models": [embedded]})
+    for old, new in (("quantization", "default_quant"), ("hf_repo", "repo")):
+        with pytest.raises(CatalogError, match=f"'{old}' is now '{new}'"):
+            parse_catalog({"schema_version": 1, "models": [{**embedded, old: "x"}]})
+
+
 def test_embedding_and_reranking_entries():
     catalog = load_catalog()
     encoders = {k: e for k, e in catalog.items() if "task" in e.raw}

@@ -72,7 +72,10 @@ async def test_pull_the_default_models_file_then_chat_with_it(service, loopback_
         assert answer["model"] == model_id and answer["choices"][0]["message"]["content"]
 
         r = await s.delete(f"{url}/hearth/models/{model_id}")
-        assert r.status == 409  # loaded: not deleted under the engine
+        assert r.status == 200, await r.text()  # loaded and idle: unloaded, then deleted
+        assert (await r.json())["unloaded"] is True
+        local = await (await s.get(f"{url}/hearth/models")).json()
+        assert model_id not in [m["id"] for m in local["models"]]
 
 
 async def test_store_errors_are_clear(service, loopback_hub, tmp_path):
