@@ -162,7 +162,7 @@ def test_tool_result_round_trip(client):
 def test_raw_tool_use_stream_events(server):
     body = {"model": "smollm2-135m", "max_tokens": 60, "stream": True, "messages": ASK_WEATHER, "temperature": 0,
             **FORCED}
-    with httpx.stream("POST", f"{server.url}/v1/messages", json=body) as r:
+    with httpx.stream("POST", f"{server.url}/v1/messages", json=body, timeout=120) as r:  # a tool call streams once whole
         data = [json.loads(line[6:]) for line in r.iter_lines() if line.startswith("data: ")]
     kinds = [d["type"] for d in data]
     assert kinds[:2] == ["message_start", "ping"] and kinds[-2:] == ["message_delta", "message_stop"]
