@@ -52,7 +52,7 @@ def mask_cost(model_id: str, threads: int) -> dict:
     from llama_cpp.llama_grammar import json_schema_to_gbnf
 
     from runtime.backends.llama import ContextConfig, LlamaBackend
-    from runtime.engine.constraint import Constraint, ConstraintVocab, apply_mask, compile_constraint
+    from runtime.engine.constraint import Constraint, ConstraintVocab, compile_constraint
 
     b = LlamaBackend(model_path(model_id), ContextConfig(n_ctx=512, n_seq_max=1, n_threads=threads))
     t0 = time.perf_counter()

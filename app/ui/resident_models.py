@@ -29,7 +29,7 @@ class ResidentCard(QFrame):
         if m.get("active"):
             bits.append(f"{m['active']} answering")
         if m.get("expires_at") and not m.get("pinned"):
-            bits.append(f"unloads when idle (keep-alive)")
+            bits.append("unloads when idle (keep-alive)")
         self.detail = QLabel(" · ".join(bits))
         self.detail.setObjectName("modelDetail")
         text.addWidget(self.name)

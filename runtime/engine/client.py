@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import multiprocessing as mp
 from dataclasses import dataclass
 
 from runtime.engine.engine import EngineStats, RequestOutput
 from runtime.engine.messages import (
-    Accepted, Cancel, Fatal, Loaded, LoadFailed, Rejected, Shutdown, Stats, StepResult, Submit,
+    Accepted, Cancel, Fatal, Loaded, Rejected, Stats, StepResult, Submit,
     WorkerSpec,
 )
 from runtime.engine.protocol import (  # noqa: F401  (the errors are part of this module's API)
@@ -23,7 +22,7 @@ from runtime.engine.protocol import (  # noqa: F401  (the errors are part of thi
 )
 from runtime.sampling_params import SamplingParams
 from runtime.engine.worker_entry import worker_main
-from runtime.engine.worker_pipe import WorkerPipe
+from runtime.engine.worker_pipe import WorkerProcess
 
 
 @dataclass(slots=True)
@@ -83,60 +82,23 @@ class RequestHandle:
             self.client.cancel(self.request_id)
 
 
-class EngineClient:
+class EngineClient(WorkerProcess):
+    """A chat model's worker (``runtime.engine.worker``), the first ``Engine``."""
+
     _ids = itertools.count(1)
+    kind = "engine"
+    worker_main = worker_main
 
     def __init__(self, spec: WorkerSpec) -> None:
-        self.spec = spec
-        self.model_id = spec.model_id
+        super().__init__(spec)
         self.loaded: Loaded | None = None
         self.stats: EngineStats | None = None
-        self.error: str | None = None
-        self.alive = False
         self._pending: dict[str, _Pending] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._ready: asyncio.Future | None = None
-        self._exited = asyncio.Event()
-        self._stopping = False
         self._groups: dict[str, list[str]] = {}  # submitted, not yet accepted
-        self._pipe: WorkerPipe | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.alive else None
 
     @property
     def active(self) -> int:
         return len(self._pending)
-
-    async def start(self) -> Loaded:
-        self._loop = asyncio.get_running_loop()
-        self._ready = self._loop.create_future()
-        ctx = mp.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=worker_main, args=(child, self.spec), daemon=True,
-                                   name=f"hearth-engine-{self.model_id}")
-        self.process.start()
-        child.close()
-        self.alive = True
-        self._pipe = WorkerPipe(self._loop, self._conn, self._on_message, self._on_closed)
-        try:
-            self.loaded = await self._ready
-        except EngineError:
-            await self.stop()
-            raise
-        return self.loaded
-
-    # -- pipe (runtime.engine.worker_pipe: framed, never blocking the loop) ---------
-    def _send(self, msg: object) -> None:
-        """Send one message to the worker; raises ``OSError`` when the pipe is gone."""
-        self._pipe.send(msg)
-
-    def _on_closed(self) -> None:
-        """The worker's end of the pipe closed: it exited (or is exiting)."""
-        self.alive = False
-        self._loop.run_in_executor(None, self.process.join, 5).add_done_callback(
-            lambda _: self._on_exit(self.process.exitcode))
 
     def _on_message(self, msg: object) -> None:
         if isinstance(msg, StepResult):
@@ -153,12 +115,10 @@ class EngineClient:
         elif isinstance(msg, Rejected):
             self._resolve(msg.request_id, RequestRefused(msg.message, msg.code))
             self._drop_group(msg.request_id)
-        elif isinstance(msg, Loaded):
-            self._ready.set_result(msg)
-        elif isinstance(msg, LoadFailed):
-            self._ready.set_exception(ModelLoadFailed(msg.message, msg.code))
         elif isinstance(msg, Fatal):
             self.error = msg.message
+        else:
+            self._on_load_message(msg)
 
     def _resolve(self, request_id: str, value: object) -> None:
         p = self._pending.get(request_id)
@@ -169,19 +129,13 @@ class EngineClient:
         else:
             p.accepted.set_result(value)
 
-    def _on_exit(self, exitcode: int | None) -> None:
-        self.alive = False
-        if self.error is None and not self._stopping:
-            self.error = f"the engine worker for {self.model_id} stopped (exit code {exitcode})"
-        err = WorkerDied(self.error or "the engine worker stopped")
-        if not self._ready.done():
-            self._ready.set_exception(ModelLoadFailed(self.error or "the engine worker stopped"))
+    def _fail_pending(self, err: Exception) -> None:
+        """The worker is gone: every waiting request gets ``err`` at once."""
         for p in self._pending.values():
             if not p.accepted.done():
                 p.accepted.set_exception(err)
             p.queue.put_nowait(err)
         self._pending.clear()
-        self._exited.set()
 
     # -- requests ---------------------------------------------------------------------
     async def submit(self, params: SamplingParams, *, prompt: str | None = None,
@@ -253,18 +207,3 @@ class EngineClient:
     def _forget(self, request_id: str) -> None:
         self._pending.pop(request_id, None)
 
-    async def stop(self, timeout: float = 10.0) -> None:
-        """Stop the worker (all its memory goes back to the system)."""
-        self._stopping = True
-        if self.alive:
-            try:
-                self._send(Shutdown())
-            except OSError:
-                pass
-            try:
-                await asyncio.wait_for(self._exited.wait(), timeout)
-            except asyncio.TimeoutError:
-                self.process.kill()
-                await self._exited.wait()
-
-    close = stop  # the name in runtime.engine.protocol.Engine

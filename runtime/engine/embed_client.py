@@ -9,39 +9,30 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import multiprocessing as mp
 
 import numpy as np
 
 from runtime.engine.embed_messages import EmbedDone, EmbedFailed, EmbedJob, EmbedSpec
 from runtime.engine.embed_worker_entry import embed_worker_main
-from runtime.engine.messages import Loaded, LoadFailed, Shutdown
-from runtime.engine.worker_pipe import WorkerPipe
-from runtime.engine.protocol import EngineError, ErrorCode, ModelLoadFailed, RequestRefused, WorkerDied
+from runtime.engine.messages import Loaded
+from runtime.engine.worker_pipe import WorkerProcess
+from runtime.engine.protocol import EngineError, ErrorCode, RequestRefused, WorkerDied
 
 
-class EmbedClient:
+class EmbedClient(WorkerProcess):
     _ids = itertools.count(1)
     stats = None
+    kind = "embedding"
+    worker_main = embed_worker_main
 
     def __init__(self, spec: EmbedSpec) -> None:
-        self.spec = spec
-        self.model_id = spec.model_id
+        super().__init__(spec)
         self.loaded: Loaded | None = None
-        self.error: str | None = None
-        self.alive = False
         self.jobs_done = 0
         self.inputs_done = 0
         self.tokens_done = 0
         self.shared_jobs = 0  # requests answered from a round shared with other requests
         self._pending: dict[str, asyncio.Future] = {}
-        self._exited = asyncio.Event()
-        self._stopping = False
-        self._pipe: WorkerPipe | None = None
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.alive else None
 
     @property
     def active(self) -> int:
@@ -51,33 +42,6 @@ class EmbedClient:
     def info(self) -> dict:
         return self.loaded.info if self.loaded is not None else {}
 
-    async def start(self) -> Loaded:
-        self._loop = asyncio.get_running_loop()
-        self._ready = self._loop.create_future()
-        ctx = mp.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=embed_worker_main, args=(child, self.spec), daemon=True,
-                                   name=f"hearth-embed-{self.model_id}")
-        self.process.start()
-        child.close()
-        self.alive = True
-        self._pipe = WorkerPipe(self._loop, self._conn, self._on_message, self._on_closed)
-        try:
-            self.loaded = await self._ready
-        except EngineError:
-            await self.stop()
-            raise
-        return self.loaded
-
-    # -- pipe (runtime.engine.worker_pipe: framed, never blocking the loop) ---------
-    def _send(self, msg: object) -> None:
-        self._pipe.send(msg)
-
-    def _on_closed(self) -> None:
-        self.alive = False
-        self._loop.run_in_executor(None, self.process.join, 5).add_done_callback(
-            lambda _: self._on_exit(self.process.exitcode))
-
     def _on_message(self, msg: object) -> None:
         if isinstance(msg, (EmbedDone, EmbedFailed)):
             fut = self._pending.pop(msg.request_id, None)
@@ -86,19 +50,8 @@ class EmbedClient:
                     fut.set_result(msg)
                 else:
                     fut.set_exception(RequestRefused(msg.message, msg.code))
-        elif isinstance(msg, Loaded):
-            self._ready.set_result(msg)
-        elif isinstance(msg, LoadFailed):
-            self._ready.set_exception(ModelLoadFailed(msg.message, msg.code))
-
-    def _on_exit(self, exitcode: int | None) -> None:
-        self.alive = False
-        if self.error is None and not self._stopping:
-            self.error = f"the embedding worker for {self.model_id} stopped (exit code {exitcode})"
-        if not self._ready.done():
-            self._ready.set_exception(ModelLoadFailed(self.error or "the embedding worker stopped"))
-        self.fail_all(WorkerDied(self.error or "the embedding worker stopped"))
-        self._exited.set()
+        else:
+            self._on_load_message(msg)
 
     # -- jobs ------------------------------------------------------------------------------
     async def _job(self, job: EmbedJob) -> tuple[np.ndarray, int]:
@@ -149,23 +102,12 @@ class EmbedClient:
     def cancel(self, request_id: str) -> None:
         self._pending.pop(request_id, None)
 
+    def _fail_pending(self, error: Exception) -> None:
+        self.fail_all(error)
+
     def fail_all(self, error: EngineError) -> None:
         for fut in self._pending.values():
             if not fut.done():
                 fut.set_exception(error)
         self._pending.clear()
 
-    async def stop(self, timeout: float = 10.0) -> None:
-        self._stopping = True
-        if self.alive:
-            try:
-                self._send(Shutdown())
-            except OSError:
-                pass
-            try:
-                await asyncio.wait_for(self._exited.wait(), timeout)
-            except asyncio.TimeoutError:
-                self.process.kill()
-                await self._exited.wait()
-
-    close = stop

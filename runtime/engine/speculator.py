@@ -32,7 +32,7 @@ from runtime.engine.constraint import apply_mask
 from runtime.engine.draft_mirror import DraftMirror
 from runtime.engine.prompt_lookup import lookup
 from runtime.engine.request import Request
-from runtime.engine.spec_costs import K_MAX, SpecCosts
+from runtime.engine.spec_costs import SpecCosts
 from runtime.kernels.speculative import (
     Candidates, candidates, has_penalties, sample, verify_candidates, verify_greedy,
 )

@@ -1,4 +1,5 @@
-"""The service's end of a worker's pipe, driven by the event loop without ever blocking it.
+"""The service's end of a worker process and its pipe, driven by the event loop without ever
+blocking it (``WorkerProcess``: spawn, load, end, stop; ``WorkerPipe``: the frames).
 
 Messages use ``multiprocessing.Connection``'s framing (a 4-byte big-endian length, or -1 and
 an 8-byte length past 2 GiB, then the pickle), so the worker keeps its plain blocking
@@ -14,12 +15,16 @@ pipe does not take now are finished by the loop.
 from __future__ import annotations
 
 import asyncio
+import multiprocessing as mp
 import os
 import pickle
 import struct
 from collections.abc import Callable
 from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
+
+from runtime.engine.messages import Loaded, LoadFailed, Shutdown
+from runtime.engine.protocol import EngineError, ModelLoadFailed, WorkerDied
 
 
 class WorkerPipe:
@@ -106,3 +111,95 @@ class WorkerPipe:
         self._out.clear()
         self._in.clear()
         self._on_closed()
+
+
+class WorkerProcess:
+    """What every worker client shares: spawn the process (``worker_main(conn, spec)``), wait
+    for its ``Loaded`` (or ``LoadFailed``), notice its end, stop it. A subclass names its
+    worker (``worker_main``, ``kind``), reads its own messages (``_on_message``, handing the
+    load messages to ``_on_load_message``) and fails its own requests (``_fail_pending``)."""
+
+    kind = "engine"  #: in the process's name and in the errors ("the engine worker for ...")
+    worker_main: Callable = None  # type: ignore[assignment]
+
+    def __init__(self, spec) -> None:
+        self.spec = spec
+        self.model_id = spec.model_id
+        self.loaded = None
+        self.error: str | None = None
+        self.alive = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready: asyncio.Future | None = None
+        self._exited = asyncio.Event()
+        self._stopping = False
+        self._pipe: WorkerPipe | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.alive else None
+
+    async def start(self):
+        self._loop = asyncio.get_running_loop()
+        self._ready = self._loop.create_future()
+        ctx = mp.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=type(self).worker_main, args=(child, self.spec), daemon=True,
+                                   name=f"hearth-{self.kind}-{self.model_id}")
+        self.process.start()
+        child.close()
+        self.alive = True
+        self._pipe = WorkerPipe(self._loop, self._conn, self._on_message, self._on_closed)
+        try:
+            self.loaded = await self._ready
+        except EngineError:
+            await self.stop()
+            raise
+        return self.loaded
+
+    def _send(self, msg: object) -> None:
+        """Send one message to the worker; raises ``OSError`` when the pipe is gone."""
+        self._pipe.send(msg)
+
+    def _on_message(self, msg: object) -> None:
+        self._on_load_message(msg)
+
+    def _on_load_message(self, msg: object) -> None:
+        if isinstance(msg, Loaded):
+            self._ready.set_result(msg)
+        elif isinstance(msg, LoadFailed):
+            self._ready.set_exception(ModelLoadFailed(msg.message, msg.code))
+
+    def _on_closed(self) -> None:
+        """The worker's end of the pipe closed: it exited (or is exiting)."""
+        self.alive = False
+        self._loop.run_in_executor(None, self.process.join, 5).add_done_callback(
+            lambda _: self._on_exit(self.process.exitcode))
+
+    def _on_exit(self, exitcode: int | None) -> None:
+        self.alive = False
+        if self.error is None and not self._stopping:
+            self.error = f"the {self.kind} worker for {self.model_id} stopped (exit code {exitcode})"
+        message = self.error or f"the {self.kind} worker stopped"
+        if not self._ready.done():
+            self._ready.set_exception(ModelLoadFailed(message))
+        self._fail_pending(WorkerDied(message))
+        self._exited.set()
+
+    def _fail_pending(self, error: Exception) -> None:
+        raise NotImplementedError
+
+    async def stop(self, timeout: float = 10.0) -> None:
+        """Stop the worker (all its memory goes back to the system)."""
+        self._stopping = True
+        if self.alive:
+            try:
+                self._send(Shutdown())
+            except OSError:
+                pass
+            try:
+                await asyncio.wait_for(self._exited.wait(), timeout)
+            except asyncio.TimeoutError:
+                self.process.kill()
+                await self._exited.wait()
+
+    close = stop  # the name in runtime.engine.protocol.Engine

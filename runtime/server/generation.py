@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from runtime.engine.client import (
-    EngineClient, EngineError, ModelLoadFailed, RequestFailed, RequestHandle, RequestRefused, ServiceStopping,
+    EngineError, ModelLoadFailed, RequestFailed, RequestHandle, RequestRefused, ServiceStopping,
     WorkerDied,
 )
 from runtime.engine.protocol import Engine, ErrorCode, UpstreamFailed

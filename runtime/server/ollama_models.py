@@ -8,7 +8,6 @@ from datetime import datetime, timezone
 from functools import lru_cache
 from pathlib import Path
 
-from runtime.server.tool_formats import template_capabilities
 from runtime.store.catalog import load_catalog
 from runtime.store.onnx_model import is_onnx_path
 from runtime.store.gguf_file import GGUFHeader, read_header
