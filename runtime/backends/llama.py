@@ -26,6 +26,7 @@ from runtime.backends.errors import (
     ModelLoadError,
     NoKVSlotError,
 )
+from runtime.backends.gpu_split import set_split
 from runtime.config import DEFAULT_CTX
 from runtime.sampling_params import SamplingParams
 
@@ -174,25 +175,6 @@ class NativeSampler:
             self._ptr = None
 
 
-SPLIT_MODES = {"none": lc.LLAMA_SPLIT_MODE_NONE, "layer": lc.LLAMA_SPLIT_MODE_LAYER, "row": lc.LLAMA_SPLIT_MODE_ROW}
-
-
-def _set_split(mparams, config: ContextConfig):
-    """Put the plan's split mode, main GPU and tensor split into the model parameters."""
-    try:
-        mparams.split_mode = SPLIT_MODES[config.split_mode]
-    except KeyError:
-        raise ModelLoadError(f"unknown split mode {config.split_mode!r}: use none, layer or row") from None
-    mparams.main_gpu = int(config.main_gpu)
-    if not config.tensor_split:
-        return None
-    n = int(lc.llama_max_devices())
-    shares = [float(x) for x in config.tensor_split][:n]
-    arr = (ctypes.c_float * n)(*(shares + [0.0] * (n - len(shares))))
-    mparams.tensor_split = ctypes.cast(arr, ctypes.POINTER(ctypes.c_float))
-    return arr
-
-
 class LlamaBackend:
     """One model, one context, a unified KV pool shared by ``n_seq_max`` sequences."""
 
@@ -204,7 +186,7 @@ class LlamaBackend:
         lc.llama_backend_init()
         mparams = lc.llama_model_default_params()
         mparams.n_gpu_layers = config.n_gpu_layers
-        self._tensor_split = _set_split(mparams, config)  # the array must outlive the load
+        self._tensor_split = set_split(mparams, config)  # the array must outlive the load
         extra = config.extra_buffers
         mparams.use_extra_bufts = (not amx_advertised()) if extra is None else extra
         self.model = lc.llama_model_load_from_file(path.encode(), mparams)
