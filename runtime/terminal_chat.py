@@ -7,38 +7,11 @@ in-process service on a free loopback port for the duration of the chat.
 from __future__ import annotations
 
 import json
-import os
 import sys
 
 import aiohttp
 
-from runtime import identity
-from runtime.config import ServeConfig, data_dir
-from runtime.api_key import ENV_VAR, load_key
-
-
-async def _hearth_at(session: aiohttp.ClientSession, base: str) -> bool:
-    try:
-        async with session.get(f"{base}/health", timeout=aiohttp.ClientTimeout(total=1)) as r:
-            return r.status == 200 and (await r.json()).get("service") == "hearth"
-    except (aiohttp.ClientError, TimeoutError, ValueError):
-        return False
-
-
-async def _auth_headers(session: aiohttp.ClientSession, base: str, port: int) -> dict[str, str]:
-    """The stored key (or ``$HEARTH_API_KEY``) as a header, once the service proves it holds
-    that key (``runtime/identity.py``): it is never sent to another program on the port."""
-    key = os.environ.get(ENV_VAR) or load_key(data_dir())
-    if not key:
-        return {}
-    nonce = identity.new_nonce()
-    try:
-        async with session.get(f"{base}{identity.PATH}", params={"nonce": nonce},
-                               timeout=aiohttp.ClientTimeout(total=3)) as r:
-            answer = await r.json() if r.status == 200 else None
-    except (aiohttp.ClientError, TimeoutError, ValueError):
-        return {}
-    return {"Authorization": f"Bearer {key}"} if identity.proves(answer, key, port, nonce) else {}
+from runtime.service_session import service_session
 
 
 async def _stream_reply(session: aiohttp.ClientSession, base: str, body: dict,
@@ -65,44 +38,32 @@ async def _stream_reply(session: aiohttp.ClientSession, base: str, body: dict,
 
 
 async def run_chat(args, start_site) -> int:
-    runner = None
-    async with aiohttp.ClientSession() as session:
-        base = f"http://127.0.0.1:{args.port}"
-        headers: dict[str, str] = {}
-        if await _hearth_at(session, base):
-            headers = await _auth_headers(session, base, args.port)
-        else:
-            _, runner, port = await start_site(ServeConfig(port=0, model=args.model, preload=False))
-            base = f"http://127.0.0.1:{port}"
-        try:
-            messages: list[dict] = []
-            prompts = [args.prompt] if args.prompt else None
-            while True:
-                if prompts is not None:
-                    if not prompts:
-                        return 0
-                    prompt = prompts.pop()
-                else:
-                    try:
-                        prompt = input(">>> ")
-                    except EOFError:
-                        return 0
-                    if prompt.strip() in ("/bye", "/exit"):
-                        return 0
-                    if not prompt.strip():
-                        continue
-                messages.append({"role": "user", "content": prompt})
-                body = {"model": args.model, "messages": messages, "stream": True,
-                        "max_tokens": args.max_tokens, "temperature": args.temperature}
+    async with service_session(args.port, args.model, start_site) as (session, base, headers):
+        messages: list[dict] = []
+        prompts = [args.prompt] if args.prompt else None
+        while True:
+            if prompts is not None:
+                if not prompts:
+                    return 0
+                prompt = prompts.pop()
+            else:
                 try:
-                    reply = await _stream_reply(session, base, body, headers)
-                except RuntimeError as e:
-                    print(f"hearth: {e}", file=sys.stderr)
-                    messages.pop()
-                    if prompts is not None:
-                        return 1
+                    prompt = input(">>> ")
+                except EOFError:
+                    return 0
+                if prompt.strip() in ("/bye", "/exit"):
+                    return 0
+                if not prompt.strip():
                     continue
-                messages.append({"role": "assistant", "content": reply})
-        finally:
-            if runner is not None:
-                await runner.cleanup()
+            messages.append({"role": "user", "content": prompt})
+            body = {"model": args.model, "messages": messages, "stream": True,
+                    "max_tokens": args.max_tokens, "temperature": args.temperature}
+            try:
+                reply = await _stream_reply(session, base, body, headers)
+            except RuntimeError as e:
+                print(f"hearth: {e}", file=sys.stderr)
+                messages.pop()
+                if prompts is not None:
+                    return 1
+                continue
+            messages.append({"role": "assistant", "content": reply})

@@ -10,11 +10,9 @@ from __future__ import annotations
 import json
 import sys
 
-import aiohttp
 import numpy as np
 
-from runtime.config import ServeConfig
-from runtime.terminal_chat import _auth_headers, _hearth_at
+from runtime.service_session import service_session
 
 
 def abridged(v: np.ndarray, edge: int = 4) -> str:
@@ -44,23 +42,12 @@ async def _embed(session, base: str, model: str, texts: list[str], headers: dict
 
 
 async def run_embed(args, start_site) -> int:
-    runner = None
-    async with aiohttp.ClientSession() as session:
-        base = f"http://127.0.0.1:{args.port}"
-        headers: dict[str, str] = {}
-        if await _hearth_at(session, base):
-            headers = await _auth_headers(session, base, args.port)
-        else:
-            _, runner, port = await start_site(ServeConfig(port=0, model=args.model, preload=False))
-            base = f"http://127.0.0.1:{port}"
+    async with service_session(args.port, args.model, start_site) as (session, base, headers):
         try:
             body = await _embed(session, base, args.model, args.texts, headers)
         except RuntimeError as e:
             print(f"hearth: {e}", file=sys.stderr)
             return 1
-        finally:
-            if runner is not None:
-                await runner.cleanup()
     vectors = np.array([d["embedding"] for d in sorted(body["data"], key=lambda d: d["index"])], dtype=np.float32)
     if args.full:
         print(json.dumps(vectors.tolist()))
