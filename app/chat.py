@@ -168,7 +168,7 @@ class ChatService(QObject):
 
     def _request_body(self, c: Conversation, history: list[Message]) -> dict:
         msgs = [{"role": "system", "content": c.system_prompt}] if c.system_prompt.strip() else []
-        msgs += [{"role": m.role, "content": m.content} for m in history if m.content or m.role == "user"]
+        msgs += tool_loop.history_messages(history)
         body = {"messages": msgs, **c.sampling.to_request()}
         if c.model:
             body["model"] = c.model

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 #: the most model turns one question may take (each tool round is one)
 DEFAULT_MAX_STEPS = 4
@@ -130,3 +130,32 @@ def round_messages(content: str, calls: list[ToolCall]) -> list[dict]:
                  "tool_calls": [{"id": c.id, "type": "function",
                                  "function": {"name": c.name, "arguments": c.arguments or "{}"}} for c in calls]}
     return [assistant] + [{"role": "tool", "tool_call_id": c.id, "content": c.result} for c in calls]
+
+
+#: the states a call ends in: its result (or why there is none) went back to the model
+ENDED = ("done", "failed", "timeout", "denied")
+
+
+def calls_from_meta(meta: dict) -> list[ToolCall]:
+    """The calls an answer recorded (``meta["tool_calls"]``) that ended; an answer cut off
+    mid-call keeps the raw stream pieces there, which are left out."""
+    names = {f.name for f in fields(ToolCall)}
+    out = []
+    for d in meta.get("tool_calls") or ():
+        if isinstance(d, dict) and d.get("status") in ENDED and {"id", "name", "arguments"} <= d.keys():
+            out.append(ToolCall(**{k: v for k, v in d.items() if k in names}))
+    return out
+
+
+def history_messages(turns) -> list[dict]:
+    """A conversation's turns (objects with ``role``, ``content``, ``meta``) as the chat API's
+    messages: an answer that called tools is sent back with its calls and their results before
+    its text, so the model still knows on the next question what the tools said."""
+    msgs: list[dict] = []
+    for m in turns:
+        calls = calls_from_meta(m.meta or {}) if m.role == "assistant" else []
+        if calls:
+            msgs += round_messages("", calls)
+        if m.content or m.role == "user":
+            msgs.append({"role": m.role, "content": m.content})
+    return msgs
