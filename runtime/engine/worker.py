@@ -72,7 +72,9 @@ class _Worker:
             extra_stop: list[str] = []
             add_special, parse_special = True, False
             if msg.messages is not None:
-                text, add_special = self.backend.chat_text(msg.messages, **(msg.template_vars or {}))
+                # tool_choice is for engines that forward it (remote ones); here the constraint enforces it
+                tvars = {k: v for k, v in (msg.template_vars or {}).items() if k != "tool_choice"}
+                text, add_special = self.backend.chat_text(msg.messages, **tvars)
                 parse_special = True
                 extra_stop = self.backend.chat_template.stop
             elif msg.tokens is not None:

@@ -285,7 +285,8 @@ class RemoteEngine:
         errors: list[UpstreamFailed] = []
         for upstream, upstream_model in offers:
             path, body = request_body(upstream_model, params, prompt=prompt, messages=messages, tokens=tokens,
-                                      tools=tools, thinking=(template_vars or {}).get("enable_thinking"))
+                                      tools=tools, thinking=(template_vars or {}).get("enable_thinking"),
+                                      tool_choice=(template_vars or {}).get("tool_choice"))
             if response_format is not None:
                 body["response_format"] = response_format
             try:

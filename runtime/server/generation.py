@@ -105,6 +105,8 @@ def template_vars(req: GenerationRequest) -> dict | None:
     out: dict = {}
     if req.tools and req.tool_choice != "none" and req.extra.get("template_tools"):
         out["tools"] = req.tools
+        if req.tool_choice not in (None, "auto"):  # required or a named function: a remote engine passes it on
+            out["tool_choice"] = req.tool_choice
     if req.think is not None:
         out["enable_thinking"] = req.think
     if req.reasoning_effort is not None:

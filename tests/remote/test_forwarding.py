@@ -57,6 +57,11 @@ async def test_tool_calls_go_to_the_upstream_natively_and_come_back_in_each_form
     reply = await oai(h).chat.completions.create(model="m1", messages=ask, tools=WEATHER, max_tokens=32)
     sent = up.requests[-1]["body"]
     assert sent["tools"] == WEATHER and sent["messages"] == ask  # as the client sent them, not rewritten
+    assert "tool_choice" not in sent  # auto: the upstream's default
+    forced = {"type": "function", "function": {"name": "get_weather"}}
+    for choice in ("required", forced):  # a forced call stays forced on the upstream
+        await oai(h).chat.completions.create(model="m1", messages=ask, tools=WEATHER, tool_choice=choice, max_tokens=32)
+        assert up.requests[-1]["body"]["tool_choice"] == choice
     call = reply.choices[0].message.tool_calls[0]
     assert (call.function.name, call.function.arguments) == ("get_weather", '{"city": "Paris"}')
     assert reply.choices[0].finish_reason == "tool_calls"
