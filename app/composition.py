@@ -101,8 +101,9 @@ class HearthApp(QObject):
         from app.ui import remotes_box
 
         self.remotes = RemotesService(self.client)  # remote engines: widgets added to the pages' ends
-        self.remote_widgets = remotes_box.attach(self.models_page, self.settings_page, self.server_page,
+        self.remote_widgets = remotes_box.attach(self.models_page, self.remotes_tab, self.server_page,
                                                  self.remotes, self.service.health_changed, self.spawn)
+        self.remotes_tab.layout().addStretch(1)
         self.remotes.changed.connect(lambda _: self._local_models(getattr(self, "_local_ids", [])))
         self.window = MainWindow(pages)
         if self.store.problem:  # the damaged history was set aside: say so where the user looks
@@ -127,12 +128,12 @@ class HearthApp(QObject):
         qapp.styleHints().colorSchemeChanged.connect(lambda _: self.apply_theme())
 
     def _settings_tabs(self):
-        """Settings: the general page and the MCP servers."""
+        """Settings: the general page, the MCP servers and the remote engines."""
         from PySide6.QtWidgets import QTabWidget
 
         from app.ui.mcp_panel import McpPanel
 
-        from PySide6.QtWidgets import QHBoxLayout, QWidget
+        from PySide6.QtWidgets import QHBoxLayout, QVBoxLayout, QWidget
 
         self.mcp_panel = McpPanel(self.mcp, self.spawn)
         general = QWidget()  # the form at a readable width, not stretched across the window
@@ -146,6 +147,10 @@ class HearthApp(QObject):
         tabs.setDocumentMode(True)
         tabs.addTab(general, "General")
         tabs.addTab(self.mcp_panel, "MCP servers")
+        self.remotes_tab = QWidget()  # remote engines: their box is added when they are wired up
+        self.remotes_tab.setMaximumWidth(760)
+        QVBoxLayout(self.remotes_tab).setContentsMargins(0, 12, 0, 0)
+        tabs.addTab(self.remotes_tab, "Remote engines")
         page = QWidget()
         pl = QHBoxLayout(page)
         pl.setContentsMargins(0, 12, 0, 0)
@@ -300,5 +305,5 @@ class HearthApp(QObject):
         model = self.service.loaded_model
         text = f"Service: {STATE_WORDS.get(state, state)} at {self.service.url}"
         if state == RUNNING and model:
-            text += f" · model {model}"
+            text += f" · {'models' if ',' in model else 'model'} {model}"
         self.window.set_service_text(text)

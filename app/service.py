@@ -56,7 +56,10 @@ class ServiceController(QObject):
 
     @property
     def loaded_model(self) -> str | None:
-        return (self.health.get("engine") or {}).get("model")
+        """The loaded models, by name ("a, b" when several are resident), or None."""
+        engine = self.health.get("engine") or {}
+        names = [m["id"] for m in engine.get("models") or () if isinstance(m, dict) and m.get("id")]
+        return ", ".join(names) if names else engine.get("model")
 
     def _set(self, state: str, problem: UserError | None = None) -> None:
         if state != self.state:

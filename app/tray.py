@@ -63,7 +63,8 @@ class Tray(QObject):
         s = self.service
         self.icon.setIcon(state_icon(s.state))
         model = s.loaded_model
-        self.model_action.setText(f"Model: {model}" if model else "No model loaded")
+        self.model_action.setText(f"{'Models' if ',' in (model or '') else 'Model'}: {model}" if model
+                                  else "No model loaded")
         self.icon.setToolTip(f"Hearth — {s.state}" + (f" — {model}" if model else ""))
         self.start_action.setEnabled(s.state not in (RUNNING, STARTING))
         self.stop_action.setEnabled(s.owned)

@@ -1,5 +1,5 @@
 """Small self-contained widgets for remote engines: the remote models with their badge and
-where their prompts go (Models page), the upstreams with add and remove (Settings page), and
+where their prompts go (Models page), the upstreams with add and remove (Settings, its Remote engines tab), and
 their health in one line (Server page)."""
 
 from __future__ import annotations
@@ -136,11 +136,11 @@ class RemotesHealthLabel(QLabel):
         self.setVisible(bool(words))
 
 
-def attach(models_page: QWidget | None, settings_page: QWidget, server_page: QWidget,
+def attach(models_page: QWidget | None, settings_tab: QWidget, server_page: QWidget,
            remotes: RemotesService, health_changed, run: Run) -> dict:
     """Add the widgets at the end of each page's layout (the pages themselves stay as they are)."""
     widgets = {"upstreams": UpstreamsBox(remotes, run), "health": RemotesHealthLabel()}
-    settings_page.layout().addWidget(widgets["upstreams"])
+    settings_tab.layout().addWidget(widgets["upstreams"])
     server_page.layout().addWidget(widgets["health"])
     health_changed.connect(widgets["health"].show_health)
     if models_page is not None:

@@ -125,9 +125,9 @@ class ServerPage(QWidget):
         row = QHBoxLayout()
         row.addWidget(top, 1)
         row.addWidget(self.counters_box, 1)
-        lay.addLayout(row)
+        lay.addLayout(row, 3)  # the counters get the room; the log scrolls
         lay.addWidget(curl_box)
-        lay.addWidget(log_box, 1)
+        lay.addWidget(log_box, 2)
         for line in service.log:
             self.log.appendPlainText(line)
         service.log_line.connect(self.log.appendPlainText)
