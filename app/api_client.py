@@ -8,7 +8,7 @@ from urllib.parse import urlsplit
 
 import aiohttp
 
-from app.errors import ApiProblem, NotHearth, ServiceUnreachable
+from app.errors import ApiProblem, NotHearth, ServiceUnreachable, StreamCut
 from runtime import identity
 
 
@@ -90,11 +90,15 @@ class ApiClient:
                    headers: dict[str, str] | None = None) -> dict:
         return await self._request("POST", path, json_body=body or {}, timeout=timeout, headers=headers)
 
-    async def delete(self, path: str) -> dict:
-        return await self._request("DELETE", path)
+    async def delete(self, path: str, headers: dict[str, str] | None = None) -> dict:
+        return await self._request("DELETE", path, headers=headers)
 
-    async def events(self, method: str, path: str, body: dict | None = None) -> AsyncIterator[dict]:
-        """Server-sent events: each ``data:`` payload decoded; ends at ``[DONE]`` or when the stream closes."""
+    async def events(self, method: str, path: str, body: dict | None = None,
+                     until_done: bool = False) -> AsyncIterator[dict]:
+        """Server-sent events: each ``data:`` payload decoded; ends at ``[DONE]``. A stream that
+        closes before ``[DONE]`` (the service or its model stopped) raises ``StreamCut``, so a cut
+        answer is never taken for a complete one; ``until_done=False`` accepts streams that have
+        no end marker (the download events)."""
         try:
             async with self.session.request(method, self.base_url + path, json=body, headers=self._headers()) as r:
                 if r.status >= 400:
@@ -111,12 +115,15 @@ class ApiClient:
                         raise _problem(500, payload, data)
                     if payload is not None:
                         yield payload
+                if until_done:
+                    raise StreamCut(f"The stream from {self.base_url} ended before the answer was complete.")
         except aiohttp.ClientConnectionError as e:
             raise ServiceUnreachable(f"The connection to {self.base_url} broke ({e.__class__.__name__}).") from None
 
     def chat_stream(self, body: dict) -> AsyncIterator[dict]:
         return self.events("POST", "/v1/chat/completions", {**body, "stream": True,
-                                                          "stream_options": {"include_usage": True}})
+                                                          "stream_options": {"include_usage": True}},
+                           until_done=True)
 
 
 def _json(raw: bytes):

@@ -47,13 +47,16 @@ class CatalogModel:
     local: bool = False  #: downloaded (or embedded): nothing to fetch
     sizes: dict[str, int | None] = field(default_factory=dict)  #: bytes per quantization
     fit: dict | None = None  #: the planner's verdict (``/hearth/fit``'s body)
+    task: str | None = None  #: "embedding" or "rerank"; None for a chat model
+    params: int | None = None  #: the parameter count
 
     @classmethod
     def from_api(cls, d: dict) -> CatalogModel:
         sizes = d.get("sizes") if isinstance(d.get("sizes"), dict) else {}
         return cls(str(d["id"]), _str(d, "name") or str(d["id"]), _str(d, "family"), _str(d, "repo"),
                    _str(d, "default_quant"), _str(d, "parameters"), _str(d, "license"), _int(d, "context_length"),
-                   bool(d.get("embedded")), bool(d.get("local")), dict(sizes), _fit(d))
+                   bool(d.get("embedded")), bool(d.get("local")), dict(sizes), _fit(d), _str(d, "task"),
+                   _int(d, "params"))
 
     @property
     def size(self) -> int | None:

@@ -1,4 +1,5 @@
-"""Chat: conversations, sending, streaming into the message model, stop, regenerate, edit and resend.
+"""Chat: conversations, sending, streaming into the message model, stop, regenerate, edit and resend,
+and flipping between the versions those keep.
 
 Tokens arrive as server-sent events; they are buffered and flushed into the message model
 every ``flush_ms`` (about 50 ms), so the view repaints at a steady rate however fast the model
@@ -15,7 +16,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.api_client import ApiClient
 from app.conversations import Conversation, ConversationStore, Message, Sampling
-from app.errors import ApiProblem, explain
+from app.errors import MODEL_PROBLEMS, ApiProblem, ServiceUnreachable, UserError, explain
 from app.qt_models import ConversationListModel, MessageListModel
 from app import tool_loop
 from app.tool_loop import DENY, Permissions, ToolCall
@@ -30,6 +31,7 @@ class ChatService(QObject):
     finished = Signal(object)  # the assistant Message, when its answer ended (done, stopped or failed)
 
     tool_call_changed = Signal(object)  # a ToolCall of the live answer (asked, running, done)
+    variant_switched = Signal(object)  # the Conversation, after another version of a message was shown
 
     def __init__(self, client: ApiClient, store: ConversationStore, *, flush_ms: int = 50,
                  tools=None, always_allowed: set[str] | None = None) -> None:
@@ -94,7 +96,10 @@ class ChatService(QObject):
         if self.current is not None and self.current.id == c.id:
             self.current.title = c.title
             self.current_changed.emit(self.current)
-        self.reload()
+        if self.conversations.row_of(c.id) is not None:
+            self.conversations.upsert(c)  # in place: the chat stays under the cursor
+        else:
+            self.reload()
 
     def delete(self, conversation_id: int) -> None:
         if self._live_conversation == conversation_id:
@@ -103,6 +108,42 @@ class ChatService(QObject):
         self.reload()
         if self.current is not None and self.current.id == conversation_id:
             self.select(None)
+
+    async def export_chat(self, conversation_id: int, path: str, fmt: str) -> bool:
+        """Write a chat to ``path`` as "markdown" or "json" (off the event loop)."""
+        from app import chat_export
+
+        c = self.store.get(conversation_id)
+        if c is None:
+            return False
+        try:
+            await asyncio.to_thread(chat_export.write, path, c, self.store.messages(c.id), fmt,
+                                    self.store.tree(c.id) if fmt == "json" else None)
+        except OSError as e:
+            self.error.emit(UserError("The chat could not be exported.", f"{path}: {e.strerror or e}.",
+                                      "Choose a folder you can write to.", "chat_file"))
+            return False
+        return True
+
+    async def import_chat(self, path: str) -> Conversation | None:
+        """Bring back a chat exported as JSON, as a new chat, and open it."""
+        from app import chat_export
+
+        try:
+            f = await asyncio.to_thread(chat_export.read, path)  # untrusted input: parsed off the loop
+        except chat_export.ChatFileError as e:
+            self.error.emit(UserError("The chat could not be imported.", str(e),
+                                      "Choose a .json file that Hearth exported.", "chat_file"))
+            return None
+        c = self.store.create(f.title, f.model, f.system_prompt, f.sampling)
+        if f.parents is None:
+            self.store.add_messages(c.id, f.messages)
+        else:
+            self.store.add_tree(c.id, f.messages, f.parents, f.leaf)
+        self._search = ""
+        self.reload()
+        self.select(c.id)
+        return c
 
     def configure(self, *, model: str | None = None, system_prompt: str | None = None,
                   sampling: Sampling | None = None) -> None:
@@ -119,33 +160,35 @@ class ChatService(QObject):
         self.store.update(c)
 
     # sending
-    def send(self, text: str) -> bool:
+    def send(self, text: str, attachments: list[dict] | None = None) -> bool:
+        """Send a message; ``attachments`` (name and text of dropped files) go with it as context."""
         text = text.strip()
-        if not text or self.busy:
+        if not (text or attachments) or self.busy:
             return False
         if self.current is None:
             self.new_conversation()
         c = self.current
         if not self.store.messages(c.id) and c.title == "New chat":
-            self.rename(c.id, _title(text))
-        self.messages.append(self.store.add_message(c.id, "user", text))
+            self.rename(c.id, _title(text or ", ".join(a["name"] for a in attachments)))
+        meta = {"attachments": list(attachments)} if attachments else None
+        self.messages.append(self.store.add_message(c.id, "user", text, meta))
         self._generate()
         return True
 
     def regenerate(self) -> bool:
-        """Drop the last answer and ask again."""
+        """Ask again for the last answer; the old answer stays as an earlier version of it."""
         if self.busy or self.current is None:
             return False
         msgs = self.messages.items()
         if not msgs or msgs[-1].role != "assistant":
             return False
-        self.store.delete_messages_from(self.current.id, msgs[-1].id)
         self.messages.remove_from(len(msgs) - 1)
-        self._generate()
+        self._generate(parent_id=msgs[-1].parent_id)
         return True
 
     def edit_and_resend(self, message_id: int, text: str) -> bool:
-        """Replace a user message's text, drop everything after it, and ask again."""
+        """Ask again with a user message's new text. The new text is a new version of the
+        message: the old one, and the conversation that followed it, stay as the earlier version."""
         text = text.strip()
         row = self.messages.row_of(message_id)
         if self.busy or self.current is None or row is None or not text:
@@ -153,13 +196,29 @@ class ChatService(QObject):
         m = self.messages.item(row)
         if m.role != "user":
             return False
-        m.content = text
-        self.store.update_message(m)
-        self.messages.changed(m.id)
-        if row + 1 < self.messages.rowCount():
-            self.store.delete_messages_from(self.current.id, self.messages.item(row + 1).id)
-            self.messages.remove_from(row + 1)
+        if text == m.content and row + 1 >= self.messages.rowCount():
+            self._generate()  # the same question with no answer yet: just ask it
+            return True
+        self.messages.remove_from(row)
+        meta = {"attachments": m.meta["attachments"]} if m.meta.get("attachments") else None  # the files stay
+        self.messages.append(self.store.add_message(self.current.id, "user", text, meta, parent_id=m.parent_id))
         self._generate()
+        return True
+
+    def switch_variant(self, message_id: int, step: int) -> bool:
+        """Show the version of a message ``step`` places away (-1 older, +1 newer), and the
+        conversation that followed that version. Not while an answer is being written."""
+        if self.busy or self.current is None:
+            return False
+        if self.store.switch_variant(self.current.id, message_id, step) is None:
+            return False
+        shown, path = self.messages.items(), self.store.messages(self.current.id)
+        same = 0  # the messages above the switched one stay as they are (their widgets too)
+        while same < min(len(shown), len(path)) and shown[same].id == path[same].id:
+            same += 1
+        self.messages.remove_from(same)
+        self.messages.extend(path[same:])
+        self.variant_switched.emit(self.current)
         return True
 
     def stop(self) -> None:
@@ -183,10 +242,10 @@ class ChatService(QObject):
             return []
         return self.tools.api_tools()
 
-    def _generate(self) -> None:
+    def _generate(self, parent_id: int | None = None) -> None:
         c = self.current
         body = self._request_body(c, self.messages.items())
-        answer = self.store.add_message(c.id, "assistant", "", {"finish": "streaming"})
+        answer = self.store.add_message(c.id, "assistant", "", {"finish": "streaming"}, parent_id=parent_id)
         self.messages.append(answer)
         self._live, self._live_conversation = answer, c.id
         self._task = asyncio.ensure_future(self._stream(answer, body, c))
@@ -247,7 +306,9 @@ class ChatService(QObject):
         except asyncio.CancelledError:
             finish = "stopped"
         except ApiProblem as e:
-            finish = "error"
+            # cut mid-answer (the model or the service stopped): what arrived is kept, marked as cut
+            cut = e.code in MODEL_PROBLEMS or (isinstance(e, ServiceUnreachable) and self._t_first is not None)
+            finish = "interrupted" if cut and (answer.content or self._pending) else "error"
             problem = explain(e)
             answer.meta["error"] = problem.text()
             self.error.emit(problem)
@@ -255,7 +316,10 @@ class ChatService(QObject):
             self._timer.stop()
             self._flush()
             answer.meta.update(_numbers(self._t_start, self._t_first, time.monotonic(), usage))
-            answer.meta["finish"] = finish or "stop"
+            answer.meta["finish"] = finish or "interrupted"  # a stream that ended without saying why
+            if answer.meta["finish"] in ("interrupted", "error"):
+                answer.meta.pop("tokens_per_s", None)  # a cut answer's speed and count say nothing true
+                answer.meta.pop("completion_tokens", None)
             self.store.update_message(answer)
             self._live, self._live_conversation = None, None
             self.messages.changed(answer.id)

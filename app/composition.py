@@ -15,7 +15,7 @@ from app.api_client import ApiClient
 from runtime.api_key import load_key
 from app.chat import ChatService
 from app.conversations import ConversationStore
-from app.errors import ApiProblem, UserError, explain
+from app.errors import MODEL_PROBLEMS, SERVICE_PROBLEMS, ApiProblem, UserError, explain
 from app.service import DIED, FOREIGN, RUNNING, UNREACHABLE, ServiceController
 from app.settings import AppSettings, SettingsStore
 from app.tray import Tray, state_icon
@@ -88,6 +88,10 @@ class HearthApp(QObject):
         self.closed = asyncio.get_event_loop().create_future()
         self._tasks: set[asyncio.Task] = set()
         self.chat_page = ChatPage(self.chat, self.documents, self.spawn)
+        from app.presets import PresetStore
+
+        self.presets = PresetStore(data_dir / "prompt-presets.json")
+        self.chat_page.presets = self.presets
         self.mcp.servers_changed.connect(self._mcp_changed)
         self.server_page = ServerPage(self.service, start=lambda: self.spawn(self.start_service()),
                                       stop=lambda: self.spawn(self.service.stop()))
@@ -100,7 +104,7 @@ class HearthApp(QObject):
         from app.remotes import RemotesService
         from app.ui import remotes_box
 
-        self.remotes = RemotesService(self.client)  # remote engines: widgets added to the pages' ends
+        self.remotes = RemotesService(self.client, data_dir)  # remote engines: widgets added to the pages' ends
         self.remote_widgets = remotes_box.attach(self.models_page, self.remotes_tab, self.server_page,
                                                  self.remotes, self.service.health_changed, self.spawn)
         self.remotes_tab.layout().addStretch(1)
@@ -111,6 +115,7 @@ class HearthApp(QObject):
                                       "Nothing else is needed; the damaged file is kept for you to inspect."))
         self.window.setWindowIcon(state_icon(RUNNING))
         self.window.close_handler = self._window_closing
+        self.window.quit_handler = self.quit  # Ctrl+Q quits from the window, as the tray's Quit does
         self.tray = Tray(self.service, open_window=self.open_window,
                          start=lambda: self.spawn(self.start_service()),
                          stop=lambda: self.spawn(self.service.stop()), quit=self.quit)
@@ -120,8 +125,10 @@ class HearthApp(QObject):
         self.service.stats_changed.connect(self.models.running_from_stats)
         self.service.problem.connect(self._service_problem)
         self.service.state_changed.connect(self._service_state)
+        self.service.state_changed.connect(lambda s: self.models.forget_loaded() if s != RUNNING else None)
         self.service.health_changed.connect(lambda _: self._service_state(self.service.state))
         self.chat.error.connect(self.show_error)
+        self.chat.finished.connect(self._answer_finished)
         self.no_tray_notice: QMessageBox | None = None
         self._service_banner: UserError | None = None
         self.apply_theme()
@@ -167,7 +174,20 @@ class HearthApp(QObject):
         self.models.error.connect(self.show_error)
         self.models.local_changed.connect(self._local_models)
         self.chat_page.bind_models(self.models, self.spawn)
-        return ModelsPage(self.models, self.spawn)
+        from app.first_run import FirstRun
+
+        self.first_run = FirstRun(self.chat_page.suggestion_card, self.models, self.spawn,
+                                  use=self.chat_page.use_model, done=self._suggestion_done)
+        from app.quantize_jobs import QuantizeService
+
+        self.quantize = QuantizeService(self.client, self.data_dir, self.models.refresh_local)
+        self.quantize.error.connect(self.show_error)
+        return ModelsPage(self.models, self.spawn, self.quantize)
+
+    def _suggestion_done(self) -> None:
+        if not self.settings.suggestion_done:
+            self.settings.suggestion_done = True
+            self.settings_store.save(self.settings)
 
     # lifecycle
     def spawn(self, coro) -> asyncio.Task:
@@ -186,6 +206,7 @@ class HearthApp(QObject):
     async def start(self, show_window: bool = True) -> bool:
         if show_window or not self.tray.available:  # hidden only where the tray can bring it back
             self.window.show()
+            self.chat_page.input.setFocus()  # the first thing a person does is type
         self.spawn(self.mcp.start_all())  # servers start beside the service; a slow one delays nothing
         ok = await self.service.ensure()
         if ok:
@@ -201,6 +222,9 @@ class HearthApp(QObject):
             await self.models.refresh()
         except ApiProblem as e:
             self.show_error(explain(e, port=self.settings.port))
+        else:
+            if not self.settings.suggestion_done:  # first run: the best model for this computer
+                self.first_run.offer(self.models.catalog.all_entries())
         await self.remotes.refresh()
 
     def _local_models(self, ids: list[str]) -> None:
@@ -221,11 +245,13 @@ class HearthApp(QObject):
     async def shutdown(self, stop_service: bool = True) -> None:
         self.chat.stop()
         self.models.close()
+        self.quantize.close()
         await self.mcp.stop_all()
         await self.service.close(stop_child=stop_service)
         await self.client.close()
         self.tray.hide()
         self.window.close_handler = None
+        self.theme_applier.close()
         self.window.close()
         self.store.close()
         self.documents.close()
@@ -239,7 +265,7 @@ class HearthApp(QObject):
         if not self.tray.available and self.settings.keep_in_tray and not self.settings.told_no_tray:
             self.settings.told_no_tray = True
             self.settings_store.save(self.settings)
-            box = QMessageBox(QMessageBox.Icon.Information, "Hearth is quitting",
+            box = QMessageBox(QMessageBox.Icon.NoIcon, "Hearth is quitting",
                               "This desktop has no system tray, so Hearth cannot keep running in the "
                               "background: closing the window quits Hearth and stops the service it started.")
             box.setModal(False)
@@ -252,26 +278,50 @@ class HearthApp(QObject):
 
     # settings
     def apply_theme(self, dark: bool | None = None) -> None:
-        """The light or dark theme: the OS's colour scheme when the settings follow it, else
-        light; ``dark`` forces one (the screenshots take both)."""
+        """The theme the settings choose: light, dark, or the OS's colour scheme ("system"; light
+        where the desktop reports none); ``dark`` forces one (the screenshots take both)."""
         from app.ui.style import palette, stylesheet, theme_for
 
         if dark is None:
-            dark = (self.settings.theme_follows_os
-                    and self.qapp.styleHints().colorScheme() == Qt.ColorScheme.Dark)
+            choice = self.settings.theme
+            dark = choice == "dark" or (choice == "system"
+                                        and self.qapp.styleHints().colorScheme() == Qt.ColorScheme.Dark)
+        if getattr(self, "theme", None) is not None and self.theme.dark == dark:
+            return  # no change: restyling every widget costs a visible pause
+        first = getattr(self, "theme", None) is None
+        if not first:
+            self.chat_page.view.release_hidden(everything=True)  # rebuilt after, a few per turn
         self.theme = theme_for(dark)
-        self.qapp.setStyle("Fusion")  # the same widgets on every OS, so the theme's colours hold
+        if first:
+            if self.qapp.style().name().lower() != "fusion":  # setStyle repolishes every widget alive
+                self.qapp.setStyle("Fusion")  # the same widgets on every OS, so the theme's colours hold
+            from app.ui.theme_apply import ThemeApplier
+
+            self.theme_applier = ThemeApplier(self.qapp, self.window, self._theme_parts)
         self.qapp.setPalette(palette(self.theme))
-        self.qapp.setStyleSheet(stylesheet(self.theme))
-        self.window.retheme(self.theme)
+        theme = self.theme
+        self.chat_page.split.handle(1).setStyleSheet(f"background: {theme.border};")
+        self.theme_applier.apply(stylesheet(theme), at_once=first, then=lambda: self.window.retheme(theme))
+
+    def _theme_parts(self) -> list:
+        """The styled parts of the window (see ``ThemeApplier``): the rail, the banner, the status
+        bar, and each page (cut into parts of a few dozen widgets)."""
+        w = self.window
+        return [(None, w.rail), (None, w.banner), (None, w.statusBar())] + [(p, p) for p in w.pages.values()]
 
     def _settings_saved(self, new: AppSettings) -> None:
         for name in AppSettings.__slots__:
             setattr(self.settings, name, getattr(new, name))
         self.settings_store.save(self.settings)
-        self.client.base_url = f"http://{connect_host(self.settings.host)}:{self.settings.port}"
         self.apply_theme()
+        # a new address: the pages show what answers there, not what answered at the old one
+        if self.service.set_address(f"http://{connect_host(self.settings.host)}:{self.settings.port}"):
+            self.spawn(self._recheck_service())
         self.server_page.refresh()
+
+    async def _recheck_service(self) -> None:
+        if await self.service.recheck():
+            await self.refresh_models()
 
     def _mcp_changed(self) -> None:
         """The Tools switch counts the tools on offer; a server that has just failed is said once."""
@@ -285,6 +335,13 @@ class HearthApp(QObject):
     # problems
     def show_error(self, problem: UserError) -> None:
         self.window.banner.show_problem(problem)
+
+    def _answer_finished(self, answer) -> None:
+        """A complete answer is the recovery a model problem's banner asked for: it goes."""
+        shown = self.window.banner.problem
+        if answer.meta.get("finish") in ("stop", "length", "tool_calls") and shown is not None \
+                and shown.code in MODEL_PROBLEMS | SERVICE_PROBLEMS:
+            self.window.banner.show_problem(None)
 
     def _service_problem(self, problem: UserError | None) -> None:
         state = self.service.state
@@ -302,6 +359,9 @@ class HearthApp(QObject):
             self.window.banner.show_problem(problem)
 
     def _service_state(self, state: str) -> None:
+        shown = self.window.banner.problem
+        if state == RUNNING and shown is not None and shown.code in SERVICE_PROBLEMS:
+            self.window.banner.show_problem(None)  # the service answers again: the problem is over
         model = self.service.loaded_model
         text = f"Service: {STATE_WORDS.get(state, state)} at {self.service.url}"
         if state == RUNNING and model:

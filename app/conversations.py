@@ -1,5 +1,11 @@
 """Conversations and their messages in SQLite, in the data directory; they survive restarts.
 
+The messages of a chat form a tree: each follows a parent (``parent_id``; 0 for the first).
+Regenerating an answer or editing a question adds a sibling instead of replacing it, so every
+older version, and the conversation that went on from it, is kept. The chat shows one path
+through the tree, from the first message down to its ``leaf`` (by default the newest message);
+flipping to another version of a message moves the leaf to the newest message under it.
+
 The database is owner-only (0600, and so are SQLite's -wal and -shm files, which take its
 mode). A database that cannot be opened or fails SQLite's quick check never stops the app:
 it is moved aside (``conversations.sqlite3.corrupt-TIMESTAMP``), the rows that can still be
@@ -67,7 +73,7 @@ class Conversation:
     model: str = ""
     system_prompt: str = ""
     sampling: Sampling = field(default_factory=Sampling)
-    updated: float = 0.0
+    updated: float = 0.0  #: when its last message was written (the chat list's order)
     #: per-chat choices: ``ctx`` (context length), ``tools`` (offer MCP tools), ``tool_choice``,
     #: ``allowed_tools`` (run without asking in this chat), ``documents`` (attached document ids)
     options: dict = field(default_factory=dict)
@@ -79,11 +85,17 @@ class Message:
     role: str  # "user" or "assistant"
     content: str
     meta: dict = field(default_factory=dict)  # model, tokens_per_s, ttft_s, cached_tokens, finish, ...
+    parent_id: int = 0  #: the message it follows (0: the first of its chat)
+    #: its place among the versions that follow the same message (1-based) and how many there
+    #: are: a regenerated answer or an edited question keeps the older versions beside it
+    variant: int = 1
+    variants: int = 1
 
 
 log = logging.getLogger("hearth.app")
 _TABLES = {"conversations": ("id", "title", "model", "system_prompt", "sampling", "created", "updated"),
            "messages": ("id", "conversation_id", "role", "content", "meta", "created")}
+_TREE_COLUMNS = {"conversations": ("leaf",), "messages": ("parent_id",)}
 
 
 def _open(path: Path) -> sqlite3.Connection:
@@ -99,6 +111,13 @@ def _open(path: Path) -> sqlite3.Connection:
         if "options" not in {r[1] for r in db.execute("PRAGMA table_info(conversations)")}:
             with db:  # a history from before per-chat options
                 db.execute("ALTER TABLE conversations ADD COLUMN options TEXT NOT NULL DEFAULT '{}'")
+        if "leaf" not in {r[1] for r in db.execute("PRAGMA table_info(conversations)")}:
+            with db:  # a history from before versions: the newest message is the leaf
+                db.execute("ALTER TABLE conversations ADD COLUMN leaf INTEGER NOT NULL DEFAULT 0")
+        if "parent_id" not in {r[1] for r in db.execute("PRAGMA table_info(messages)")}:
+            with db:  # a history from before versions: -1 until linked to the message before
+                db.execute("ALTER TABLE messages ADD COLUMN parent_id INTEGER NOT NULL DEFAULT -1")
+        _link_unparented(db)
         check = db.execute("PRAGMA quick_check").fetchone()
         if not check or check[0] != "ok":
             raise sqlite3.DatabaseError(f"quick_check: {check[0] if check else 'no answer'}")
@@ -106,6 +125,15 @@ def _open(path: Path) -> sqlite3.Connection:
         db.close()
         raise
     return db
+
+
+def _link_unparented(db: sqlite3.Connection) -> None:
+    """Messages without a parent (a history from before versions, or rows salvaged from one)
+    follow the message before them in their chat: one straight line, as they were shown."""
+    with db:
+        db.execute("UPDATE messages SET parent_id = COALESCE((SELECT MAX(p.id) FROM messages p WHERE "
+                   "p.conversation_id = messages.conversation_id AND p.id < messages.id), 0) "
+                   "WHERE parent_id = -1")
 
 
 def _salvage(old: Path, db: sqlite3.Connection) -> int:
@@ -116,10 +144,14 @@ def _salvage(old: Path, db: sqlite3.Connection) -> int:
     except sqlite3.DatabaseError:
         return 0
     try:
-        for table, cols in _TABLES.items():
-            try:
-                rows = src.execute(f"SELECT {', '.join(cols)} FROM {table} ORDER BY id").fetchall()
-            except sqlite3.DatabaseError:
+        for table, base in _TABLES.items():
+            for cols in (base + _TREE_COLUMNS[table], base):  # the tree's columns, when it had them
+                try:
+                    rows = src.execute(f"SELECT {', '.join(cols)} FROM {table} ORDER BY id").fetchall()
+                    break
+                except sqlite3.DatabaseError:
+                    rows = None
+            if rows is None:
                 continue
             with db:
                 db.executemany(f"INSERT OR IGNORE INTO {table} ({', '.join(cols)}) VALUES "
@@ -151,6 +183,7 @@ class ConversationStore:
                     os.replace(companion, aside.with_name(aside.name + extra))
             self.db = _open(path)
             kept = _salvage(aside, self.db)
+            _link_unparented(self.db)
             self.problem = (f"The chat history could not be read ({e}); it was moved to {aside}"
                             + (f" and {kept} records that could still be read were kept." if kept
                                else " and a new history was started."))
@@ -186,42 +219,159 @@ class ConversationStore:
         return _conversation(r) if r else None
 
     def update(self, c: Conversation) -> None:
-        c.updated = time.time()
+        """Save a conversation's title, model and options. Its place in the list (``updated``: its
+        last message) does not change: renaming a chat or picking its model does not move it."""
         with self.db:
             self.db.execute("UPDATE conversations SET title = ?, model = ?, system_prompt = ?, sampling = ?, "
-                            "updated = ?, options = ? WHERE id = ?",
+                            "options = ? WHERE id = ?",
                             (c.title, c.model, c.system_prompt, json.dumps(_sampling_dict(c.sampling)),
-                             c.updated, json.dumps(c.options), c.id))
+                             json.dumps(c.options), c.id))
 
     def delete(self, conversation_id: int) -> None:
         with self.db:
             self.db.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
 
     # messages
-    def messages(self, conversation_id: int) -> list[Message]:
-        rows = self.db.execute("SELECT id, role, content, meta FROM messages WHERE conversation_id = ? "
+    def _rows(self, conversation_id: int) -> dict[int, Message]:
+        rows = self.db.execute("SELECT id, role, content, meta, parent_id FROM messages WHERE conversation_id = ? "
                                "ORDER BY id", (conversation_id,)).fetchall()
-        return [Message(r[0], r[1], r[2], json.loads(r[3])) for r in rows]
+        return {r[0]: Message(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows}
 
-    def add_message(self, conversation_id: int, role: str, content: str, meta: dict | None = None) -> Message:
+    def _leaf(self, conversation_id: int, rows: dict[int, Message]) -> int:
+        r = self.db.execute("SELECT leaf FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
+        leaf = r[0] if r else 0
+        return leaf if leaf in rows else max(rows, default=0)
+
+    def messages(self, conversation_id: int) -> list[Message]:
+        """The chat as shown: the path from its first message to its leaf, each message with its
+        place among its versions."""
+        rows = self._rows(conversation_id)
+        path = _path(rows, self._leaf(conversation_id, rows))
+        children: dict[int, list[int]] = {}
+        for m in rows.values():
+            children.setdefault(m.parent_id, []).append(m.id)
+        for m in path:
+            siblings = children.get(m.parent_id, [m.id])
+            m.variant, m.variants = siblings.index(m.id) + 1, len(siblings)
+        return path
+
+    def tree(self, conversation_id: int) -> list[Message]:
+        """Every message of the chat, every version, in the order they were written."""
+        return list(self._rows(conversation_id).values())
+
+    def message_count(self, conversation_id: int) -> int:
+        """How many messages the chat shows (its current path)."""
+        return len(self.messages(conversation_id))
+
+    def add_message(self, conversation_id: int, role: str, content: str, meta: dict | None = None,
+                    parent_id: int | None = None) -> Message:
+        """Add a message after ``parent_id`` (by default after the last one shown; 0: as a new
+        first message); it becomes the chat's leaf."""
         now = time.time()
+        if parent_id is None:
+            path = self.messages(conversation_id)
+            parent_id = path[-1].id if path else 0
         with self.db:
-            cur = self.db.execute("INSERT INTO messages (conversation_id, role, content, meta, created) "
-                                  "VALUES (?, ?, ?, ?, ?)", (conversation_id, role, content,
-                                                             json.dumps(meta or {}), now))
-            self.db.execute("UPDATE conversations SET updated = ? WHERE id = ?", (now, conversation_id))
-        return Message(cur.lastrowid, role, content, dict(meta or {}))
+            cur = self.db.execute("INSERT INTO messages (conversation_id, role, content, meta, created, parent_id) "
+                                  "VALUES (?, ?, ?, ?, ?, ?)", (conversation_id, role, content,
+                                                                json.dumps(meta or {}), now, parent_id))
+            self.db.execute("UPDATE conversations SET updated = ?, leaf = ? WHERE id = ?",
+                            (now, cur.lastrowid, conversation_id))
+        n = self.db.execute("SELECT COUNT(*) FROM messages WHERE conversation_id = ? AND parent_id = ?",
+                            (conversation_id, parent_id)).fetchone()[0]
+        return Message(cur.lastrowid, role, content, dict(meta or {}), parent_id, n, n)
+
+    def add_messages(self, conversation_id: int, rows: list[tuple[str, str, dict]]) -> None:
+        """Add many messages (role, content, meta) in one transaction, each after the one before:
+        an imported chat."""
+        now = time.time()
+        path = self.messages(conversation_id)
+        parent = path[-1].id if path else 0
+        with self.db:
+            for role, content, meta in rows:
+                parent = self.db.execute(
+                    "INSERT INTO messages (conversation_id, role, content, meta, created, parent_id) "
+                    "VALUES (?, ?, ?, ?, ?, ?)", (conversation_id, role, content, json.dumps(meta), now, parent)).lastrowid
+            self.db.execute("UPDATE conversations SET updated = ?, leaf = ? WHERE id = ?",
+                            (now, parent, conversation_id))
+
+    def add_tree(self, conversation_id: int, rows: list[tuple[str, str, dict]], parents: list[int],
+                 leaf: int = 0) -> None:
+        """Add many messages with their versions in one transaction: ``parents[i]`` is the
+        1-based place in ``rows`` of the message row ``i`` follows (0: a first message; always
+        an earlier row), ``leaf`` the place of the last one shown (0: the last row)."""
+        now = time.time()
+        ids: list[int] = []
+        with self.db:
+            for (role, content, meta), parent in zip(rows, parents, strict=True):
+                if not 0 <= parent <= len(ids):
+                    raise ValueError(f"message {len(ids) + 1} follows {parent}, which is not written before it")
+                ids.append(self.db.execute(
+                    "INSERT INTO messages (conversation_id, role, content, meta, created, parent_id) "
+                    "VALUES (?, ?, ?, ?, ?, ?)", (conversation_id, role, content, json.dumps(meta), now,
+                                                  ids[parent - 1] if parent else 0)).lastrowid)
+            shown = ids[leaf - 1] if 0 < leaf <= len(ids) else (ids[-1] if ids else 0)
+            self.db.execute("UPDATE conversations SET updated = ?, leaf = ? WHERE id = ?",
+                            (now, shown, conversation_id))
 
     def update_message(self, m: Message) -> None:
         with self.db:
             self.db.execute("UPDATE messages SET content = ?, meta = ? WHERE id = ?",
                             (m.content, json.dumps(m.meta), m.id))
 
-    def delete_messages_from(self, conversation_id: int, message_id: int) -> None:
-        """Delete ``message_id`` and every later message of the conversation."""
+    def switch_variant(self, conversation_id: int, message_id: int, step: int) -> int | None:
+        """Show another version of ``message_id``: ``step`` places along its siblings (-1 the
+        one before, +1 the one after). The chat then goes on with the newest message under that
+        version. Returns the version's id, or None when there is none that way."""
+        rows = self._rows(conversation_id)
+        m = rows.get(message_id)
+        if m is None:
+            return None
+        siblings = [x.id for x in rows.values() if x.parent_id == m.parent_id]
+        i = siblings.index(m.id) + step
+        if not 0 <= i < len(siblings):
+            return None
+        target = siblings[i]
+        children: dict[int, list[int]] = {}
+        for x in rows.values():
+            children.setdefault(x.parent_id, []).append(x.id)
+        newest, stack = target, [target]
+        while stack:  # the newest message in the version's subtree
+            n = stack.pop()
+            newest = max(newest, n)
+            stack.extend(children.get(n, ()))
         with self.db:
-            self.db.execute("DELETE FROM messages WHERE conversation_id = ? AND id >= ?",
-                            (conversation_id, message_id))
+            self.db.execute("UPDATE conversations SET leaf = ? WHERE id = ?", (newest, conversation_id))
+        return target
+
+    def set_leaf(self, conversation_id: int, message_id: int) -> None:
+        """Show the path that ends at ``message_id`` (0: the newest message)."""
+        with self.db:
+            self.db.execute("UPDATE conversations SET leaf = ? WHERE id = ?", (message_id, conversation_id))
+
+    def delete_messages_from(self, conversation_id: int, message_id: int) -> None:
+        """Delete ``message_id`` and everything that follows it (every version below it)."""
+        rows = self._rows(conversation_id)
+        gone, stack = [], [message_id]
+        while stack:
+            n = stack.pop()
+            gone.append(n)
+            stack.extend(x.id for x in rows.values() if x.parent_id == n)
+        with self.db:
+            self.db.executemany("DELETE FROM messages WHERE conversation_id = ? AND id = ?",
+                                [(conversation_id, n) for n in gone])
+            parent = rows[message_id].parent_id if message_id in rows else 0
+            self.db.execute("UPDATE conversations SET leaf = ? WHERE id = ?", (parent, conversation_id))
+
+
+def _path(rows: dict[int, Message], leaf: int) -> list[Message]:
+    out, seen = [], set()
+    while leaf in rows and leaf not in seen:
+        seen.add(leaf)
+        out.append(rows[leaf])
+        leaf = rows[leaf].parent_id
+    out.reverse()
+    return out
 
 
 def _sampling_dict(s: Sampling) -> dict:

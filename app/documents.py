@@ -152,16 +152,24 @@ class DocumentLibrary:
     def close(self) -> None:
         self.db.close()
 
-    async def add(self, path: Path, embed: Embed, title: str | None = None) -> Document:
-        """Read, chunk and embed a file; it joins the library."""
+    async def add(self, path: Path, embed: Embed, title: str | None = None,
+                  progress: Callable[[int, int], None] | None = None) -> Document:
+        """Read, chunk and embed a file; it joins the library. ``progress(done, total)`` hears
+        how many passages are embedded, after each batch (a long PDF takes minutes)."""
+        import asyncio
+
         path = Path(path)
-        pages = read_pages(path)
+        pages = await asyncio.to_thread(read_pages, path)  # a PDF's text takes seconds: off the loop
         chunks = chunk_pages(pages)
         if not chunks:
             raise DocumentError(f"{path.name} is empty.")
         vectors = []
+        if progress is not None:
+            progress(0, len(chunks))
         for i in range(0, len(chunks), 32):
             vectors += await embed([c[2] for c in chunks[i:i + 32]])
+            if progress is not None:
+                progress(min(i + 32, len(chunks)), len(chunks))
         matrix = _normalised(np.asarray(vectors, dtype=np.float32))
         with self.db:
             cur = self.db.execute("INSERT INTO documents (title, path, chars, pages, created) VALUES (?, ?, ?, ?, ?)",

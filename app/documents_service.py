@@ -18,6 +18,9 @@ DEFAULT_CONTEXT = 2048
 class DocumentsService(QObject):
     library_changed = Signal()
     error = Signal(object)  # UserError
+    #: a file being indexed: its name, passages embedded, passages in all (done == total: finished;
+    #: total 0: it ended without joining the library)
+    indexing = Signal(str, int, int)
 
     def __init__(self, client: ApiClient, path: Path, store: ConversationStore) -> None:
         super().__init__()
@@ -31,16 +34,24 @@ class DocumentsService(QObject):
     async def add(self, path: str | Path, conversation: Conversation | None = None) -> Document | None:
         """Add a file to the library (and attach it to ``conversation``); None, with the problem
         shown, when it cannot be read or embedded."""
+        name = Path(path).name
+        self.indexing.emit(name, 0, -1)  # reading the file: the total is not known yet
         try:
-            doc = await self.library.add(Path(path), self.embed)
+            doc = await self.library.add(Path(path), self.embed,
+                                         progress=lambda done, total: self.indexing.emit(name, done, total))
         except DocumentError as e:
+            self.indexing.emit(name, 0, 0)
             self.error.emit(UserError("The document could not be added.", str(e)))
             return None
         except ApiProblem as e:
+            self.indexing.emit(name, 0, 0)
             self.error.emit(UserError("The document could not be indexed.", e.message,
                                       "The embedding model minilm-l6 runs in the Hearth service; start the server "
                                       "and try again."))
             return None
+        except BaseException:
+            self.indexing.emit(name, 0, 0)
+            raise
         if conversation is not None:
             self.attach(conversation, doc.id)
         self.library_changed.emit()

@@ -28,6 +28,14 @@ def run(port: int | None = None, *, tray: bool = False, smoke_test: bool = False
     qapp.setOrganizationName("Hearth")
     qapp.setDesktopFileName("hearth")  # matches hearth.desktop: Wayland shells find the icon there
     qapp.setWindowIcon(_app_icon())
+    instance = None
+    if not smoke_test:
+        from app.single_instance import claim
+
+        instance = claim(data_dir())
+        if instance is None:
+            print("hearth app: Hearth is already running; its window was brought to the front.", flush=True)
+            return 0
     loop = qasync.QEventLoop(qapp)
     asyncio.set_event_loop(loop)
     with loop:
@@ -35,8 +43,10 @@ def run(port: int | None = None, *, tray: bool = False, smoke_test: bool = False
                            start_on_login_state=autostart_state())
         if smoke_test:
             return loop.run_until_complete(_smoke_test(hearth))
+        instance.activated.connect(hearth.open_window)  # a second launch shows this window
         hearth.spawn(hearth.start(show_window=not tray))
         loop.run_until_complete(hearth.closed)
+        instance.close()
     return 0
 
 

@@ -44,6 +44,16 @@ def capability_badges(caps: list[str] | None) -> list[str]:
     return [CAPABILITY_WORDS[c] for c in caps or () if c in CAPABILITY_WORDS]
 
 
+def is_chat_model(caps: list[str] | None) -> bool:
+    """Whether a chat can use the model: unknown capabilities are given the benefit of the doubt;
+    an embedding or rerank model (no chat template) and anything that cannot generate is not."""
+    if caps is None:
+        return True
+    if "chat" in caps:
+        return True
+    return "completion" in caps and not {"embedding", "rerank"} & set(caps)
+
+
 def fit_badge(fit: dict | None) -> tuple[str, str]:
     """(text, colour) of the fit badge from a fit plan: where the model runs and how fast."""
     if not fit or not fit.get("verdict"):
@@ -64,6 +74,7 @@ class ModelStoreService(QObject):
     running_changed = Signal(object)  # the running model (a RunningModel), None when none
     residents_changed = Signal(list)  # every resident model (the service's description of each)
     available_changed = Signal(list)  # /v1/models rows: id, loaded, capabilities, memory, context length
+    loading = Signal(str, bool)  # a model id, and whether a load of it is under way (seconds for a big one)
 
     def __init__(self, client: ApiClient, data_dir: Path | None = None) -> None:
         super().__init__()
@@ -168,14 +179,26 @@ class ModelStoreService(QObject):
         self.available_changed.emit(rows)
         return rows
 
+    def forget_loaded(self) -> None:
+        """The service stopped answering: no model is loaded as far as anyone can tell (the
+        picker's "loaded" marks and memory go; what each model can do stays)."""
+        self.running_from_stats({})
+        if any(r.get("loaded") for r in self.available):
+            self.available = [{k: v for k, v in r.items() if k != "memory"} | {"loaded": False}
+                              for r in self.available]
+            self.available_changed.emit(self.available)
+
     async def load(self, model_id: str, *, pin: bool | None = None, ctx: int | None = None) -> bool:
         """Load a model now (the chat's picker does this on demand), or change its pin."""
         body = {k: v for k, v in (("pin", pin), ("ctx", ctx)) if v is not None}
+        self.loading.emit(model_id, True)
         try:
             await self.client.post(f"/hearth/models/{quote(model_id, safe='')}/load", body, timeout=600)
         except ApiProblem as e:
             self.error.emit(explain(e))
             return False
+        finally:
+            self.loading.emit(model_id, False)
         await asyncio.gather(self.refresh_running(), self.refresh_available())
         return True
 
@@ -204,6 +227,41 @@ class ModelStoreService(QObject):
         self.follow_downloads()
         await self.attach_fits()
 
+    # Hugging Face, through the service (it reaches the hub; the app reaches only the service)
+    async def search_hub(self, query: str, limit: int = 30) -> list[dict] | None:
+        """GGUF repositories on the hub that match ``query``, most downloaded first; None (the
+        problem shown) when the service could not ask the hub."""
+        try:
+            body = await self.client.get(f"/hearth/search?q={quote(query.strip())}&limit={limit}", timeout=60)
+        except ApiProblem as e:
+            self.error.emit(UserError("Hugging Face could not be searched.", e.message,
+                                      "Check the network connection, then search again.", e.code or ""))
+            return None
+        return [m for m in body.get("models") or [] if isinstance(m, dict) and isinstance(m.get("repo"), str)]
+
+    async def hub_files(self, repo: str) -> dict | None:
+        """A repository's model files (``file``, ``quant``, ``size``, ``parts``) and its commit."""
+        try:
+            return await self.client.get(f"/hearth/search/files?repo={quote(repo, safe='/')}", timeout=60)
+        except ApiProblem as e:
+            self.error.emit(UserError(f"The files of {repo} could not be listed.", e.message,
+                                      "Check the network connection, then pick the model again.", e.code or ""))
+            return None
+
+    async def hub_card(self, repo: str) -> str | None:
+        """A repository's model card (Markdown); "" when it has none, None (the problem shown)
+        when the service could not ask the hub."""
+        try:
+            body = await self.client.get(f"/hearth/search/card?repo={quote(repo, safe='/')}", timeout=60)
+        except ApiProblem as e:
+            if e.status == 404:
+                return ""
+            self.error.emit(UserError(f"The card of {repo} could not be read.", e.message,
+                                      "Check the network connection, then pick the model again.", e.code or ""))
+            return None
+        card = body.get("card")
+        return card if isinstance(card, str) else ""
+
     # actions
     async def pull(self, ref: str) -> str | None:
         ref = ref.strip()
@@ -215,9 +273,12 @@ class ModelStoreService(QObject):
             self.error.emit(explain(e))
             return None
         except ApiProblem as e:
+            from_catalog = any(entry.id == ref for entry in self.catalog.items())
             self.error.emit(UserError("The download could not start.", e.message,
+                                      "Check the network connection and the free disk space, then press Download "
+                                      "again." if from_catalog else
                                       "Check the name (a catalog id, owner/repo or owner/repo:QUANT), the "
-                                      "network connection and the free disk space."))
+                                      "network connection and the free disk space.", e.code or ""))
             return None
         if isinstance(body.get("download"), dict):
             self.downloads.upsert(body["download"])
@@ -250,6 +311,12 @@ class ModelStoreService(QObject):
         the service asks for (the data directory's import token in a header)."""
         from runtime.import_confirm import CONFIRM_HEADER, load_token
 
+        same = self.installed_as(path)
+        if same is not None:
+            self.error.emit(UserError("This model is already installed.",
+                                      f"{Path(path).name} is {same.name} ({same.id}) on the Models page.",
+                                      "Nothing was added.", "already_installed"))
+            return False
         token = load_token(self.data_dir) if self.data_dir is not None else None
         try:
             await self.client.post("/hearth/models/import", {"path": path}, timeout=300,
@@ -260,6 +327,22 @@ class ModelStoreService(QObject):
             return False
         await self.refresh_local()
         return True
+
+    def installed_as(self, path: str) -> LocalModel | None:
+        """The installed model that is this file: the same file, or a copy of it (same name and
+        size), whatever brought it here (a download, the embedded set, an import)."""
+        p = Path(path)
+        try:
+            real, size = p.resolve(), p.stat().st_size
+        except OSError:
+            return None
+        for m in self.local.items():
+            if not m.path:
+                continue
+            other = Path(m.path)
+            if other.resolve() == real or (other.name == p.name and m.size == size):
+                return m
+        return None
 
     async def unload(self) -> bool:
         """Unload every resident model."""

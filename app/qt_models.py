@@ -68,6 +68,15 @@ class ObjectListModel(QAbstractListModel, Generic[T]):
         self._items.append(item)
         self.endInsertRows()
 
+    def extend(self, items: list[T]) -> None:
+        """Append several items in one insertion."""
+        if not items:
+            return
+        n = len(self._items)
+        self.beginInsertRows(QModelIndex(), n, n + len(items) - 1)
+        self._items.extend(items)
+        self.endInsertRows()
+
     def insert(self, row: int, item: T) -> None:
         self.beginInsertRows(QModelIndex(), row, row)
         self._items.insert(row, item)
@@ -154,6 +163,14 @@ class CatalogListModel(ObjectListModel[CatalogModel]):
     def set_query(self, query: str) -> None:
         self._query = query.strip().lower()
         self._apply()
+
+    def all_entries(self) -> list[CatalogModel]:
+        """Every entry, whatever the search shows."""
+        return list(self._all)
+
+    def has_entries(self) -> bool:
+        """The catalog came (an empty list then means nothing matched the search)."""
+        return bool(self._all)
 
     def _apply(self) -> None:
         q = self._query

@@ -4,6 +4,8 @@ remote model's prompts go."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import QObject, Signal
 
 from app.api_client import ApiClient
@@ -26,10 +28,19 @@ class RemotesService(QObject):
     changed = Signal(dict)  #: the last /hearth/remotes body: {"upstreams": [...], "models": [...]}
     problem = Signal(str)  #: why the last add or remove failed ("" after a success)
 
-    def __init__(self, client: ApiClient) -> None:
+    def __init__(self, client: ApiClient, data_dir: Path | None = None) -> None:
         super().__init__()
         self.client = client
+        self.data_dir = data_dir  #: where the service keeps the token that confirms the user's own acts
         self.state: dict = {"upstreams": [], "models": []}
+
+    def _confirmed(self) -> dict[str, str] | None:
+        """Adding or removing an upstream is the user's act, done in this window: the service asks
+        for the data directory's confirmation token (``runtime.import_confirm``)."""
+        from runtime.import_confirm import CONFIRM_HEADER, load_token
+
+        token = load_token(self.data_dir) if self.data_dir is not None else None
+        return {CONFIRM_HEADER: token} if token else None
 
     async def refresh(self) -> dict:
         try:
@@ -44,7 +55,7 @@ class RemotesService(QObject):
         if api_key:
             body["api_key"] = api_key
         try:
-            answer = await self.client.post("/hearth/remotes", body, timeout=60.0)
+            answer = await self.client.post("/hearth/remotes", body, timeout=60.0, headers=self._confirmed())
         except ApiProblem as e:
             self.problem.emit(str(e))
             return False
@@ -54,7 +65,7 @@ class RemotesService(QObject):
 
     async def remove(self, name: str) -> bool:
         try:
-            await self.client.delete(f"/hearth/remotes/{name}")
+            await self.client.delete(f"/hearth/remotes/{name}", headers=self._confirmed())
         except ApiProblem as e:
             self.problem.emit(str(e))
             return False

@@ -21,8 +21,8 @@ from app.settings import AppSettings
 from runtime.self_command import hearth_argv
 
 # Service states, as the window shows them.
-CHECKING, STARTING, RUNNING, STOPPED, DIED, UNREACHABLE, FOREIGN = (
-    "checking", "starting", "running", "stopped", "died", "unreachable", "foreign")
+CHECKING, STARTING, RUNNING, STOPPING, STOPPED, DIED, UNREACHABLE, FOREIGN = (
+    "checking", "starting", "running", "stopping", "stopped", "died", "unreachable", "foreign")
 
 
 class ServiceController(QObject):
@@ -45,6 +45,7 @@ class ServiceController(QObject):
         self.proc: subprocess.Popen | None = None
         self._stopping = False
         self._monitor: asyncio.Task | None = None
+        self.pending_url = ""  #: the address the settings name, once the running service restarts
 
     @property
     def url(self) -> str:
@@ -62,10 +63,22 @@ class ServiceController(QObject):
         return ", ".join(names) if names else engine.get("model")
 
     def _set(self, state: str, problem: UserError | None = None) -> None:
+        if state != RUNNING:  # what a service said stops being true when it stops answering
+            self._forget()
         if state != self.state:
             self.state = state
             self.state_changed.emit(state)
         self.problem.emit(problem)
+
+    def _forget(self) -> None:
+        """Drop the last health and counters: pages show no models or numbers the service
+        is not reporting now."""
+        if self.health:
+            self.health = {}
+            self.health_changed.emit({})
+        if self.stats:
+            self.stats = {}
+            self.stats_changed.emit({})
 
     async def ensure(self, timeout: float = 180.0) -> bool:
         """Attach to the service on the port, or start one; True when one answers."""
@@ -91,6 +104,8 @@ class ServiceController(QObject):
         if self.owned:
             return True
         self._stopping = False
+        if self.pending_url:  # the new address applies now that the service starts again
+            self.client.base_url, self.pending_url = self.pending_url, ""
         self._set(STARTING)
         s = self.settings
         serve = ["serve", "--host", s.host, "--port", str(s.port), *s.serve_args()]
@@ -116,7 +131,7 @@ class ServiceController(QObject):
                 await asyncio.sleep(0.2)
         self._set(DIED, UserError("The Hearth service did not start in time.",
                                   f"It gave no answer on {self.url} after {timeout:.0f} seconds.",
-                                  "Look at the log on the Server page, then press Restart."))
+                                  "Look at the log on the Server page, then press Restart.", "service_stopped"))
         return False
 
     def _pump(self, proc: subprocess.Popen, loop: asyncio.AbstractEventLoop) -> None:
@@ -134,13 +149,15 @@ class ServiceController(QObject):
         code = self.proc.returncode if self.proc else None
         self._set(DIED, UserError("The Hearth service stopped.",
                                   f"Its process ended (exit code {code}).",
-                                  "Press Restart to start it again; the log on the Server page says why it stopped."))
+                                  "Press Restart to start it again; the log on the Server page says why it stopped.",
+                                  "service_stopped"))
 
     async def stop(self) -> None:
         """Stop the child service; a service the app did not start is left alone."""
         self._stopping = True
         proc, self.proc = self.proc, None
         if proc is not None and proc.poll() is None:
+            self._set(STOPPING)  # ending its models can take seconds: the window says so meanwhile
             proc.terminate()
             loop = asyncio.get_running_loop()
             try:
@@ -149,8 +166,37 @@ class ServiceController(QObject):
                 proc.kill()
                 await loop.run_in_executor(None, proc.wait)
             self._append_log(f"(service stopped, exit code {proc.returncode})")
-        self.health = {}
         self._set(STOPPED, None)
+
+    def set_address(self, url: str) -> bool:
+        """The settings name a new address. A service this app runs keeps its old one until it
+        restarts (``pending_url`` says so meanwhile); otherwise the app talks to the new address
+        from now on. True when the app should look at what answers there (``recheck``)."""
+        if url == self.client.base_url:
+            self.pending_url = ""
+            return False
+        if self.owned:
+            self.pending_url = url
+            self.state_changed.emit(self.state)  # the Server page shows the address to come
+            return False
+        self.pending_url = ""
+        self.client.base_url = url
+        self._set(CHECKING)  # nothing is known of the new address yet
+        return True
+
+    async def recheck(self) -> bool:
+        """Ask the address what runs there now; True when a Hearth service answers."""
+        self._stopping = False
+        try:
+            await self._check()
+        except NotHearth as e:
+            self._set(FOREIGN, explain(e, port=self.settings.port))
+            return False
+        except ApiProblem:
+            self._set(STOPPED, None)  # nothing answers there: the user can start a service
+            return False
+        self._watch()
+        return True
 
     async def restart(self) -> bool:
         if self.owned:
@@ -181,11 +227,9 @@ class ServiceController(QObject):
                 elif self.proc is None:
                     self._set(UNREACHABLE, UserError(
                         "The Hearth service stopped answering.", str(e),
-                        "Press Restart to start a service from the app."))
+                        "Press Restart to start a service from the app.", "service_unreachable"))
                 else:
                     continue  # our child is alive but busy; ask again
-                self.health = {}
-                self.health_changed.emit({})
                 return
             except ApiProblem:
                 continue

@@ -157,5 +157,10 @@ def history_messages(turns) -> list[dict]:
         if calls:
             msgs += round_messages("", calls)
         if m.content or m.role == "user":
-            msgs.append({"role": m.role, "content": m.content})
+            content = m.content
+            if m.role == "user" and (m.meta or {}).get("attachments"):
+                from app.attachments import with_attachments
+
+                content = with_attachments(content, m.meta["attachments"])  # dropped files, as context
+            msgs.append({"role": m.role, "content": content})
     return msgs

@@ -1,6 +1,8 @@
 """Screenshots of the desktop app: a real window under Xvfb, a chat with a tool call (an MCP
-server of its own), a chat with a document citation, and every other page, each in the light and
-the dark theme. Saves docs/screenshots/PAGE-THEME.png; prints JSON.
+server of its own), a chat with a document citation, an answer with two versions and files
+attached to the next message, a document being indexed, the first-run suggestion, the Hugging
+Face tab (a loopback hub of its own, never the real one) and every other page, each in the light
+and the dark theme. Saves docs/screenshots/PAGE-THEME.png; prints JSON.
 
     python bench/screenshots.py [--out docs/screenshots]
 
@@ -63,7 +65,57 @@ async def wait_for(predicate, timeout: float, what: str) -> None:
         await asyncio.sleep(0.05)
 
 
-PAGES = ("chat-tools", "chat-document", "chat-code", "models", "server", "settings", "mcp-servers")
+PAGES = ("chat-tools", "chat-document", "chat-code", "chat-versions", "chat-indexing", "first-run", "models",
+         "hugging-face", "server", "settings", "mcp-servers", "narrow")
+
+HUB_CARD = """---
+license: apache-2.0
+base_model: HuggingFaceTB/SmolLM2-1.7B-Instruct
+---
+# SmolLM2 1.7B Instruct, GGUF
+
+Quantized builds of **SmolLM2-1.7B-Instruct**, a compact model for chat, rewriting and
+summarising that runs well on a laptop's processor.
+
+## Which file?
+
+| Quantization | Size | Use it when |
+| --- | --- | --- |
+| Q4_K_M | 1.06 GB | the balance most people want |
+| Q5_K_M | 1.23 GB | you have memory to spare |
+| Q8_0 | 1.82 GB | quality matters more than speed |
+
+## Prompt format
+
+The model uses ChatML; Hearth reads the template from the file.
+
+See the [original model](https://huggingface.co/HuggingFaceTB/SmolLM2-1.7B-Instruct) for its
+training data and evaluation.
+"""
+
+
+def start_hub():
+    """A Hugging Face-compatible hub on loopback (the tests' own), with a few GGUF repositories;
+    the service started later reaches it through HF_ENDPOINT."""
+    from tests.hub_server import LoopbackHub
+
+    hub = LoopbackHub().start()
+    os.environ["HF_ENDPOINT"] = hub.url
+    os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+    gb = 1 << 30
+    repos = (("hearth-demo/SmolLM2-1.7B-Instruct-GGUF", 184_000, {"Q4_K_M": 1.06, "Q5_K_M": 1.23, "Q8_0": 1.82,
+                                                                  "Q3_K_M": 0.86, "F16": 3.42}),
+             ("hearth-demo/Qwen2.5-1.5B-Instruct-GGUF", 96_300, {"Q4_K_M": 0.99, "Q8_0": 1.65}),
+             ("hearth-demo/Llama-3.2-1B-Instruct-GGUF", 71_800, {"Q4_K_M": 0.81, "Q6_K": 1.02}),
+             ("hearth-demo/gemma-2-2b-it-GGUF", 43_500, {"Q4_K_M": 1.71}))
+    for repo, downloads, quants in repos:
+        name = repo.split("/")[1].removesuffix("-GGUF")
+        hub.add_repo(repo, tags=["gguf", "en", "license:apache-2.0", "text-generation", "conversational",
+                                 f"base_model:quantized:{repo.removesuffix('-GGUF')}"], downloads=downloads)
+        for quant, size in quants.items():
+            hub.add_file(repo, f"{name}-{quant}.gguf", b"GGUF", advertised_size=int(size * gb))
+        hub.add_file(repo, "README.md", HUB_CARD.replace("SmolLM2-1.7B-Instruct", name).encode(), lfs=False)
+    return hub
 THEMES = ("light", "dark")
 
 
@@ -88,6 +140,25 @@ def slow_sum(n: int) -> int:
 ```
 
 Calling `slow_sum(10_000_000)` now prints how long it took."""
+
+
+CODE_ANSWER_2 = """A decorator wraps a function to change what happens when it is called, without changing \
+the function itself. Here one counts the calls:
+
+```python
+def counted(fn):
+    def wrapper(*args, **kwargs):
+        wrapper.calls += 1
+        return fn(*args, **kwargs)
+    wrapper.calls = 0
+    return wrapper
+
+@counted
+def greet(name):
+    return f"Hello, {name}!"
+```
+
+After `greet("Ada")`, `greet.calls` is 1."""
 
 
 def harbour_notes() -> str:
@@ -136,6 +207,16 @@ async def drive(hearth, out: Path) -> dict:
         store.add_message(c.id, "assistant", a, {"model": "smollm2-135m", "finish": "stop", "tokens_per_s": 71.2,
                                                  "completion_tokens": 96, "ttft_s": 0.21})
         seeded[title] = c
+    versions_chat = store.create("Decorators, regenerated")
+    q = store.add_message(versions_chat.id, "user", "What is a decorator? Show a short example.")
+    for answer in (CODE_ANSWER, CODE_ANSWER_2):
+        store.add_message(versions_chat.id, "assistant", answer, {"model": "smollm2-135m", "finish": "stop",
+                                                                  "tokens_per_s": 70.4, "completion_tokens": 92,
+                                                                  "ttft_s": 0.2}, parent_id=q.id)
+    hearth.chat.reload()
+    # the first-run suggestion shows on a fresh data directory: only in its own shot
+    hearth.settings.suggestion_done = True
+    hearth.chat_page.suggestion_card.hide()
 
     # a chat with a tool call: forced once, allowed for the chat, shown opened
     hearth.chat.new_conversation()
@@ -175,22 +256,62 @@ async def drive(hearth, out: Path) -> dict:
 
     await hearth.models.refresh()
     await hearth.models.load("minilm-l6", pin=True)  # the embedder stays: shown pinned
+    empty_chat = hearth.chat.new_conversation()
+    attach_dir = Path(tempfile.mkdtemp(prefix="hearth-attach-"))
+    notes_file, data_file = attach_dir / "meeting-notes.md", attach_dir / "timings.csv"
+    notes_file.write_text("# Notes\n\nThe profiler shows three slow functions; time them.\n")
+    data_file.write_text("function,seconds\nload,1.92\nparse,0.44\nrender,0.13\n")
     files = []
     for theme in THEMES:
         hearth.apply_theme(dark=theme == "dark")
         for page in PAGES:
-            if page.startswith("chat"):
+            if page in ("chat-tools", "chat-document", "chat-code"):
                 w.show_page("Chat")
                 shown = {"chat-tools": tools_chat, "chat-document": doc_chat,
                          "chat-code": seeded["Explain Python decorators"]}[page]
                 hearth.chat.select(shown.id)
                 await asyncio.sleep(0.4)
                 view = hearth.chat_page.view
-                for mw in view.widgets:
+                for mw in (view.widget_at(i) for i in range(hearth.chat.messages.rowCount())):
                     for block in mw.tool_calls.blocks:
                         block.toggle.setChecked(True)
                 await asyncio.sleep(0.3)
                 view.verticalScrollBar().setValue(view.verticalScrollBar().maximum())
+            elif page == "chat-versions":  # ‹ 2 / 2 › under the answer, two files attached, the meter
+                w.show_page("Chat")
+                hearth.chat.select(versions_chat.id)
+                page_ = hearth.chat_page
+                page_.pending = []
+                page_.attach_files([str(notes_file), str(data_file)])
+                await wait_for(lambda: len(hearth.chat_page.pending) == 2, 20, "the attached files")
+                page_.input.setPlainText("Now show it as a class decorator.")
+                await asyncio.sleep(0.5)
+                view = page_.view
+                view.verticalScrollBar().setValue(view.verticalScrollBar().maximum())
+            elif page == "chat-indexing":  # a document being indexed: its progress line
+                w.show_page("Chat")
+                hearth.chat.select(doc_chat.id)
+                hearth.chat_page.document_strip._indexing_changed("field-guide.pdf", 146, 412)
+            elif page == "first-run":  # a fresh chat with the suggestion of the best model for this computer
+                w.show_page("Chat")
+                hearth.chat.select(empty_chat.id)
+                hearth.first_run.offer(hearth.models.catalog.all_entries())
+            elif page == "hugging-face":  # a search, a model picked: its facts, quantizations and card
+                w.show_page("Models")
+                mp = hearth.models_page
+                mp.tabs.setCurrentWidget(mp.hub)
+                if mp.hub.results.count() == 0:
+                    mp.hub.query.setText("instruct")
+                    mp.hub.search_button.click()
+                    await wait_for(lambda: mp.hub.results.count() > 0, 60, "the hub search")
+                    mp.hub.results.setCurrentRow(0)
+                    await wait_for(lambda: mp.hub.quant.count() > 0 and "SmolLM2" in mp.hub.card_text.toPlainText(),
+                                   60, "the model's files and card")
+            elif page == "narrow":  # an 800x600 window: the rail folds to icons, the header keeps its title
+                w.show_page("Chat")
+                hearth.chat.select(seeded["Explain Python decorators"].id)
+                w.resize(800, 600)
+                await asyncio.sleep(0.8)
             elif page in ("settings", "mcp-servers"):
                 w.show_page("Settings")
                 hearth.settings_tabs.setCurrentIndex(0 if page == "settings" else 1)
@@ -202,6 +323,18 @@ async def drive(hearth, out: Path) -> dict:
             path = out / f"{page}-{theme}.png"
             w.grab().save(str(path))
             files.append(str(path))
+            if page == "narrow":
+                w.resize(1280, 800)
+            elif page == "chat-versions":
+                hearth.chat_page.input.clear()
+                hearth.chat_page.pending = []
+                hearth.chat_page._show_attachments()
+            elif page == "chat-indexing":
+                hearth.chat_page.document_strip._indexing_changed("field-guide.pdf", 412, 412)
+            elif page == "first-run":
+                hearth.chat_page.suggestion_card.hide()
+            elif page == "hugging-face":
+                hearth.models_page.tabs.setCurrentIndex(0)
         if theme == "dark":  # the same question in the dark theme, over the tool chat
             w.show_page("Chat")
             hearth.chat.select(tools_chat.id)
@@ -237,11 +370,14 @@ def main() -> int:
         with loop:
             (data / "mcp-servers.json").write_text(json.dumps({"servers": [
                 {"name": "weather", "command": sys.executable, "args": [str(ROOT / "bench" / "mcp_demo_server.py")]}]}))
+            hub = start_hub()
+            os.environ["HF_HOME"] = str(data / "hf-home")
             hearth = HearthApp(qapp, data, port=free_port(), tray_available=False)
             try:
                 report = loop.run_until_complete(drive(hearth, args.out))
             finally:
                 loop.run_until_complete(hearth.shutdown())
+                hub.stop()
     finally:
         if display is not None:
             display.terminate()

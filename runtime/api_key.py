@@ -13,6 +13,9 @@ import os
 import secrets
 from pathlib import Path
 
+from runtime.first_use import sole_writer, temporary_beside
+from runtime.private_files import private_dir
+
 KEY_FILE = "api_key"
 ENV_VAR = "HEARTH_API_KEY"
 MIN_LENGTH = 16
@@ -35,19 +38,27 @@ def load_key(data_dir: Path) -> str | None:
 
 
 def create_key(data_dir: Path, rotate: bool = False) -> str:
-    """The stored key, made (or replaced, with ``rotate``) with owner-only permissions."""
+    """The stored key, made (or replaced, with ``rotate``) with owner-only permissions. Two
+    callers at once (threads or processes) both get the one key that ends up stored."""
     if not rotate and (existing := load_key(data_dir)):
         return existing
-    key = "hearth-" + secrets.token_urlsafe(32)
     path = key_path(data_dir)
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # the umask cannot widen it; an existing file gets narrowed
-        os.write(fd, (key + "\n").encode())
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+    private_dir(path.parent)
+    with sole_writer(path):
+        if not rotate and (existing := load_key(data_dir)):  # made while this caller waited
+            return existing
+        key = "hearth-" + secrets.token_urlsafe(32)
+        tmp = temporary_beside(path)  # owner-only from the start (mkstemp)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_TRUNC)
+            try:
+                os.fchmod(fd, 0o600)  # the umask cannot widen it
+                os.write(fd, (key + "\n").encode())
+            finally:
+                os.close(fd)
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)
     return key
 
 

@@ -29,7 +29,7 @@ def data_dir() -> Path:
     return private_dir(path)  # 0700: it holds the chat history, the keys and the model list
 
 
-#: tokens of KV capacity a model is loaded with unless ``--ctx`` (or a request) says otherwise
+#: tokens of KV capacity where no fit plan chose one (the probe failed; an encoder's window)
 DEFAULT_CTX = 8192
 
 
@@ -37,16 +37,25 @@ DEFAULT_CTX = 8192
 class EngineConfig:
     """How each local model's engine runs: the worker's context, batching and caches."""
 
-    ctx: int = DEFAULT_CTX  #: KV capacity in tokens, across a model's requests
+    #: KV capacity in tokens, across a model's requests; None: chosen per model by the fit plan
+    #: (the trained context up to 32768, smaller where memory is short; runtime/hardware/fit.py)
+    ctx: int | None = None
     parallel: int = 4  #: requests decoded together
     n_batch: int = 512  #: token budget of one step
     threads: int = 0  #: CPU threads; 0: physical cores
-    kv_type: str = "f16"
+    kv_type: str | None = None  #: None: f16, or q8_0 where only that holds the default context
     flash_attn: bool | None = None  #: None: llama.cpp's "auto"
     block_size: int = 16
     prefix_cache: bool = True
     cache_fraction: float = 0.0  #: share of the KV pool idle prefix cache may keep
-    cache_ram: int = 512  #: MiB of host memory for evicted prefix cache
+    #: MiB of host memory for prefix cache evicted from the KV pool; None: a share of the RAM
+    #: available once the model has loaded (runtime/engine/host_cache.py)
+    cache_ram: int | None = None
+    #: MiB of disk for the prompt cache that outlives a model's worker (all models together;
+    #: never more than half the free space); 0: off
+    cache_disk: int = 4096
+    #: where that cache lives (the data directory's prompt-cache/); None: no disk tier
+    cache_dir: Path | None = None
     #: speculative decoding: a draft model (catalog id or .gguf path), "ngram" or "off"; None: the
     #: catalog entry's ``draft`` for a catalog model, else off
     draft: str | None = None
@@ -54,6 +63,9 @@ class EngineConfig:
     #: intra-op threads of an embedding or reranking model's worker (kept small, so that a chat
     #: model decoding beside it keeps its speed)
     embed_threads: int = 2
+    #: ggml RPC workers (``HOST:PORT``, ``hearth rpc-worker``) that lend their memory: a chat
+    #: model's layers are split over them and this machine as the fit planner says
+    rpc: tuple[str, ...] = ()
 
 
 @dataclass(slots=True, frozen=True)
@@ -78,6 +90,15 @@ class SecurityConfig:
     max_tokens_limit: int = 16384
     max_client_requests: int = 16  #: in flight or queued per client address
     max_body_bytes: int = 8 * 1024 * 1024
+    # connections (runtime/server/connections.py): nobody holds the door open
+    header_timeout: float = 10.0  #: seconds a new connection has to send a complete request head
+    body_timeout: float = 10.0  #: seconds a request body may go without a byte before it is dropped
+    body_total_timeout: float = 120.0  #: seconds a whole request body may take after its head
+    keepalive_timeout: float = 15.0  #: seconds an idle connection is kept open for the next request
+    max_connections: int = 512  #: open connections; more close the oldest idle one
+    #: connections beyond ``max_connections`` kept for /health and for requests with the API key
+    #: or the app's confirmation token, when every other connection holds a request
+    reserved_connections: int = 32
 
 
 @dataclass(slots=True, frozen=True)
@@ -103,14 +124,18 @@ def serve_config(args: Namespace, data_dir: Path, api_key: str | None = None) ->
         ctx=args.ctx, parallel=args.parallel, n_batch=args.batch, threads=args.threads, kv_type=args.kv_type,
         flash_attn={"auto": None, "on": True, "off": False}[args.flash_attn], block_size=args.block_size,
         prefix_cache=not args.no_prefix_cache, cache_fraction=args.cache_fraction, cache_ram=args.cache_ram,
-        draft=args.draft, load_timeout=args.load_timeout, embed_threads=args.embed_threads)
+        cache_disk=args.cache_disk, cache_dir=data_dir / "prompt-cache",
+        draft=args.draft, load_timeout=args.load_timeout, embed_threads=args.embed_threads,
+        rpc=tuple(str(ep) for ep in args.rpc or ()))
     residency = ResidencyConfig(max_models=args.max_models, memory_budget=args.memory_budget,
                                 load_wait=args.load_wait, keep_alive=args.keep_alive)
     security = SecurityConfig(
         host=args.host, api_key=api_key, cors_origins=tuple(args.cors_origin),
         models_dirs=tuple(Path(d).expanduser().resolve() for d in args.models_dir),
         max_tokens_limit=args.max_tokens_limit, max_client_requests=args.max_client_requests,
-        max_body_bytes=int(args.max_body_mb * 1024 * 1024))
+        max_body_bytes=int(args.max_body_mb * 1024 * 1024), header_timeout=args.header_timeout,
+        body_timeout=args.body_timeout, keepalive_timeout=args.idle_connection_timeout,
+        max_connections=args.max_connections)
     return ServeConfig(port=args.port, model=args.model, preload=False, data_dir=data_dir,
                        ollama_port=args.ollama_port, shutdown_grace=args.shutdown_grace,
                        engine=engine, residency=residency, security=security)

@@ -16,6 +16,7 @@ import hmac
 import secrets
 from pathlib import Path
 
+from runtime.first_use import sole_writer
 from runtime.private_files import narrow, write_private
 
 CONFIRM_HEADER = "X-Hearth-Confirm-Import"
@@ -37,8 +38,11 @@ def ensure_token(data_dir: Path) -> str:
     """The stored token, made (owner-only) when missing."""
     token = load_token(data_dir)
     if token is None:
-        token = secrets.token_urlsafe(32)
-        write_private(token_path(data_dir), token + "\n")
+        with sole_writer(token_path(data_dir)):  # a service and the app starting at once: one token
+            token = load_token(data_dir)
+            if token is None:
+                token = secrets.token_urlsafe(32)
+                write_private(token_path(data_dir), token + "\n")
     narrow(token_path(data_dir))
     return token
 

@@ -31,6 +31,10 @@ LIMITS: dict[str, tuple[float, float]] = {
     "max_tokens": (1, 2**31 - 1),  # the service's --max-tokens-limit narrows it
     "top_logprobs": (0, 20),
 }
+#: a reasoning budget is at most this many tokens (None: no budget)
+MAX_REASONING_BUDGET = 2**31 - 1
+#: the longest thinking marker a template may use
+MAX_MARKER_CHARS = 32
 
 
 @dataclass(slots=True)
@@ -61,6 +65,12 @@ class SamplingParams:
     top_logprobs: int = 0
     #: logprobs of the prompt tokens too (echo): the whole prompt is computed, no prefix cache
     prompt_logprobs: bool = False
+    #: reasoning models: at most this many tokens inside the thinking block, then the engine
+    #: closes it and the answer begins (None: no budget); ``think_markers`` open and close the
+    #: block, ``in_reasoning``: the prompt already opened it
+    reasoning_budget: int | None = None
+    think_markers: tuple[str, str] | None = None
+    in_reasoning: bool = False
 
     def problem(self) -> str | None:
         """Why these parameters must not reach llama.cpp, or None when they are in range."""
@@ -83,6 +93,16 @@ class SamplingParams:
         for name in ("ignore_eos", "logprobs", "prompt_logprobs"):
             if not isinstance(getattr(self, name), bool):
                 return f"{name} must be true or false"
+        if self.reasoning_budget is not None:
+            b = self.reasoning_budget
+            if isinstance(b, bool) or not isinstance(b, int) or not 0 <= b <= MAX_REASONING_BUDGET:
+                return f"reasoning_budget must be an integer between 0 and {MAX_REASONING_BUDGET}"
+            m = self.think_markers
+            if not (isinstance(m, tuple) and len(m) == 2 and all(
+                    isinstance(x, str) and 0 < len(x) <= MAX_MARKER_CHARS and utf8_ok(x) for x in m)):
+                return "a reasoning budget needs the thinking block's two markers"
+        if not isinstance(self.in_reasoning, bool):
+            return "in_reasoning must be true or false"
         if self.draft is not None and (not isinstance(self.draft, str) or not utf8_ok(self.draft)):
             return "draft must be a string"
         return None

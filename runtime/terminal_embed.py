@@ -53,7 +53,7 @@ async def run_embed(args, start_site) -> int:
         print(json.dumps(vectors.tolist()))
         return 0
     print(f"{body['model']}: {vectors.shape[1]} dimensions, {body['usage']['prompt_tokens']} tokens")
-    for i, (t, v) in enumerate(zip(args.texts, vectors)):
+    for i, v in enumerate(vectors):
         print(f"[{i}] norm {np.linalg.norm(v):.4f} {abridged(v)}")
     if len(args.texts) >= 2:
         print(similarity_table(args.texts, vectors))

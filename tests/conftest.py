@@ -22,6 +22,9 @@ atexit.register(shutil.rmtree, _DATA, ignore_errors=True)
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Test servers keep their model loaded however slow the machine (tests of keep-alive set their own).
 os.environ.setdefault("HEARTH_KEEP_ALIVE", "-1")
+# Test servers share this data directory: a prompt cache on disk would carry one module's prompts
+# into the next one's first requests. The tests of the disk tier turn it on for their own servers.
+os.environ.setdefault("HEARTH_CACHE_DISK", "0")
 
 
 @pytest.fixture(scope="session")

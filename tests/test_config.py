@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from runtime.cli import build_parser
-from runtime.config import DEFAULT_CTX, EngineConfig, ResidencyConfig, SecurityConfig, serve_config
+from runtime.config import EngineConfig, ResidencyConfig, SecurityConfig, serve_config
 
 
 def _config(*argv: str, key: str | None = None, tmp_path=None):
@@ -19,13 +19,14 @@ def test_every_option_lands_in_its_sub_config(tmp_path):
     c = _config("--host", "0.0.0.0", "--port", "9", "--model", "m", "--ctx", "4096", "--parallel", "2",
                 "--batch", "256", "--threads", "3", "--kv-type", "q8_0", "--flash-attn", "off",
                 "--block-size", "32", "--no-prefix-cache", "--cache-fraction", "0.25", "--cache-ram", "64",
-                "--draft", "ngram", "--load-timeout", "30", "--max-models", "2", "--memory-budget", "1G",
-                "--load-wait", "5", "--keep-alive", "30s", "--cors-origin", "https://a.example",
+                "--cache-disk", "512", "--draft", "ngram", "--load-timeout", "30", "--max-models", "2",
+                "--memory-budget", "1G", "--load-wait", "5", "--keep-alive", "30s", "--cors-origin", "https://a.example",
                 "--models-dir", str(tmp_path), "--max-tokens-limit", "99", "--max-client-requests", "3",
                 "--max-body-mb", "1", "--ollama-port", "--shutdown-grace", "2", key="k" * 16, tmp_path=tmp_path)
     assert c.engine == EngineConfig(ctx=4096, parallel=2, n_batch=256, threads=3, kv_type="q8_0", flash_attn=False,
                                     block_size=32, prefix_cache=False, cache_fraction=0.25, cache_ram=64,
-                                    draft="ngram", load_timeout=30.0)
+                                    cache_dir=tmp_path / "prompt-cache", cache_disk=512, draft="ngram",
+                                    load_timeout=30.0)
     assert c.residency == ResidencyConfig(max_models=2, memory_budget=1024 ** 3, load_wait=5.0, keep_alive=30.0)
     assert c.security == SecurityConfig(host="0.0.0.0", api_key="k" * 16, cors_origins=("https://a.example",),
                                         models_dirs=(tmp_path.resolve(),), max_tokens_limit=99,
@@ -35,8 +36,9 @@ def test_every_option_lands_in_its_sub_config(tmp_path):
 
 def test_the_defaults_are_the_configs(tmp_path, monkeypatch):
     monkeypatch.delenv("HEARTH_KEEP_ALIVE", raising=False)
+    monkeypatch.delenv("HEARTH_CACHE_DISK", raising=False)
     c = _config(tmp_path=tmp_path)
-    assert c.engine == EngineConfig() and c.engine.ctx == DEFAULT_CTX
+    assert c.engine == EngineConfig(cache_dir=tmp_path / "prompt-cache") and c.engine.ctx is None  # chosen per model
     assert c.residency == ResidencyConfig()
     assert c.security == SecurityConfig()
 

@@ -8,31 +8,13 @@ import json
 
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QGuiApplication, QPalette
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout, QWidget,
+)
 
 from app.ui.highlight import as_json, highlight_html, split_fences
-from app.ui.markdown import markdown_html, monospace
-
-
-class WrapLabel(QLabel):
-    """A word-wrapped label whose size hints use its real width: QLabel guesses a narrow width,
-    which makes a column of long messages ask for more height than it needs."""
-
-    def _height(self) -> int | None:
-        return self.heightForWidth(self.width()) if self.width() > 40 else None
-
-    def sizeHint(self) -> QSize:
-        h = self._height()
-        return super().sizeHint() if h is None else QSize(super().sizeHint().width(), h)
-
-    def minimumSizeHint(self) -> QSize:
-        h = self._height()
-        return super().minimumSizeHint() if h is None else QSize(40, h)
-
-    def resizeEvent(self, event) -> None:
-        super().resizeEvent(event)
-        if event.oldSize().width() != event.size().width():
-            self.updateGeometry()
+from app.ui.markdown import monospace
+from app.ui.rich_text import RichText
 
 
 class ElidedLabel(QLabel):
@@ -72,6 +54,49 @@ def small_button(text: str) -> QPushButton:
     return b
 
 
+class CodeScroll(QScrollArea):
+    """A code block's text, scrolled sideways inside the block: one long line never widens the
+    message column (the block takes the column's width; the line scrolls)."""
+
+    def __init__(self, label: QLabel) -> None:
+        super().__init__()
+        self.setObjectName("codeScroll")
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setWidgetResizable(True)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAsNeeded)
+        policy = QSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+        policy.setHeightForWidth(True)
+        self.setSizePolicy(policy)
+        self.setWidget(label)
+        self.label = label
+
+    def heightForWidth(self, width: int) -> int:  # noqa: N802 - Qt's name
+        hint = self.label.sizeHint()
+        bar = self.horizontalScrollBar().sizeHint().height() if hint.width() > width else 0
+        return hint.height() + bar
+
+    def hasHeightForWidth(self) -> bool:  # noqa: N802
+        return True
+
+    def sizeHint(self) -> QSize:  # noqa: N802
+        return QSize(min(self.label.sizeHint().width(), 600), self.heightForWidth(self.width()))
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802
+        return QSize(60, self.heightForWidth(self.width()))
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        if event.oldSize().width() != event.size().width():
+            self.updateGeometry()  # the scroll bar may come or go: the height changes
+
+    def wheelEvent(self, event) -> None:  # noqa: N802
+        if abs(event.angleDelta().x()) > abs(event.angleDelta().y()):
+            super().wheelEvent(event)
+        else:
+            event.ignore()  # up and down scroll the conversation
+
+
 class CodeBlock(QFrame):
     """One code block: a header with the language and Copy, the code in colour."""
 
@@ -98,8 +123,10 @@ class CodeBlock(QFrame):
         self.code.setFont(monospace())
         self.code.setContentsMargins(12, 8, 12, 10)
         self.code.setWordWrap(False)
+        self.code.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
+        self.scroll = CodeScroll(self.code)
         lay.addWidget(head)
-        lay.addWidget(self.code)
+        lay.addWidget(self.scroll)
         self.source = ""
 
     def set_code(self, code: str, language: str) -> None:
@@ -108,6 +135,7 @@ class CodeBlock(QFrame):
         self.source = code
         self.language.setText(language or "code")
         self.code.setText("<pre style='margin:0'>" + highlight_html(code, language, is_dark()) + "</pre>")
+        self.scroll.updateGeometry()
 
     def copy(self) -> None:
         QGuiApplication.clipboard().setText(self.source)
@@ -128,8 +156,8 @@ class MessageBody(QWidget):
         self._html = ""
 
     def text(self) -> str:
-        """What the blocks show (HTML for text, source for code)."""
-        return "\n".join(p.text() if isinstance(p, QLabel) else p.source for p in self.parts)
+        """What the blocks show, as their sources (Markdown or plain text, and code)."""
+        return "\n".join(p.source for p in self.parts)
 
     def set_markdown(self, text: str, plain: bool = False) -> None:
         pretty = None if plain else as_json(text)
@@ -144,7 +172,7 @@ class MessageBody(QWidget):
             for p in self.parts:
                 self.lay.removeWidget(p)
                 p.deleteLater()
-            self.parts = [CodeBlock() if k == "code" else _text_label() for k in kinds]
+            self.parts = [CodeBlock() if k == "code" else _text_block() for k in kinds]
             for p in self.parts:
                 self.lay.addWidget(p)
             self._kinds = kinds
@@ -152,21 +180,40 @@ class MessageBody(QWidget):
             if kind == "code":
                 part.set_code(body, lang)
             elif kind == "plain":
-                part.setText("<p style='white-space: pre-wrap'>" + html.escape(body) + "</p>")
+                part.set_plain(body)
             else:
-                part.ensurePolished()
-                part.setText(markdown_html(body, part.font()))
+                part.set_markdown(body)
 
 
-def _text_label() -> WrapLabel:
-    label = WrapLabel()
-    label.setObjectName("messageBody")
-    label.setWordWrap(True)
-    label.setTextFormat(Qt.TextFormat.RichText)
-    label.setTextInteractionFlags(Qt.TextInteractionFlag.TextBrowserInteraction)
-    label.setOpenExternalLinks(False)
-    label.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
-    return label
+def _text_block() -> RichText:
+    block = RichText()
+    block.setObjectName("messageBody")
+    return block
+
+
+#: a tool call's state as a drawn icon (an emoji shows as an empty box without an emoji font)
+STATUS_ICONS = {"done": "check", "failed": "x", "timeout": "clock", "denied": "ban", "pending": "question",
+                "running": "dots"}
+
+
+def theme_colours():
+    from app.ui.style import theme_for
+
+    return theme_for(is_dark())
+
+
+def status_icon(status: str):
+    from app.ui.icons import icon
+
+    t = theme_colours()
+    colour = t.danger if status in ("failed", "timeout") else t.accent if status in ("pending", "running") else t.muted
+    return icon(STATUS_ICONS.get(status, "gear"), colour, 16)
+
+
+def chevron(opened: bool):
+    from app.ui.icons import icon
+
+    return icon("chevron-down" if opened else "chevron-right", theme_colours().muted, 14)
 
 
 STATUS_WORDS = {"pending": "waiting for your approval", "running": "running…", "done": "done",
@@ -188,7 +235,7 @@ class ToolCallBlock(QFrame):
         self.toggle.setCheckable(True)
         self.toggle.setCursor(Qt.CursorShape.PointingHandCursor)
         self.toggle.toggled.connect(self._toggled)
-        self.details = WrapLabel()
+        self.details = QLabel()
         self.details.setObjectName("toolDetails")
         self.details.setWordWrap(True)
         self.details.setTextFormat(Qt.TextFormat.RichText)
@@ -204,9 +251,10 @@ class ToolCallBlock(QFrame):
         bits = [STATUS_WORDS.get(status, status)] if status else []
         if call.get("seconds") is not None:
             bits.append(f"{call['seconds'] * 1000:.0f} ms" if call["seconds"] < 1 else f"{call['seconds']:.1f} s")
-        mark = {"done": "✓", "failed": "✕", "timeout": "⏱", "denied": "⊘", "pending": "?", "running": "…"}.get(status, "⚙")
-        arrow = "▾" if self.toggle.isChecked() else "▸"
-        self.toggle.setText(f"{arrow}  {mark}  Tool  {call.get('name', '')}" + (f"  ·  {' · '.join(bits)}" if bits else ""))
+        self.toggle.setIcon(status_icon(status))
+        opened = "Hide" if self.toggle.isChecked() else "Show"
+        self.toggle.setToolTip(f"{opened} the arguments and the result")
+        self.toggle.setText(f"Tool  {call.get('name', '')}" + (f"  ·  {' · '.join(bits)}" if bits else ""))
         self.setProperty("status", status or "done")
         self.style().unpolish(self)
         self.style().polish(self)
@@ -216,7 +264,8 @@ class ToolCallBlock(QFrame):
         except ValueError:
             pass
         mono = monospace().family()
-        parts = [f"<div><b>Arguments</b></div><pre style=\"font-family:'{mono}'\">{html.escape(args)}</pre>"]
+        parts = [f"<div><b>Arguments</b></div><pre style=\"font-family:'{mono}'; white-space: pre-wrap\">"
+                 f"{html.escape(args)}</pre>"]
         if call.get("server"):
             parts.insert(0, f"<div>from MCP server <b>{html.escape(call['server'])}</b></div>")
         if call.get("result"):

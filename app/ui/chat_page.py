@@ -1,120 +1,27 @@
-"""The chat page: conversation sidebar, header with model picker, messages, composer."""
+"""The chat page: the chat list, the header (model, context, settings), the messages, the composer
+(with the files dropped on it)."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, Qt
+from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QFrame, QSizePolicy, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QInputDialog, QLabel,
-    QLineEdit, QListView, QMenu, QPlainTextEdit, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget,
+    QDialog, QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSplitter, QVBoxLayout, QWidget,
 )
 
 from app.chat import ChatService
-from app.conversations import Conversation, Sampling
-from app.qt_models import KeyRole
+from app.conversations import Conversation
 from app.ui.blocks import ElidedLabel
+from app.ui.chat_header import SERVER_DEFAULT, ChatHeader  # noqa: F401 - SERVER_DEFAULT: the picker's words
+from app.ui.chat_settings import ConversationSettingsDialog
+from app.ui.composer import ComposerInput
+from app.ui.context_meter import ContextMeter
+from app.ui.conversation_sidebar import ConversationSidebar
 from app.ui.message_view import MessageView
 from app.ui.tool_approval import ask_user
 
-SERVER_DEFAULT = "Default model"
 
-
-class ConversationSidebar(QWidget):
-    def __init__(self, chat: ChatService) -> None:
-        super().__init__()
-        self.chat = chat
-        self.setObjectName("sidebar")
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(12, 14, 12, 12)
-        lay.setSpacing(10)
-        self.new_button = QPushButton("New chat")
-        self.new_button.setToolTip("New chat (Ctrl+N)")
-        self.new_button.setObjectName("primaryButton")
-        self.new_button.clicked.connect(lambda: chat.new_conversation())
-        self.search = QLineEdit()
-        self.search.setPlaceholderText("Search chats (Ctrl+F)")
-        self.search.setClearButtonEnabled(True)
-        self.search.textChanged.connect(chat.search)
-        self.list = QListView()
-        self.list.setObjectName("conversationList")
-        self.list.setModel(chat.conversations)
-        self.list.setContextMenuPolicy(Qt.ContextMenuPolicy.CustomContextMenu)
-        self.list.customContextMenuRequested.connect(self._menu)
-        self.list.clicked.connect(self._clicked)
-        self.list.setUniformItemSizes(True)
-        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
-        self.setMinimumWidth(220)
-        self.empty = QLabel("No chats yet.\nPress New chat (Ctrl+N),\nor just type below.")
-        self.empty.setObjectName("statsLabel")
-        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
-        lay.addWidget(self.new_button)
-        lay.addWidget(self.search)
-        lay.addWidget(self.empty)
-        lay.addWidget(self.list, 1)
-        chat.current_changed.connect(self._follow_current)
-        chat.conversations.modelReset.connect(lambda: self._follow_current(chat.current))
-
-    def _clicked(self, index: QModelIndex) -> None:
-        self.chat.select(index.data(KeyRole))
-
-    def _follow_current(self, c: Conversation | None) -> None:
-        searching = bool(self.search.text().strip())
-        self.empty.setText("No chat matches." if searching else "No chats yet.\nPress New chat (Ctrl+N),\nor just type below.")
-        self.empty.setVisible(self.chat.conversations.rowCount() == 0)
-        row = self.chat.conversations.row_of(c.id) if c else None
-        if row is None:
-            self.list.clearSelection()
-        else:
-            self.list.setCurrentIndex(self.chat.conversations.index(row))
-
-    def _menu(self, pos) -> None:
-        index = self.list.indexAt(pos)
-        if not index.isValid():
-            return
-        cid = index.data(KeyRole)
-        menu = QMenu(self)
-        menu.addAction("Rename…", lambda: self.rename(cid))
-        menu.addAction("Delete", lambda: self.chat.delete(cid))
-        menu.exec(self.list.viewport().mapToGlobal(pos))
-
-    def rename(self, cid: int) -> None:
-        c = self.chat.store.get(cid)
-        if c is None:
-            return
-        title, ok = QInputDialog.getText(self, "Rename chat", "Title:", text=c.title)
-        if ok:
-            self.chat.rename(cid, title)
-
-
-class ConversationSettingsDialog(QDialog):
-    """System prompt and sampling of one conversation."""
-
-    def __init__(self, c: Conversation, parent=None) -> None:
-        super().__init__(parent)
-        self.setWindowTitle("Hearth — chat settings")
-        form = QFormLayout(self)
-        self.system = QPlainTextEdit(c.system_prompt)
-        self.system.setPlaceholderText("For example: You are a concise assistant.")
-        self.temperature = QDoubleSpinBox(minimum=0.0, maximum=2.0, singleStep=0.1, value=c.sampling.temperature)
-        self.top_p = QDoubleSpinBox(minimum=0.0, maximum=1.0, singleStep=0.05, value=c.sampling.top_p)
-        self.max_tokens = QSpinBox(minimum=1, maximum=32768, value=c.sampling.max_tokens)
-        self.seed = QSpinBox(minimum=-1, maximum=2**31 - 1, value=-1 if c.sampling.seed is None else c.sampling.seed)
-        self.seed.setSpecialValueText("random")
-        form.addRow("System prompt", self.system)
-        form.addRow("Temperature", self.temperature)
-        form.addRow("Top p", self.top_p)
-        form.addRow("Max answer tokens", self.max_tokens)
-        form.addRow("Seed", self.seed)
-        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
-        buttons.accepted.connect(self.accept)
-        buttons.rejected.connect(self.reject)
-        form.addRow(buttons)
-
-    def sampling(self) -> Sampling:
-        seed = self.seed.value()
-        return Sampling(self.temperature.value(), self.top_p.value(), self.max_tokens.value(),
-                        None if seed < 0 else seed)
+HINT = "Enter sends · Shift+Enter new line"
 
 
 class ChatPage(QWidget):
@@ -122,61 +29,27 @@ class ChatPage(QWidget):
     def __init__(self, chat: ChatService, documents=None, run=None) -> None:
         super().__init__()
         self.chat, self.documents, self.run = chat, documents, run
+        self.models = None
+        self.presets = None  #: system-prompt presets (a ``PresetStore``), offered in the chat's settings
         self.sidebar = ConversationSidebar(chat)
+        self.sidebar.run = run
         right = QWidget()
         right.setObjectName("chatPane")
         rl = QVBoxLayout(right)
         rl.setContentsMargins(0, 0, 0, 0)
         rl.setSpacing(0)
-        header = QWidget()
-        header.setObjectName("chatHeader")
-        hl = QHBoxLayout(header)
-        hl.setContentsMargins(20, 10, 14, 10)
-        hl.setSpacing(8)
-        self.title = ElidedLabel("New chat")
-        self.title.setObjectName("chatTitle")
-        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)  # long titles are cut
-        self.model_picker = QComboBox()
-        self.model_picker.setMinimumWidth(180)
-        self.model_picker.setMaximumWidth(300)
-        self.model_picker.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-        self.model_picker.setMinimumContentsLength(16)
-        self.model_picker.setPlaceholderText("No models: start the server")
-        self.model_picker.setToolTip("The model that answers in this chat")
-        self.model_picker.activated.connect(self._model_picked)
-        self.settings_button = QPushButton("")
-        self.settings_button.setObjectName("iconButton")
-        self.settings_button.setToolTip("Chat settings: system prompt and sampling")
-        self.settings_button.clicked.connect(self.open_settings)
-        self.tools_button = QPushButton("Tools")
-        self.tools_button.setObjectName("smallButton")
-        self.tools_button.setCheckable(True)
-        self.tools_button.setChecked(True)
-        self.tools_button.setToolTip("Offer the tools of your MCP servers to the model in this chat")
-        self.tools_button.toggled.connect(self._tools_toggled)
-        self.badges = QHBoxLayout()
-        self.badges.setSpacing(4)
-        self.ctx_spin = QSpinBox(minimum=0, maximum=1 << 20, singleStep=1024)
-        self.ctx_spin.setSpecialValueText("default")
-        self.ctx_spin.setSuffix(" tokens")
-        self.ctx_spin.setFixedWidth(110)
-        self.ctx_spin.setToolTip("This chat's context length (the model is loaded at it); the badge says "
-                                 "whether it fits this computer")
-        self.ctx_spin.editingFinished.connect(self._ctx_changed)
-        self.fit_label = QLabel()
-        self.fit_label.setObjectName("fitBadge")
-        self.fit_label.hide()
-        hl.addWidget(self.title, 1)
-        hl.addWidget(self.model_picker)
-        hl.addLayout(self.badges)
-        hl.addWidget(QLabel("Context"))
-        hl.addWidget(self.ctx_spin)
-        hl.addWidget(self.fit_label)
-        hl.addWidget(self.settings_button)
+        self.header = ChatHeader()
+        self.title, self.model_picker = self.header.title, self.header.model_picker
+        self.ctx_spin, self.fit_label, self.settings_button = (self.header.ctx_spin, self.header.fit_label,
+                                                              self.header.settings_button)
+        self.header.model_picked.connect(self._model_picked)
+        self.header.ctx_changed.connect(self._ctx_changed)
+        self.header.settings_requested.connect(self.open_settings)
         self.view = MessageView(chat.messages)
         self.view.edit_submitted.connect(chat.edit_and_resend)
         self.view.regenerate_requested.connect(chat.regenerate)
-        composer = QWidget()
+        self.view.variant_requested.connect(chat.switch_variant)
+        self.composer = composer = QWidget()
         composer.setObjectName("composer")
         outer = QHBoxLayout(composer)
         outer.setContentsMargins(24, 8, 24, 16)
@@ -190,40 +63,79 @@ class ChatPage(QWidget):
         bl.setContentsMargins(12, 8, 10, 8)
         bl.setSpacing(4)
         cl = QHBoxLayout()
-        self.input = QPlainTextEdit()
-        self.input.setObjectName("messageInput")
-        self.input.setPlaceholderText("Message the model…   Ctrl+Enter sends · Esc stops")
+        self.input = ComposerInput()
+        self.input.setPlaceholderText("Message the model…")
+        self.input.setAccessibleName("Message")
         self.input.setFixedHeight(60)
+        self.input.submitted.connect(self.send)
+
+        def show_focus(on: bool) -> None:
+            box.setProperty("focused", on)
+            box.style().unpolish(box)
+            box.style().polish(box)
+        self.input.focus_changed.connect(show_focus)
+        self.input.drag_active.connect(lambda on: show_focus(on or self.input.hasFocus()))
+        self.input.files_dropped.connect(self.attach_files)
+        self.pending: list = []  # files dropped on the composer, sent with the next message
+        self.attachments = QWidget()
+        self.attachments.setObjectName("attachmentStrip")
+        self._attach_row = QHBoxLayout(self.attachments)
+        self._attach_row.setContentsMargins(0, 0, 0, 0)
+        self._attach_row.setSpacing(6)
+        self.attachments.hide()
+        from app.ui.progress import ProgressLine
+
+        self.load_progress = ProgressLine()  # a model loading: a busy bar and the seconds so far
+        bl.addWidget(self.load_progress)
+        bl.addWidget(self.attachments)
         bl.addWidget(self.input)
         bl.addLayout(cl)
         self.send_button = QPushButton("Send")
         self.send_button.setObjectName("primaryButton")
+        self.send_button.setToolTip("Send (Enter)")
         self.send_button.clicked.connect(self.send)
         self.stop_button = QPushButton("Stop")
+        self.stop_button.setToolTip("Stop the answer (Esc)")
         self.stop_button.clicked.connect(chat.stop)
         self.stop_button.hide()
         self.attach_button = QPushButton("")
         self.attach_button.setToolTip("Attach documents to this chat (text, Markdown, code, PDF) or pick from the library")
+        self.attach_button.setAccessibleName("Attach documents")
         self.attach_button.clicked.connect(self.open_library)
         self.attach_button.setVisible(documents is not None)
         self.attach_button.setObjectName("iconButton")
-        self.hint = QLabel()
+        self.tools_button = QPushButton("Tools")
+        self.tools_button.setObjectName("smallButton")
+        self.tools_button.setCheckable(True)
+        self.tools_button.setChecked(True)
+        self.tools_button.setToolTip("Offer the tools of your MCP servers to the model in this chat")
+        self.tools_button.toggled.connect(self._tools_toggled)
+        self.hint = ElidedLabel(HINT)
         self.hint.setObjectName("statsLabel")
+        self.hint.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         cl.addWidget(self.attach_button)
         cl.addWidget(self.tools_button)
         cl.addWidget(self.hint, 1)
+        self.meter = ContextMeter()
+        cl.addWidget(self.meter)
         cl.addWidget(self.send_button)
         cl.addWidget(self.stop_button)
-        for seq in ("Ctrl+Return", "Ctrl+Enter"):
-            QShortcut(QKeySequence(seq), self.input, activated=self.send)
         # window-wide: new chat, search, stop, back to the composer
         QShortcut(QKeySequence("Ctrl+N"), self, activated=self.new_chat)
-        QShortcut(QKeySequence("Ctrl+F"), self, activated=self.sidebar.search.setFocus)
+        QShortcut(QKeySequence("Ctrl+F"), self, activated=self._focus_search)
         QShortcut(QKeySequence("Escape"), self, activated=lambda: self.chat.stop())
         QShortcut(QKeySequence("Ctrl+L"), self, activated=self.input.setFocus)
         self.approval = None  # the open tool-approval dialog, if any
         chat.ask = lambda call: ask_user(self, call, call.server)
-        rl.addWidget(header)
+        rl.addWidget(self.header)
+        from app.ui.suggestion_card import SuggestionCard
+
+        self.suggestion_card = SuggestionCard()  # the first-run suggestion, above the messages
+        self.suggestion_card.hide()
+        card_row = QHBoxLayout()
+        card_row.setContentsMargins(24, 12, 24, 0)
+        card_row.addWidget(self.suggestion_card)
+        rl.addLayout(card_row)
         rl.addWidget(self.view, 1)
         if documents is not None:
             from app.ui.documents_ui import DocumentStrip
@@ -233,19 +145,46 @@ class ChatPage(QWidget):
         rl.addWidget(composer)
         self.view.citation_clicked.connect(self.show_citation)
         self.passage = None
-        split = QSplitter()
-        split.addWidget(self.sidebar)
-        split.addWidget(right)
-        split.setStretchFactor(1, 1)
-        split.setSizes([250, 770])
-        split.setChildrenCollapsible(False)
-        split.setHandleWidth(1)
+        self.split = QSplitter()
+        self.split.addWidget(self.sidebar)
+        self.split.addWidget(right)
+        self.split.setStretchFactor(1, 1)
+        self.split.setSizes([250, 770])
+        self.split.setCollapsible(0, True)  # the chat list folds away (drag, or Ctrl+B)
+        self.split.setCollapsible(1, False)
+        self.split.setHandleWidth(1)
+        QShortcut(QKeySequence("Ctrl+B"), self, activated=self.toggle_sidebar)
         lay = QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(split)
+        lay.addWidget(self.split)
+        self.setTabOrder(self.input, self.send_button)
         chat.busy_changed.connect(self._busy)
         chat.current_changed.connect(self._current)
+        self._meter_timer = QTimer(self)  # typing and streaming ask often: the meter counts at most 5 times a second
+        self._meter_timer.setSingleShot(True)
+        self._meter_timer.setInterval(200)
+        self._meter_timer.timeout.connect(self.update_meter)
+        for sig in (chat.messages.modelReset, chat.messages.rowsInserted, chat.messages.rowsRemoved,
+                    chat.messages.dataChanged, self.input.textChanged):
+            sig.connect(lambda *_: self._meter_timer.start())
         self._current(chat.current)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        # the key hint steps aside in a narrow window (the meter and the buttons keep their room)
+        self.hint.setVisible(self.input.width() > 560)
+
+    def toggle_sidebar(self) -> None:
+        """Fold the chat list away, or bring it back."""
+        sizes = self.split.sizes()
+        total = sum(sizes)
+        self.split.setSizes([0, total] if sizes[0] > 0 else [min(250, total // 3), total - min(250, total // 3)])
+
+    def _focus_search(self) -> None:
+        if self.split.sizes()[0] == 0:
+            self.toggle_sidebar()
+        self.sidebar.search.setFocus()
+        self.sidebar.search.selectAll()
 
     def open_library(self) -> None:
         from app.ui.documents_ui import LibraryDialog
@@ -274,6 +213,8 @@ class ChatPage(QWidget):
         self.tools_button.setIcon(icon("tools", theme.muted))
         self.settings_button.setIcon(icon("sliders", theme.muted))
         self.view.retheme(theme)
+        if hasattr(self, "document_strip"):
+            self.document_strip.refresh()  # its chips' icons in the new colours
 
     def set_tool_count(self, n: int) -> None:
         self.tools_button.setText(f"Tools · {n}" if n else "Tools")
@@ -292,50 +233,99 @@ class ChatPage(QWidget):
             self.chat.store.update(c)
 
     def send(self) -> None:
-        if self.chat.send(self.input.toPlainText()):
+        files = [a.to_meta() for a in self.pending]
+        text = self.input.toPlainText()
+        if self.chat.send(text, files) if files else self.chat.send(text):
             self.input.clear()
+            self.pending = []
+            self._show_attachments()
+
+    def attach_files(self, paths: list[str]) -> None:
+        """Read dropped files off the event loop; each becomes a chip above the message box."""
+        import asyncio
+
+        from app.attachments import MAX_FILES, AttachmentError, read_attachment
+        from app.errors import UserError
+
+        async def read() -> None:
+            for path in paths:
+                if len(self.pending) >= MAX_FILES:
+                    self.chat.error.emit(UserError("Too many files for one message.",
+                                                   f"A message carries at most {MAX_FILES} files.",
+                                                   "Send these first, or add the rest to the chat's documents.",
+                                                   "attach"))
+                    break
+                try:
+                    a = await asyncio.to_thread(read_attachment, path)
+                except AttachmentError as e:
+                    self.chat.error.emit(UserError("The file could not be attached.", str(e), "", "attach"))
+                    continue
+                self.pending = [p for p in self.pending if p.name != a.name] + [a]
+                self._show_attachments()
+        if self.run is not None:
+            self.run(read())
+        self.input.setFocus()
+
+    def remove_attachment(self, name: str) -> None:
+        self.pending = [a for a in self.pending if a.name != name]
+        self._show_attachments()
+
+    def _show_attachments(self) -> None:
+        from app.qt_models import format_size
+        from app.ui.documents_ui import file_icon
+
+        while self._attach_row.count():
+            w = self._attach_row.takeAt(0).widget()
+            if w is not None:
+                w.deleteLater()
+        for a in self.pending:
+            chip = QPushButton(f"{a.name} · {format_size(len(a.text.encode()))}   ×")
+            chip.setObjectName("chip")
+            chip.setIcon(file_icon())
+            chip.setToolTip(f"{len(a.text):,} characters, sent with the message as context. Click to remove it.")
+            chip.setAccessibleName(f"Attached file {a.name}; remove")
+            chip.clicked.connect(lambda _=False, n=a.name: self.remove_attachment(n))
+            self._attach_row.addWidget(chip)
+        self._attach_row.addStretch(1)
+        self.attachments.setVisible(bool(self.pending))
+        self._meter_timer.start()
+
+    def update_meter(self) -> None:
+        """How full the chat's context is: its own context length, or the model's."""
+        from app.context_use import context_use
+
+        c = self.chat.current
+        row = self.header.row(self.header.chat_model()) or {}
+        limit = (c.options.get("ctx") if c else None) or row.get("context_length")
+        self.meter.show_use(context_use(self.chat.messages.items(), self.input.toPlainText(),
+                                        int(limit) if limit else None, c.system_prompt if c else "",
+                                        sum(len(a.text) for a in self.pending)))
 
     def bind_models(self, models, run) -> None:
         """The model service: loaded state, capabilities, loading on demand, fit verdicts."""
         self.models, self.run = models, run
         models.available_changed.connect(self.set_available)
+        models.loading.connect(self._loading)
+
+    def _loading(self, mid: str, on: bool) -> None:
+        self._loads = getattr(self, "_loads", set())
+        (self._loads.add if on else self._loads.discard)(mid)
+        if self._loads:
+            self.load_progress.start(f"Loading {', '.join(sorted(self._loads))} into memory…")
+        else:
+            self.load_progress.finish()
 
     def set_available(self, rows: list[dict]) -> None:
         """Mark each model in the picker: loaded (with its memory) and its capabilities."""
-        from app.models import capability_badges
-        from app.qt_models import format_size
-
-        self._available = {r["id"]: r for r in rows if r.get("id")}
-        for i in range(self.model_picker.count()):
-            mid = self.model_picker.itemData(i)
-            r = self._available.get(mid)
-            if not mid or r is None:
-                continue
-            bits = [mid]
-            if r.get("loaded"):
-                mem = (r.get("memory") or {}).get("rss_bytes")
-                bits.append("● loaded" + (f" · {format_size(mem)}" if mem else ""))
-            caps = capability_badges(r.get("capabilities"))
-            if caps:
-                bits.append(" · ".join(caps))
-            self.model_picker.setItemText(i, "   ".join(bits))
-        self._show_badges()
+        self.header.set_available(rows)
+        self._meter_timer.start()
         self._ask_fit()
 
-    def _show_badges(self) -> None:
-        from app.models import capability_badges
-
-        while self.badges.count():
-            w = self.badges.takeAt(0).widget()
-            if w is not None:
-                w.deleteLater()
-        mid = self.model_picker.currentData() or ""
-        r = getattr(self, "_available", {}).get(mid) or next(
-            (x for x in getattr(self, "_available", {}).values() if x.get("loaded")), None)
-        for cap in capability_badges((r or {}).get("capabilities")):
-            b = QLabel(cap)
-            b.setObjectName("capBadge")
-            self.badges.addWidget(b)
+    def set_models(self, ids: list[str], default: str = "") -> None:
+        """The models this computer has; the picker offers the chat models among them."""
+        c = self.chat.current
+        self.header.set_models(ids, default, c.model if c else "")
+        self._ask_fit()
 
     def _ctx_changed(self) -> None:
         c = self.chat.current
@@ -344,60 +334,60 @@ class ChatPage(QWidget):
             c.options["ctx"] = value
             self.chat.store.update(c)
         self._ask_fit()
+        self._meter_timer.start()
 
     def _ask_fit(self) -> None:
-        models = getattr(self, "models", None)
-        c = self.chat.current
-        mid = (c.model if c else "") or next((k for k, v in getattr(self, "_available", {}).items() if v.get("loaded")), "")
-        if models is None or not mid:
-            self.fit_label.hide()
+        """The planner's verdict for the chat's model at the chat's context (none when the app
+        cannot tell which model answers)."""
+        mid = self.header.chat_model()
+        if self.models is None or not mid:
+            self.header.set_fit("", "", "")
             return
+        ctx = self.ctx_spin.value() or None
 
         async def ask():
             from app.models import fit_badge
 
-            fit = await models.fit_at(mid, self.ctx_spin.value() or None)
+            fit = await self.models.fit_at(mid, ctx)
+            if mid != self.header.chat_model():
+                return  # the chat or its model changed while the planner answered
             text, colour = fit_badge(fit)
-            self.fit_label.setText(text)
-            self.fit_label.setStyleSheet(f"background: {colour};" if colour else "")
             where = f" at {fit['ctx']:,} tokens of context" if fit and fit.get("ctx") else ""
-            self.fit_label.setToolTip(f"The planner's verdict for {mid}{where} on this computer")
-            self.fit_label.setVisible(bool(text))
+            self.header.set_fit(text, colour, f"The planner's verdict for {mid}{where} on this computer")
         self.run(ask())
 
-    def set_models(self, ids: list[str], default: str = "") -> None:
-        self.model_picker.clear()
-        self.model_picker.addItem(f"Default ({default})" if default else SERVER_DEFAULT, "")
-        for mid in ids:
-            self.model_picker.addItem(mid, mid)
-        self._current(self.chat.current)
-        if getattr(self, "_available", None):
-            self.set_available(list(self._available.values()))
-        if getattr(self, "models", None) is not None:
-            self._ask_fit()
-
-    def _model_picked(self, index: int) -> None:
-        mid = self.model_picker.itemData(index) or ""
+    def _model_picked(self, mid: str) -> None:
         self.chat.configure(model=mid)
-        models = getattr(self, "models", None)
-        row = getattr(self, "_available", {}).get(mid)
-        if models is not None and mid and row is not None and not row.get("loaded"):
-            self.run(models.load(mid))  # load on demand, while the user types
-        self._show_badges()
+        row = self.header.row(mid)
+        if self.models is not None and mid and row is not None and not row.get("loaded"):
+            self.run(self._load(mid))  # load on demand, while the user types
+        self.header.show_badges()
         self._ask_fit()
+        self._meter_timer.start()
+
+    def use_model(self, mid: str) -> None:
+        """Answer in this chat (a new one if none is open) with ``mid``, as if picked in the list."""
+        if self.chat.current is None:
+            self.chat.new_conversation()
+        self.header.choose(mid)
+        self._model_picked(mid)
+
+    async def _load(self, mid: str) -> None:
+        """Load the picked model; the line under the message box says so until it is ready."""
+        self.hint.setText(f"Loading {mid}…")
+        try:
+            await self.models.load(mid)
+        finally:
+            self.hint.setText(HINT)
 
     def _current(self, c: Conversation | None) -> None:
         self.title.setText(c.title if c else "New chat")
         self.tools_button.setChecked(bool(c.options.get("tools", True)) if c else True)
         self.ctx_spin.setValue(int(c.options.get("ctx") or 0) if c else 0)
-        if getattr(self, "models", None) is not None:
+        self.header.choose(c.model if c else "")
+        if self.models is not None:
             self._ask_fit()
-        want = c.model if c else ""
-        i = self.model_picker.findData(want)
-        if i < 0 and want:
-            self.model_picker.addItem(want, want)
-            i = self.model_picker.count() - 1
-        self.model_picker.setCurrentIndex(max(i, 0))
+        self._meter_timer.start()
 
     def _busy(self, busy: bool) -> None:
         self.send_button.setVisible(not busy)
@@ -407,6 +397,6 @@ class ChatPage(QWidget):
     def open_settings(self) -> None:
         if self.chat.current is None:
             self.chat.new_conversation()
-        d = ConversationSettingsDialog(self.chat.current, self)
+        d = ConversationSettingsDialog(self.chat.current, self, self.presets)
         if d.exec() == QDialog.DialogCode.Accepted:
             self.chat.configure(system_prompt=d.system.toPlainText(), sampling=d.sampling())

@@ -19,6 +19,13 @@ FILE_FILTER = ("Documents (*.txt *.md *.markdown *.rst *.pdf *.py *.js *.ts *.c 
                "*.yaml *.yml *.toml *.csv *.html *.sh *.sql);;All files (*)")
 
 
+def file_icon():
+    from app.ui.blocks import theme_colours
+    from app.ui.icons import icon
+
+    return icon("file", theme_colours().muted, 16)
+
+
 class DocumentStrip(QWidget):
     """The documents attached to the current chat, as chips with a remove button."""
 
@@ -26,12 +33,39 @@ class DocumentStrip(QWidget):
         super().__init__()
         self.chat, self.docs = chat, docs
         self.setObjectName("documentStrip")
-        self.lay = QHBoxLayout(self)
-        self.lay.setContentsMargins(24, 6, 24, 0)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(24, 6, 24, 0)
+        outer.setSpacing(4)
+        self.lay = QHBoxLayout()
         self.lay.setSpacing(6)
+        from app.ui.progress import ProgressLine
+
+        self.progress = ProgressLine()  # a file being indexed (minutes for a long PDF)
+        self._indexing: dict[str, tuple[int, int]] = {}
+        outer.addLayout(self.lay)
+        outer.addWidget(self.progress)
         chat.current_changed.connect(lambda _: self.refresh())
         docs.library_changed.connect(self.refresh)
+        docs.indexing.connect(self._indexing_changed)
         self.refresh()
+
+    def _indexing_changed(self, name: str, done: int, total: int) -> None:
+        if total == 0 or (total > 0 and done >= total):
+            self._indexing.pop(name, None)
+        else:
+            self._indexing[name] = (done, total)
+        if not self._indexing:
+            self.progress.finish()
+        else:
+            first, (d, t) = next(iter(self._indexing.items()))
+            more = len(self._indexing) - 1
+            tail = f" (and {more} more file{'s' if more > 1 else ''})" if more else ""
+            if t < 0:
+                if self.progress.isHidden() or not self.progress.label.text().startswith(f"Reading {first}"):
+                    self.progress.start(f"Reading {first}{tail}…")
+            else:
+                self.progress.set_progress(f"Indexing {first}: {d:,} of {t:,} passages{tail}", d, t)
+        self.setVisible(bool(self.docs.attached(self.chat.current)) or bool(self._indexing))
 
     def refresh(self) -> None:
         while self.lay.count():
@@ -44,13 +78,14 @@ class DocumentStrip(QWidget):
         label.setObjectName("statsLabel")
         self.lay.addWidget(label)
         for d in attached:
-            chip = QPushButton(f"📄 {d.title}  ✕")
+            chip = QPushButton(f"{d.title}   ×")
+            chip.setIcon(file_icon())
             chip.setObjectName("chip")
             chip.setToolTip(f"{d.path}\n{d.chars:,} characters. Click to detach it from this chat.")
             chip.clicked.connect(lambda _=False, i=d.id: self.docs.detach(self.chat.current, i))
             self.lay.addWidget(chip)
         self.lay.addStretch(1)
-        self.setVisible(bool(attached))
+        self.setVisible(bool(attached) or bool(getattr(self, "_indexing", None)))
 
 
 class LibraryDialog(QDialog):

@@ -2,11 +2,34 @@
 
 from __future__ import annotations
 
+import functools
 import html
+import threading
+
+#: languages whose lexers are compiled ahead (the first use of a lexer compiles its regular
+#: expressions: about 130 ms for Python here, too long for the window's event loop)
+COMMON = ("python", "javascript", "typescript", "bash", "json", "c", "cpp", "rust", "go", "java", "html", "sql")
+#: guessing a fence's language runs every lexer's detector over the code: only short code is guessed
+GUESS_CHARS = 2000
+_warm = threading.Event()
 
 
+def warm_up() -> None:
+    """Compile the common lexers on a thread, once, before the first code block needs them."""
+    if _warm.is_set():
+        return
+    _warm.set()
+
+    def work() -> None:
+        for lang in COMMON:
+            highlight_html("x = 1", lang, False)
+    threading.Thread(target=work, name="lexer-warm-up", daemon=True).start()
+
+
+@functools.lru_cache(maxsize=256)
 def highlight_html(code: str, language: str, dark: bool) -> str:
-    """``code`` as HTML spans with inline colours (a QLabel keeps inline styles only)."""
+    """``code`` as HTML spans with inline colours (a QLabel keeps inline styles only); the last
+    few hundred blocks are remembered (a block scrolled back into view is not coloured again)."""
     try:
         from pygments import highlight
         from pygments.formatters import HtmlFormatter
@@ -15,7 +38,10 @@ def highlight_html(code: str, language: str, dark: bool) -> str:
     except ImportError:
         return html.escape(code)
     try:
-        lexer = get_lexer_by_name(language) if language else guess_lexer(code)
+        if language:
+            lexer = get_lexer_by_name(language)
+        else:
+            lexer = guess_lexer(code) if len(code) <= GUESS_CHARS else TextLexer()
     except ClassNotFound:
         lexer = TextLexer()
     fmt = HtmlFormatter(noclasses=True, nowrap=True, style="monokai" if dark else "friendly")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from PySide6.QtCore import QByteArray, QRectF, Qt
 from PySide6.QtGui import QIcon, QImage, QPainter, QPixmap
 
@@ -23,11 +25,26 @@ _PATHS = {
                '<circle cx="12" cy="8" r="2"/><circle cx="18" cy="16" r="2"/>',
     "library": '<path d="M5 4h4v16H5zM10 4h4v16h-4z"/><path d="M15.5 5l3.8-1 3.2 15.5-3.8 1z"/>',
     "refresh": '<path d="M20 11a8 8 0 1 0-2.3 5.7"/><path d="M20 4v7h-7"/>',
+    "check": '<path d="M5 12.5l4.5 4.5L19 7.5"/>',
+    "x": '<path d="M6.5 6.5l11 11M17.5 6.5l-11 11"/>',
+    "clock": '<circle cx="12" cy="12" r="8.5"/><path d="M12 7.5V12l3 2"/>',
+    "ban": '<circle cx="12" cy="12" r="8.5"/><path d="M6 18L18 6"/>',
+    "question": '<circle cx="12" cy="12" r="8.5"/><path d="M9.6 9.5a2.5 2.5 0 1 1 3.4 2.3c-.6.3-1 .8-1 1.5v.4"/>'
+                '<path d="M12 16.8h.01" stroke-width="2.6"/>',
+    "dots": '<path d="M6 12h.01M12 12h.01M18 12h.01" stroke-width="3"/>',
+    "gear": '<circle cx="12" cy="12" r="3"/><path d="M12 3v2.5M12 18.5V21M3 12h2.5M18.5 12H21M5.6 5.6l1.8 1.8'
+            'M16.6 16.6l1.8 1.8M5.6 18.4l1.8-1.8M16.6 7.4l1.8-1.8"/>',
+    "chevron-right": '<path d="M9.5 6l6 6-6 6"/>',
+    "chevron-left": '<path d="M14.5 6l-6 6 6 6"/>',
+    "chevron-down": '<path d="M6 9.5l6 6 6-6"/>',
+    "file": '<path d="M7 3.5h7l4 4V20a.5.5 0 0 1-.5.5h-10.5a.5.5 0 0 1-.5-.5V4a.5.5 0 0 1 .5-.5z"/><path d="M14 3.5V8h4"/>',
 }
 
 
+@functools.lru_cache(maxsize=256)
 def icon(name: str, colour: str, size: int = 20) -> QIcon:
-    """The named icon as a QIcon, stroked in ``colour``."""
+    """The named icon as a QIcon, stroked in ``colour`` (each drawn once: a message's tool blocks
+    ask for theirs every time it is built)."""
     from PySide6.QtSvg import QSvgRenderer
 
     svg = (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none" stroke="{colour}" '

@@ -2,15 +2,35 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 
 from PySide6.QtCore import QSize, Qt
-from PySide6.QtGui import QCloseEvent
+from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QFrame, QHBoxLayout, QLabel, QListWidget, QMainWindow, QPushButton, QStackedWidget, QVBoxLayout, QWidget,
+    QFrame, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow, QPushButton, QStackedWidget, QVBoxLayout,
+    QWidget,
 )
 
 from app.errors import UserError
+
+
+def _sentence(text: str) -> str:
+    """A piece of a message as a sentence: trimmed, ending in a full stop (details that come from
+    elsewhere, an exception's text, often end without one and ran into the next sentence)."""
+    text = " ".join(text.split())
+    return text if not text or text[-1] in ".!?:)" else text + "."
+
+
+def banner_html(problem: UserError) -> str:
+    """The title in bold, what happened, and what to do on a line of its own."""
+    parts = [f"<b>{html.escape(_sentence(problem.title))}</b>"]
+    if problem.detail.strip():
+        parts.append(html.escape(_sentence(problem.detail)))
+    out = " ".join(parts)
+    if problem.action.strip():
+        out += "<br>" + html.escape(_sentence(problem.action))
+    return out
 
 
 class Banner(QFrame):
@@ -42,7 +62,7 @@ class Banner(QFrame):
         if problem is None:
             self.hide()
             return
-        self.label.setText(f"<b>{problem.title}</b> {problem.detail} {problem.action}")
+        self.label.setText(banner_html(problem))
         self._callback = callback
         self.action.setText(action)
         self.action.setVisible(bool(action and callback))
@@ -51,6 +71,12 @@ class Banner(QFrame):
     def _act(self) -> None:
         if self._callback is not None:
             self._callback()
+
+
+#: the navigation rail's width with page names, and with icons only (windows narrower than
+#: ``COMPACT_BELOW``: an 800 px window keeps its room for the page)
+RAIL_WIDE, RAIL_NARROW, COMPACT_BELOW = 188, 60, 1000
+MIN_WIDTH, MIN_HEIGHT = 800, 560
 
 
 class MainWindow(QMainWindow):
@@ -64,26 +90,34 @@ class MainWindow(QMainWindow):
         self.pages = pages
         self.nav = QListWidget()
         self.nav.setObjectName("nav")
-        self.nav.setFocusPolicy(Qt.FocusPolicy.NoFocus)
+        self.nav.setAccessibleName("Pages")
+        self.nav.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # Tab reaches it; the arrows change the page
         self.nav.setIconSize(QSize(18, 18))
+        self.nav.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.stack = QStackedWidget()
-        for name in self.PAGES:
-            if name in pages:
-                self.nav.addItem(name)
-                self.stack.addWidget(pages[name])
+        for i, name in enumerate(n for n in self.PAGES if n in pages):
+            item = QListWidgetItem(name)
+            item.setData(Qt.ItemDataRole.UserRole, name)
+            item.setToolTip(f"{name} (Ctrl+{i + 1})")
+            self.nav.addItem(item)
+            self.stack.addWidget(pages[name])
+            QShortcut(QKeySequence(f"Ctrl+{i + 1}"), self, activated=lambda n=name: self.show_page(n))
+        QShortcut(QKeySequence("Ctrl+Q"), self, activated=self._quit)
         self.nav.currentRowChanged.connect(self._nav_changed)
         self.banner = Banner()
         body = QWidget()
         bl = QHBoxLayout(body)
         bl.setContentsMargins(0, 0, 0, 0)
         bl.setSpacing(0)
-        rail = QWidget()
-        rail.setFixedWidth(188)
+        self.rail = rail = QWidget()
+        rail.setObjectName("rail")
+        rail.setFixedWidth(RAIL_WIDE)
         rl_ = QVBoxLayout(rail)
         rl_.setContentsMargins(0, 0, 0, 0)
         rl_.setSpacing(0)
-        brand = QLabel("🔥  Hearth")
+        self.brand = brand = QLabel()
         brand.setObjectName("brand")
+        brand.setTextFormat(Qt.TextFormat.RichText)
         self.nav_footer = QLabel("Runs on this computer.\nNothing leaves it.")
         self.nav_footer.setObjectName("navFooter")
         rl_.addWidget(brand)
@@ -102,8 +136,43 @@ class MainWindow(QMainWindow):
         self.statusBar().addPermanentWidget(self.service_label)
         self.nav.setCurrentRow(0)
         self.close_handler: Callable[[], bool] | None = None
+        self.quit_handler: Callable[[], None] | None = None
+        self.compact = False
+        self._set_compact(False)
+        # an 800x600 screen holds the window: the rail folds to icons below COMPACT_BELOW, and the
+        # pages fit the rest (the layout's own minimum counts the wide rail)
+        self.setMinimumSize(MIN_WIDTH, MIN_HEIGHT)
 
     ICONS = {"Chat": "chat", "Models": "models", "Server": "server", "Settings": "settings"}
+
+    def _quit(self) -> None:
+        if self.quit_handler is not None:
+            self.quit_handler()
+
+    def _set_compact(self, compact: bool) -> None:
+        """The navigation rail as icons only (narrow windows) or icons with names."""
+        self.compact = compact
+        self.rail.setFixedWidth(RAIL_NARROW if compact else RAIL_WIDE)
+        for i in range(self.nav.count()):
+            item = self.nav.item(i)
+            item.setText("" if compact else item.data(Qt.ItemDataRole.UserRole))
+        from app.icons import icon_path
+
+        logo = icon_path(24).as_posix()
+        self.brand.setText(f"<img src='{logo}' width='22' height='22' style='vertical-align: middle'>"
+                           + ("" if compact else "&nbsp;&nbsp;Hearth"))
+        self.brand.setToolTip("Hearth")
+        self.brand.setProperty("compact", compact)
+        self.brand.setAlignment(Qt.AlignmentFlag.AlignHCenter if compact else Qt.AlignmentFlag.AlignLeft)
+        self.brand.style().unpolish(self.brand)
+        self.brand.style().polish(self.brand)
+        self.nav_footer.setVisible(not compact)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        compact = self.width() < COMPACT_BELOW
+        if compact != self.compact:
+            self._set_compact(compact)
 
     def retheme(self, theme) -> None:
         """Icons in the theme's colours; pages that draw colours of their own follow."""
@@ -111,7 +180,7 @@ class MainWindow(QMainWindow):
 
         for i in range(self.nav.count()):
             item = self.nav.item(i)
-            name = self.ICONS.get(item.text())
+            name = self.ICONS.get(item.data(Qt.ItemDataRole.UserRole))
             if name:
                 item.setIcon(icon(name, theme.muted if i != self.nav.currentRow() else theme.accent))
         self._theme = theme
@@ -125,7 +194,7 @@ class MainWindow(QMainWindow):
             self.retheme(self._theme)
 
     def show_page(self, name: str) -> None:
-        names = [self.nav.item(i).text() for i in range(self.nav.count())]
+        names = [self.nav.item(i).data(Qt.ItemDataRole.UserRole) for i in range(self.nav.count())]
         if name in names:
             self.nav.setCurrentRow(names.index(name))
 

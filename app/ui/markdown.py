@@ -16,10 +16,21 @@ def code_background() -> QColor:
 def markdown_html(text: str, font: QFont | None = None) -> str:
     """Render Markdown (CommonMark with GitHub tables and fences) to HTML; code gets a shaded box.
     ``font``: the body font (the HTML carries it, so a style sheet cannot change it afterwards)."""
+    return markdown_document(text, font).toHtml()
+
+
+def markdown_document(text: str, font: QFont | None = None) -> QTextDocument:
+    """Markdown read into a document (what ``RichText`` draws); code gets a shaded box.
+
+    Line breaks follow CommonMark: a single newline inside a paragraph is a space (a model's
+    text wrapped at some column reads as one paragraph); two trailing spaces or a backslash
+    before the newline break the line; code blocks keep their lines. Headings are a little
+    larger than the text (``size_headings``)."""
     doc = QTextDocument()
     if font is not None:
         doc.setDefaultFont(font)
-    doc.setMarkdown(hard_breaks(text), QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
+    doc.setMarkdown(text, QTextDocument.MarkdownFeature.MarkdownDialectGitHub)
+    size_headings(doc)
     mono = QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
     shade = code_background()
     block = doc.begin()
@@ -36,23 +47,41 @@ def markdown_html(text: str, font: QFont | None = None) -> str:
             cf.setFontFamilies([mono.family()])
             cursor.mergeCharFormat(cf)
         block = block.next()
-    return doc.toHtml()
+    return doc
 
 
 def monospace() -> QFont:
     return QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont)
 
 
-def hard_breaks(text: str) -> str:
-    """A chat answer's single newlines are line breaks (poems, lists of lines); Markdown would join
-    them, so each gets a hard break, except inside code fences."""
-    out, fenced = [], False
-    lines = text.split("\n")
-    for i, line in enumerate(lines):
-        if line.lstrip().startswith(("```", "~~~")):
-            fenced = not fenced
-        nxt = lines[i + 1] if i + 1 < len(lines) else ""
-        if not fenced and line.strip() and nxt.strip() and not line.endswith("  "):
-            line += "  "
-        out.append(line)
-    return "\n".join(out)
+#: a heading's size relative to the body text, by level (deeper levels are the body's size, bold)
+HEADING_SCALE = {1: 1.3, 2: 1.15, 3: 1.05}
+
+
+def size_headings(doc: QTextDocument) -> None:
+    """Headings sized relative to the document's font. Qt's Markdown reader gives them HTML's
+    sizes (an H1 at 2.4 times the text, poster-sized in a chat or a model card); this sets each
+    heading's size from ``HEADING_SCALE`` instead. Call it after ``setMarkdown``."""
+    base = doc.defaultFont()
+    block = doc.begin()
+    while block.isValid():
+        level = block.blockFormat().headingLevel()
+        if level > 0:
+            scale = HEADING_SCALE.get(level, 1.0)
+
+            def sized(fmt: QTextCharFormat) -> QTextCharFormat:
+                fmt.clearProperty(QTextFormat.Property.FontSizeAdjustment)  # HTML's size step
+                if base.pointSizeF() > 0:
+                    fmt.setFontPointSize(base.pointSizeF() * scale)
+                else:
+                    fmt.setProperty(QTextFormat.Property.FontPixelSize, max(1, round(base.pixelSize() * scale)))
+                return fmt
+
+            cursor = QTextCursor(block)
+            cursor.setBlockCharFormat(sized(block.charFormat()))
+            for frag in [it.fragment() for it in block]:
+                if frag.isValid():
+                    cursor.setPosition(frag.position())
+                    cursor.setPosition(frag.position() + frag.length(), QTextCursor.MoveMode.KeepAnchor)
+                    cursor.setCharFormat(sized(frag.charFormat()))
+        block = block.next()

@@ -6,14 +6,16 @@ from collections.abc import Callable
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
-    QFileDialog, QFrame, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QProgressBar, QPushButton, QTabWidget,
+    QFileDialog, QFrame, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QMenu, QProgressBar, QPushButton, QTabWidget,
     QVBoxLayout, QWidget,
 )
 
 from app.api_types import CatalogModel, LocalModel, RunningModel
 from app.models import ModelStoreService, fit_badge
 from app.qt_models import format_size
+from app.quantize_jobs import TARGETS, QuantizeService, describe
 from app.ui.row_list import RowList
+from app.ui.style import badge_style
 
 Run = Callable[[object], object]  # schedules a coroutine
 
@@ -21,7 +23,6 @@ Run = Callable[[object], object]  # schedules a coroutine
 def _badge() -> QLabel:
     b = QLabel()
     b.setObjectName("fitBadge")
-    b.setFixedWidth(180)
     b.setAlignment(Qt.AlignmentFlag.AlignCenter)
     b.hide()
     return b
@@ -30,7 +31,7 @@ def _badge() -> QLabel:
 def _set_badge(label: QLabel, fit: dict | None) -> None:
     text, colour = fit_badge(fit)
     label.setText(text)
-    label.setStyleSheet(f"background: {colour};" if colour else "")
+    label.setStyleSheet(badge_style(colour))
     label.setVisible(bool(text))
 
 
@@ -76,8 +77,19 @@ class CatalogRow(_Row):
 
 
 class LocalRow(_Row):
-    def __init__(self, model: LocalModel, delete: Callable[[str], None]) -> None:
+    def __init__(self, model: LocalModel, delete: Callable[[str], None],
+                 shrink: Callable[[str, str], None] | None = None) -> None:
         super().__init__()
+        self.shrink_button = QPushButton("Make smaller")
+        self.shrink_menu = QMenu(self.shrink_button)
+        for mix, what in TARGETS:  # each a smaller file, its quality measured, beside the original
+            action = self.shrink_menu.addAction(f"{mix} · {what}")
+            action.triggered.connect(lambda _=False, mix=mix: shrink and shrink(self.model.id, mix))
+        self.shrink_button.setMenu(self.shrink_menu)
+        self.shrink_button.setToolTip("Make a smaller version of this model (importance-aware; its quality is "
+                                      "measured against this one). It appears here when done.")
+        self.shrink_button.setVisible(shrink is not None)
+        self.lay.addWidget(self.shrink_button)
         self.button = QPushButton("Delete")
         self.button.clicked.connect(lambda: delete(self.model.id))
         self.lay.addWidget(self.button)
@@ -96,6 +108,9 @@ class LocalRow(_Row):
         _set_badge(self.badge, m.fit)
         self.button.setEnabled(not m.embedded)
         self.button.setToolTip("Built into Hearth; it cannot be deleted." if m.embedded else "")
+        from app.models import is_chat_model
+
+        self.shrink_button.setEnabled(is_chat_model(m.capabilities))  # an encoder has no perplexity to keep
 
 
 class DownloadRow(QFrame):
@@ -157,9 +172,10 @@ class DownloadRow(QFrame):
 
 
 class ModelsPage(QWidget):
-    def __init__(self, models: ModelStoreService, run: Run) -> None:
+    def __init__(self, models: ModelStoreService, run: Run, quantize: QuantizeService | None = None) -> None:
         super().__init__()
-        self.models, self.run = models, run
+        self.models, self.run, self.quantize = models, run, quantize
+        self.confirmation = None  # the open delete question, if any
         lay = QVBoxLayout(self)
         lay.setContentsMargins(24, 20, 24, 16)
         lay.setSpacing(10)
@@ -174,6 +190,7 @@ class ModelsPage(QWidget):
         self.running_label.setObjectName("modelName")
         self.memory_label = QLabel()
         self.memory_label.setObjectName("modelDetail")
+        self.memory_label.setWordWrap(True)
         self.unload_button = QPushButton("Unload all")
         self.unload_button.setToolTip("Free the models' memory; the next chat message loads its model again.")
         self.unload_button.clicked.connect(lambda: run(models.unload()))
@@ -189,8 +206,16 @@ class ModelsPage(QWidget):
         outer.addLayout(rl)
         outer.addWidget(self.residents)
         self.tabs = QTabWidget()
+        self.tabs.setDocumentMode(True)
         self.tabs.addTab(self._installed(), "Installed")
         self.tabs.addTab(self._discover(), "Discover")
+        from app.ui.hub_browser import HubBrowser
+
+        self.hub = HubBrowser()  # Hugging Face, through the service's search
+        self.hub.search_requested.connect(self._search_hub)
+        self.hub.repo_selected.connect(self._hub_files)
+        self.hub.download_requested.connect(self._pull)
+        self.tabs.addTab(self.hub, "Hugging Face")
         self.downloads = RowList(models.downloads, lambda d: DownloadRow(d, self._act),
                                  "No downloads. Pick a model on the Discover tab.")
         self.tabs.addTab(self.downloads, "Downloads")
@@ -206,9 +231,22 @@ class ModelsPage(QWidget):
         row = QHBoxLayout()
         self.import_button = QPushButton("Import a .gguf file…")
         self.import_button.clicked.connect(self.choose_import)
-        row.addStretch(1)
+        self.job_label = QLabel()  # a smaller version being made: its step and progress
+        self.job_label.setObjectName("modelDetail")
+        self.job_label.setWordWrap(True)
+        self.job_stop = QPushButton("Stop")
+        self.job_stop.setToolTip("Stop making it; asking for the same size later resumes from the last finished step.")
+        self.job_stop.clicked.connect(lambda: self.quantize and self.run(self.quantize.stop()))
+        self.job_label.hide()
+        self.job_stop.hide()
+        row.addWidget(self.job_label, 1)
+        row.addWidget(self.job_stop)
+        row.addStretch(0 if self.quantize else 1)
         row.addWidget(self.import_button)
-        self.local_list = RowList(self.models.local, lambda m: LocalRow(m, self._delete),
+        shrink = self._shrink if self.quantize is not None else None
+        if self.quantize is not None:
+            self.quantize.changed.connect(self._job)
+        self.local_list = RowList(self.models.local, lambda m: LocalRow(m, self._delete, shrink),
                                   "No models yet. Download one on the Discover tab, or import a .gguf file.")
         lay.addLayout(row)
         lay.addWidget(self.local_list, 1)
@@ -231,10 +269,34 @@ class ModelsPage(QWidget):
         row.addWidget(self.pull_ref, 2)
         row.addWidget(self.pull_button)
         self.catalog_list = RowList(self.models.catalog, lambda e: CatalogRow(e, self._pull),
-                                    "The catalog appears here when the service is running.")
+                                    "The catalog appears here when the service is running.", self._no_match)
         lay.addLayout(row)
         lay.addWidget(self.catalog_list, 1)
         return w
+
+    def _no_match(self) -> str:
+        """A search that finds nothing says so (the catalog itself is there)."""
+        q = self.search.text().strip()
+        if not q or not self.models.catalog.has_entries():
+            return ""
+        return (f"No model in the catalog matches “{q}”. Try a family (llama, qwen, gemma), a size, or a "
+                "Hugging Face reference (owner/repo:Q4_K_M) in the field beside it.")
+
+    def _search_hub(self, query: str) -> None:
+        self.hub.show_searching(query)
+
+        async def search():
+            self.hub.show_results(query, await self.models.search_hub(query))
+        self.run(search())
+
+    def _hub_files(self, repo: str) -> None:
+        async def files():
+            self.hub.show_files(repo, await self.models.hub_files(repo))
+        self.run(files())
+
+        async def card():
+            self.hub.show_card(repo, await self.models.hub_card(repo))
+        self.run(card())
 
     def _pull(self, ref: str) -> None:
         self.run(self.models.pull(ref))
@@ -249,7 +311,31 @@ class ModelsPage(QWidget):
         self.run(self.models.act(download_id, action))
 
     def _delete(self, model_id: str) -> None:
-        self.run(self.models.delete(model_id))
+        """Delete a model after a question that says what goes: a downloaded file is removed, an
+        imported one is only forgotten (its file stays where it is)."""
+        from app.ui.confirm import confirm
+
+        row = self.models.local.row_of(model_id)
+        m = self.models.local.item(row) if row is not None else None
+        if m is None:
+            return
+        if m.source == "imported":
+            detail, action = f"Hearth forgets it; the file stays at {m.path}.", "Remove from list"
+        else:
+            size = f" ({format_size(m.size)})" if m.size else ""
+            detail, action = f"Its file{size} is deleted from this computer. Downloading it again takes time.", \
+                "Delete model"
+        confirm(self, f"Delete {m.name}?", detail, action, lambda: self.run(self.models.delete(model_id)))
+
+    def _shrink(self, model_id: str, to: str) -> None:
+        if self.quantize is not None:
+            self.run(self.quantize.start(model_id, to))
+
+    def _job(self, job: dict | None) -> None:
+        self.job_label.setVisible(job is not None)
+        self.job_stop.setVisible(job is not None and job.get("state") == "running")
+        if job is not None:
+            self.job_label.setText(describe(job))
 
     def choose_import(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Import a model", "", "GGUF models (*.gguf)")

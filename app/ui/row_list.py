@@ -13,9 +13,12 @@ from app.qt_models import ObjectListModel
 class RowList(QScrollArea):
     """``make(item)`` builds a row widget that has ``update_item(item)``; rows follow the model."""
 
-    def __init__(self, model: ObjectListModel, make: Callable[[object], QWidget], empty: str) -> None:
+    def __init__(self, model: ObjectListModel, make: Callable[[object], QWidget], empty: str,
+                 no_match: Callable[[], str] | None = None) -> None:
+        """``no_match``: the words for an empty list while a search is on (None: ``empty``)."""
         super().__init__()
         self.model, self.make = model, make
+        self._empty, self._no_match = empty, no_match
         self.setWidgetResizable(True)
         self.setFrameShape(QFrame.Shape.NoFrame)
         inner = QWidget()
@@ -48,6 +51,11 @@ class RowList(QScrollArea):
             w = self.make(self.model.item(row))
             self.column.insertWidget(row + 1, w)
             self.rows.insert(row, w)
+        self._show_empty()
+
+    def _show_empty(self) -> None:
+        searching = self._no_match() if self._no_match is not None else ""
+        self.empty.setText(searching or self._empty)
         self.empty.setVisible(not self.rows)
 
     def _removed(self, parent: QModelIndex, first: int, last: int) -> None:
@@ -55,7 +63,7 @@ class RowList(QScrollArea):
             self.column.removeWidget(w)
             w.deleteLater()
         del self.rows[first:last + 1]
-        self.empty.setVisible(not self.rows)
+        self._show_empty()
 
     def _changed(self, top: QModelIndex, bottom: QModelIndex) -> None:
         for row in range(top.row(), bottom.row() + 1):

@@ -7,13 +7,14 @@ from PySide6.QtWidgets import (
     QFormLayout, QFrame, QGroupBox, QHBoxLayout, QScrollArea, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget,
 )
 
-from app.service import RUNNING, STARTING, ServiceController
+from app.service import RUNNING, STARTING, STOPPING, ServiceController
 from app.ui.markdown import monospace
 
 STATE_WORDS = {
     "checking": "Looking for the service…",
     "starting": "Starting…",
     "running": "Running",
+    "stopping": "Stopping…",
     "stopped": "Stopped",
     "died": "Stopped unexpectedly",
     "unreachable": "Not reachable",
@@ -60,6 +61,26 @@ def counters(stats: dict) -> list[tuple[str, str]]:
     return rows
 
 
+#: an RPC worker's state (``/health``'s ``rpc``) in words
+RPC_WORDS = {"in_use": "in use", "ready": "ready", "busy": "serving another machine", "down": "not answering",
+             "incompatible": "another llama.cpp version"}
+
+
+def rpc_workers(health: dict) -> str:
+    """The machines lending memory over llama.cpp's RPC (``hearth serve --rpc``), one line each:
+    the address, its state, and the models whose layers it holds; "–" when there are none."""
+    lines = []
+    for w in health.get("rpc") or ():
+        if not isinstance(w, dict) or not isinstance(w.get("endpoint"), str):
+            continue
+        line = f"{w['endpoint']}: {RPC_WORDS.get(w.get('state'), str(w.get('state')))}"
+        models = [m for m in w.get("models") or () if isinstance(m, str)]
+        if models:
+            line += f" ({', '.join(models)})"
+        lines.append(line)
+    return "\n".join(lines) or "–"
+
+
 class ServerPage(QWidget):
     def __init__(self, service: ServiceController, start, stop) -> None:
         """``start`` and ``stop``: callables that start and stop the service (they schedule the work)."""
@@ -80,7 +101,15 @@ class ServerPage(QWidget):
         self.origin = QLabel()
         form.addRow("Address", self.address)
         form.addRow("Status", self.status)
+        from app.ui.progress import ProgressLine
+
+        self.progress = ProgressLine()  # starting or stopping: a busy bar and the seconds so far
+        self._progress_state = ""
+        form.addRow("", self.progress)
         form.addRow("Loaded models", self.model)
+        self.rpc = QLabel("–")  # other machines lending memory over llama.cpp's RPC
+        self.rpc.setWordWrap(True)
+        form.addRow("RPC workers", self.rpc)
         form.addRow("Started by", self.origin)
         buttons = QHBoxLayout()
         self.start_button = QPushButton("Start server")
@@ -139,7 +168,7 @@ class ServerPage(QWidget):
 
     def refresh(self) -> None:
         s = self.service
-        self.address.setText(s.url)
+        self.address.setText(s.url + (f"  (after a restart: {s.pending_url})" if s.pending_url else ""))
         self.curl.setPlainText(curl_example(s.url))
         engine = s.health.get("engine") or {}
         words = STATE_WORDS.get(s.state, s.state)
@@ -150,9 +179,18 @@ class ServerPage(QWidget):
         self.status.setText(words)
         resident = [m.get("id") for m in (s.stats or {}).get("models") or () if m.get("id")]
         self.model.setText(", ".join(resident) or engine.get("model") or "–")  # every resident model
+        self.rpc.setText(rpc_workers(s.health or {}))
         self.origin.setText("this app" if s.owned else ("another program" if s.state == RUNNING else "–"))
-        self.start_button.setEnabled(s.state not in (RUNNING, STARTING))
-        self.stop_button.setEnabled(s.owned)
+        self.start_button.setEnabled(s.state not in (RUNNING, STARTING, STOPPING))
+        self.stop_button.setEnabled(s.owned and s.state != STOPPING)
+        if s.state != self._progress_state:
+            self._progress_state = s.state
+            if s.state == STOPPING:
+                self.progress.start("Stopping the service; its models are ending…")
+            elif s.state == STARTING:
+                self.progress.start("Starting the service…")
+            else:
+                self.progress.finish()
         self.stop_button.setToolTip("" if s.owned else "Only a service started by this app can be stopped here.")
 
     def _stats(self, stats: dict) -> None:

@@ -13,6 +13,8 @@ from PySide6.QtWidgets import (
 
 from app.settings import KV_TYPES, OLLAMA_PORT, AppSettings
 
+THEME_WORDS = {"system": "System (follow the desktop)", "light": "Light", "dark": "Dark"}
+
 
 class SettingsPage(QWidget):
     saved = Signal(object)  # the new AppSettings
@@ -35,10 +37,15 @@ class SettingsPage(QWidget):
         self.draft = QComboBox()
         self.draft.setEditable(True)
         self.draft.lineEdit().setPlaceholderText("none (no speculative decoding)")
-        self.ctx = QSpinBox(minimum=256, maximum=1 << 20, singleStep=1024)
+        self.ctx = QSpinBox(minimum=0, maximum=1 << 20, singleStep=1024)
+        self.ctx.setSpecialValueText("Automatic")  # 0: per model, as much as memory holds up to 32768
+        self.ctx.setToolTip("Automatic: each model gets its trained context up to 32,768 tokens (room for a "
+                            "coding agent's prompt), less where memory is short.")
         self.parallel = QSpinBox(minimum=1, maximum=64)
         self.kv_type = QComboBox()
-        self.kv_type.addItems(list(KV_TYPES))
+        self.kv_type.addItem("Automatic", "")  # f16, or q8_0 where only that holds the context
+        for t in KV_TYPES:
+            self.kv_type.addItem(t, t)
         f.addRow("Port", self.port)
         f.addRow("Bind address", self.host)
         f.addRow("Default model", self.model)
@@ -57,9 +64,18 @@ class SettingsPage(QWidget):
             self.login.setEnabled(False)
             self.login.setToolTip("Starting at login is not available in this installation.")
         self.tray = QCheckBox("Keep the service running in the tray when the window closes")
-        self.theme = QCheckBox("Follow the system's light or dark theme")
-        for w in (self.login, self.tray, self.theme):
+        self.theme = QComboBox()
+        for key, words in THEME_WORDS.items():
+            self.theme.addItem(words, key)
+        self.theme.setAccessibleName("Theme")
+        self.theme.setToolTip("System follows your desktop's light or dark setting; Light and Dark always use one.")
+        theme_row = QHBoxLayout()
+        theme_row.addWidget(QLabel("Theme"))
+        theme_row.addWidget(self.theme)
+        theme_row.addStretch(1)
+        for w in (self.login, self.tray):
             d.addWidget(w)
+        d.addLayout(theme_row)
         row = QHBoxLayout()
         self.message = QLabel()
         self.message.setObjectName("settingsMessage")
@@ -85,11 +101,11 @@ class SettingsPage(QWidget):
         self.draft.setCurrentText(s.draft_model)
         self.ctx.setValue(s.ctx)
         self.parallel.setValue(s.parallel)
-        self.kv_type.setCurrentText(s.kv_type)
+        self.kv_type.setCurrentIndex(max(self.kv_type.findData(s.kv_type), 0))
         self.ollama_port.setChecked(s.ollama_port)
         self.login.setChecked(s.start_on_login)
         self.tray.setChecked(s.keep_in_tray)
-        self.theme.setChecked(s.theme_follows_os)
+        self.theme.setCurrentIndex(max(self.theme.findData(s.theme), 0))
         self.message.clear()
 
     def set_models(self, ids: list[str]) -> None:
@@ -104,10 +120,10 @@ class SettingsPage(QWidget):
         return replace(self.settings, port=self.port.value(), host=self.host.text().strip(),
                        default_model=self.model.currentText().strip(),
                        draft_model=self.draft.currentText().strip(),
-                       ctx=self.ctx.value(), parallel=self.parallel.value(), kv_type=self.kv_type.currentText(),
+                       ctx=self.ctx.value(), parallel=self.parallel.value(), kv_type=self.kv_type.currentData(),
                        ollama_port=self.ollama_port.isChecked(),
                        start_on_login=self.login.isChecked(), keep_in_tray=self.tray.isChecked(),
-                       theme_follows_os=self.theme.isChecked())
+                       theme=self.theme.currentData())
 
     def save(self) -> None:
         new = self.values()

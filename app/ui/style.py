@@ -53,6 +53,8 @@ QToolTip {{ background: {t.surface}; color: {t.text}; border: 1px solid {t.borde
 #nav::item:hover {{ background: {t.raised}; color: {t.text}; }}
 #nav::item:selected {{ background: {t.accent_soft}; color: {t.text}; font-weight: 600; }}
 #brand {{ font-size: 16px; font-weight: 700; padding: 16px 20px 4px 20px; background: {t.nav}; }}
+#brand[compact="true"] {{ padding: 16px 0 4px 0; }}
+#rail {{ background: {t.nav}; }}
 #navFooter {{ background: {t.nav}; color: {t.muted}; font-size: 11px; padding: 10px 20px; }}
 #sidebar {{ background: {t.nav}; border-right: 1px solid {t.border}; }}
 #sidebar QLineEdit {{ background: {t.surface}; }}
@@ -60,7 +62,8 @@ QToolTip {{ background: {t.surface}; color: {t.text}; border: 1px solid {t.borde
 #conversationList::item {{ padding: 8px 10px; border-radius: 8px; margin: 1px 0; }}
 #conversationList::item:hover {{ background: {t.raised}; }}
 #conversationList::item:selected {{ background: {t.accent_soft}; color: {t.text}; }}
-#chatPane, #messageColumn {{ background: {t.window}; }}
+#messageColumn, #messageView {{ background: {t.window}; border: none; }}
+#codeScroll, #codeScroll > QWidget {{ background: transparent; }}
 #chatHeader {{ background: {t.window}; border-bottom: 1px solid {t.border}; }}
 #chatTitle {{ font-size: 15px; font-weight: 600; }}
 #composer {{ background: {t.window}; }}
@@ -68,10 +71,12 @@ QToolTip {{ background: {t.surface}; color: {t.text}; border: 1px solid {t.borde
 #messageInput {{ border: none; background: transparent; padding: 4px; font-size: 14px; }}
 #userMessage {{ background: {t.accent_soft}; border-radius: 14px; }}
 #assistantMessage {{ background: transparent; }}
+#assistantMessage[finish="interrupted"], #assistantMessage[finish="error"] {{ border-left: 3px solid {t.danger}; }}
 #roleLabel {{ font-weight: 700; color: {t.accent}; font-size: 12px; }}
 #messageBody {{ font-size: 14px; }}
 #reasoningBody {{ color: {t.muted}; border-left: 3px solid {t.border}; padding-left: 10px; }}
 #statsLabel {{ color: {t.muted}; font-size: 11px; }}
+#variantLabel {{ color: {t.muted}; font-size: 12px; padding: 0 2px; }}
 #citations {{ color: {t.muted}; font-size: 12px; }}
 #errorLabel {{ color: {t.danger}; }}
 #smallButton, #blockToggle {{ color: {t.muted}; padding: 3px 8px; font-size: 12px; border: none; background: transparent;
@@ -97,16 +102,35 @@ QPushButton:checked {{ background: {t.accent_soft}; border-color: {t.accent}; }}
 #primaryButton {{ background: {t.accent}; color: {t.accent_text}; border: none; border-radius: 8px;
                   padding: 7px 16px; font-weight: 600; }}
 #primaryButton:hover {{ background: {t.accent}; }}
+#dangerButton {{ color: {t.danger}; border-color: {t.danger}; }}
+#dangerButton:hover {{ background: {t.danger}; color: white; }}
 #primaryButton:disabled {{ background: {t.border}; color: {t.muted}; }}
 #iconButton {{ border: none; background: transparent; border-radius: 8px; padding: 6px; }}
 #iconButton:hover {{ background: {t.raised}; }}
+QPushButton:focus {{ border: 2px solid {t.accent}; padding: 5px 13px; }}
+#primaryButton:focus {{ border: 2px solid {t.text}; padding: 5px 14px; }}
+#smallButton:focus, #blockToggle:focus {{ border: 2px solid {t.accent}; padding: 1px 6px; }}
+#iconButton:focus {{ border: 2px solid {t.accent}; padding: 4px; }}
+#chip:focus {{ border: 2px solid {t.accent}; padding: 2px 9px; }}
+QCheckBox:focus, QRadioButton:focus {{ background: {t.accent_soft}; border-radius: 4px; }}
+#nav::item:focus, #conversationList::item:focus {{ border: 2px solid {t.accent}; }}
+QTabBar::tab:focus {{ color: {t.accent}; }}
+#messageView:focus {{ border-left: 2px solid {t.accent}; }}
 #chip {{ background: {t.surface}; border: 1px solid {t.border}; border-radius: 12px; padding: 3px 10px; font-size: 12px; }}
 QLineEdit, QSpinBox, QDoubleSpinBox, QComboBox, QPlainTextEdit {{ background: {t.surface}; border: 1px solid {t.border};
     border-radius: 8px; padding: 5px 8px; selection-background-color: {t.accent}; selection-color: {t.accent_text}; }}
-QLineEdit:focus, QSpinBox:focus, QComboBox:focus, QPlainTextEdit:focus {{ border-color: {t.accent}; }}
+QLineEdit:focus, QSpinBox:focus, QDoubleSpinBox:focus, QComboBox:focus, QPlainTextEdit:focus {{
+    border: 2px solid {t.accent}; padding: 4px 7px; }}
+#messageInput:focus {{ border: none; padding: 4px; }}
+#composerBox[focused="true"] {{ border-color: {t.accent}; }}
 QComboBox::drop-down {{ border: none; width: 26px; }}
 QComboBox::down-arrow {{ image: url({_chevron(t)}); width: 12px; height: 12px; }}
 QAbstractSpinBox::up-button, QAbstractSpinBox::down-button {{ width: 0; border: none; }}
+#ctxSpin {{ padding-right: 20px; }}
+#ctxSpin:focus {{ padding-right: 19px; }}
+#ctxSpin::up-button {{ subcontrol-origin: border; subcontrol-position: top right; width: 18px; border: none; }}
+#ctxSpin::down-button {{ subcontrol-origin: border; subcontrol-position: bottom right; width: 18px; border: none; }}
+#ctxSpin::up-arrow, #ctxSpin::down-arrow {{ image: none; width: 0; height: 0; }}
 QSplitter::handle {{ background: {t.border}; }}
 QComboBox QAbstractItemView {{ background: {t.surface}; border: 1px solid {t.border}; selection-background-color: {t.accent_soft};
     selection-color: {t.text}; }}
@@ -124,22 +148,40 @@ QScrollArea {{ background: transparent; border: none; }}
 #counterRows {{ background: {t.surface}; }}
 QScrollBar:vertical {{ background: transparent; width: 10px; margin: 2px; }}
 QScrollBar::handle:vertical {{ background: {t.border}; border-radius: 4px; min-height: 30px; }}
-QScrollBar::add-line, QScrollBar::sub-line {{ height: 0; }}
+QScrollBar:horizontal {{ background: transparent; height: 10px; margin: 2px; }}
+QScrollBar::handle:horizontal {{ background: {t.border}; border-radius: 4px; min-width: 30px; }}
+QScrollBar::handle:hover {{ background: {t.muted}; }}
+QScrollBar::add-line, QScrollBar::sub-line {{ height: 0; width: 0; }}
+QScrollBar::add-page, QScrollBar::sub-page {{ background: transparent; }}
 QListWidget {{ background: {t.surface}; border: 1px solid {t.border}; border-radius: 8px; }}
+#hubResults {{ padding: 4px; }}
+#hubResults::item {{ padding: 6px 8px; border-radius: 6px; margin: 1px 0; color: {t.text}; }}
+#hubResults::item:hover {{ background: {t.raised}; }}
+#hubResults::item:selected {{ background: {t.accent_soft}; color: {t.text}; }}
+#hubCardText {{ background: transparent; border: none; border-top: 1px solid {t.border}; padding-top: 6px; }}
+#hubSplit::handle {{ background: transparent; }}
+#hubSplit::handle:hover {{ background: {t.accent_soft}; }}
 QProgressBar {{ background: {t.raised}; border: none; border-radius: 4px; }}
 QProgressBar::chunk {{ background: {t.accent}; border-radius: 4px; }}
+#contextBar {{ border-radius: 3px; }}
+#contextBar::chunk {{ border-radius: 3px; }}
+#contextBar[warn="true"]::chunk {{ background: {t.danger}; }}
+#contextMeter QLabel[warn="true"] {{ color: {t.danger}; }}
 QStatusBar {{ background: {t.nav}; color: {t.muted}; border-top: 1px solid {t.border}; }}
 QStatusBar QLabel {{ color: {t.muted}; font-size: 11px; padding: 0 8px; }}
 #banner {{ background: {t.banner}; border-bottom: 1px solid {t.border}; }}
 #bannerText {{ color: {t.banner_text}; }}
-#fitBadge {{ border-radius: 9px; padding: 3px 10px; font-size: 11px; font-weight: 600; color: white; }}
+#fitBadge {{ border-radius: 9px; padding: 2px 9px; font-size: 11px; font-weight: 600; border: none; }}
 #capBadge {{ border-radius: 8px; padding: 2px 8px; font-size: 11px; color: {t.accent}; background: {t.accent_soft}; }}
-#pinBadge {{ border-radius: 8px; padding: 2px 8px; font-size: 11px; color: {t.accent_text}; background: {t.accent}; }}
+#pinBadge {{ border-radius: 8px; padding: 2px 8px; font-size: 11px; font-weight: 600; color: {t.accent};
+             background: {t.accent_soft}; }}
 #stateBadge {{ border-radius: 8px; padding: 3px 10px; font-size: 11px; font-weight: 600; background: {t.raised}; }}
-#stateBadge[state="running"] {{ background: #2e7d32; color: white; }}
-#stateBadge[state="failed"] {{ background: {t.danger}; color: white; }}
+#stateBadge[state="running"] {{ background: rgba(46, 125, 50, 36); color: {"#81c784" if t.dark else "#2e7d32"}; }}
+#stateBadge[state="failed"] {{ background: rgba(198, 40, 40, 36); color: {t.danger}; }}
 #settingsMessage {{ color: {t.muted}; }}
 #card, #modelRow {{ background: {t.surface}; border: 1px solid {t.border}; border-radius: 10px; }}
+#suggestionCard {{ background: {t.surface}; border: 1px solid {t.accent}; border-radius: 12px; }}
+#suggestionHeading {{ color: {t.accent}; font-weight: 700; font-size: 12px; }}
 #modelName {{ font-weight: 600; font-size: 13px; }}
 #modelDetail {{ color: {t.muted}; font-size: 11px; }}
 #serverStatus {{ font-size: 15px; font-weight: 600; }}
@@ -148,6 +190,19 @@ QStatusBar QLabel {{ color: {t.muted}; font-size: 11px; padding: 0 8px; }}
 
 #: the light style sheet (what the app starts with before it reads the OS's scheme)
 STYLE = stylesheet(LIGHT)
+
+
+def badge_style(colour: str) -> str:
+    """A verdict badge's own colour: coloured text on a faint tint of it (a solid or outlined
+    badge looks like a button), lightened on the dark theme so it stays readable."""
+    from PySide6.QtGui import QColor, QGuiApplication, QPalette
+
+    if not colour:
+        return ""
+    c = QColor(colour)
+    if QGuiApplication.palette().color(QPalette.ColorRole.Window).lightness() < 128:
+        c = c.lighter(170)
+    return f"color: {c.name()}; background: rgba({c.red()}, {c.green()}, {c.blue()}, 36);"
 
 
 def theme_for(dark: bool) -> Theme:

@@ -37,6 +37,9 @@ _SIGNATURES: dict[str, tuple[list, object]] = {
     "ggml_backend_reg_get": ([ctypes.c_size_t], ctypes.c_void_p),
     "ggml_backend_reg_name": ([ctypes.c_void_p], ctypes.c_char_p),
     "ggml_backend_load_all_from_path": ([ctypes.c_char_p], None),
+    "ggml_backend_register": ([ctypes.c_void_p], None),
+    "ggml_backend_dev_by_name": ([ctypes.c_char_p], ctypes.c_void_p),
+    "ggml_backend_dev_by_type": ([ctypes.c_int], ctypes.c_void_p),
 }
 
 
@@ -69,7 +72,9 @@ class BuildInfo:
     """What this llama-cpp-python build was compiled with."""
 
     backends: list[str]  #: registry names, e.g. ["CPU"] or ["CUDA", "CPU"]
-    gpu_offload: bool  #: llama_supports_gpu_offload()
+    #: a GPU of this machine can take layers (llama_supports_gpu_offload() is also true for a CPU
+    #: build with the RPC backend, whose devices are other machines': those are left out here)
+    gpu_offload: bool
     system_info: str  #: llama_print_system_info(), e.g. "CPU : SSE3 = 1 | AVX2 = 1 | ..."
     library_dir: str
     version: str = "unknown"  #: llama-cpp-python's version
@@ -103,6 +108,11 @@ def _library_file(folder: Path) -> Path:
         f"no ggml library ({' or '.join(names)}) in {folder}: llama-cpp-python looks broken; "
         "reinstall it (pip install --force-reinstall --no-cache-dir llama-cpp-python)"
     )
+
+
+def ggml_library() -> ctypes.CDLL:
+    """libggml as llama.cpp loaded it, with the device and registry functions typed."""
+    return _ggml()
 
 
 @lru_cache(maxsize=1)
@@ -167,7 +177,8 @@ def build_info() -> BuildInfo:
     backends = registered_backends()
     return BuildInfo(
         backends=backends,
-        gpu_offload=bool(lc.llama_supports_gpu_offload()),
+        gpu_offload=bool(lc.llama_supports_gpu_offload())
+        and any(d.kind in ("gpu", "igpu") and d.backend != "RPC" for d in list_devices()),
         system_info=_text(lc.llama_print_system_info()).strip(),
         library_dir=str(library_dir()),
         version=getattr(lc, "__version__", "unknown"),

@@ -27,6 +27,7 @@ from runtime.backends.errors import (
     NoKVSlotError,
 )
 from runtime.backends.gpu_split import set_split
+from runtime.backends.llama_sampler import NativeSampler
 from runtime.config import DEFAULT_CTX
 from runtime.sampling_params import SamplingParams
 
@@ -68,6 +69,9 @@ class ContextConfig:
     flash_attn: bool | None = None
     #: llama.cpp's extra CPU buffer types (weight repacking, AMX); None: off where AMX is advertised
     extra_buffers: bool | None = None
+    #: ggml RPC workers (``HOST:PORT``) whose devices take layers: they come first in the device
+    #: order ``tensor_split`` and ``main_gpu`` index, then this machine's GPUs (ggml_rpc.py)
+    rpc: tuple[str, ...] = ()
 
 
 @dataclass(slots=True)
@@ -112,73 +116,24 @@ def default_threads() -> int:
     return max(1, psutil.cpu_count(logical=False) or os.cpu_count() or 1)
 
 
-class NativeSampler:
-    """A llama.cpp sampler chain for one request (penalties, top-k first, then the rest)."""
+def _rpc_devices(mparams, endpoints: tuple[str, ...]) -> ctypes.Array:
+    """Register the RPC workers and name the model's devices: theirs, then this machine's GPUs."""
+    from runtime.backends.ggml_rpc import GgmlUnavailable, add_servers, device_list
 
-    __slots__ = ("_ptr", "_argmax", "_n_vocab")
-
-    def __init__(self, n_vocab: int, params: SamplingParams) -> None:
-        chain = lc.llama_sampler_chain_init(lc.llama_sampler_chain_default_params())
-        add = lambda s: lc.llama_sampler_chain_add(chain, s)  # noqa: E731
-        penalties = (
-            params.repeat_penalty != 1.0
-            or params.frequency_penalty != 0.0
-            or params.presence_penalty != 0.0
-        )
-        # Plain greedy is an argmax over the logits row: numpy does it in ~15 us, while
-        # llama_sampler_sample first builds a candidate array over the whole vocabulary
-        # (~250 us for 49k tokens here).
-        self._argmax = params.temperature <= 0.0 and not penalties
-        self._n_vocab = n_vocab
-        if penalties:
-            add(
-                lc.llama_sampler_init_penalties(
-                    n_vocab,
-                    params.penalty_last_n,
-                    params.repeat_penalty,
-                    params.frequency_penalty,
-                    params.presence_penalty,
-                )
-            )
-        if params.temperature <= 0.0:
-            add(lc.llama_sampler_init_greedy())
-        else:
-            if params.top_k > 0:
-                add(lc.llama_sampler_init_top_k(params.top_k))
-            if params.top_p < 1.0:
-                add(lc.llama_sampler_init_top_p(params.top_p, 1))
-            if params.min_p > 0.0:
-                add(lc.llama_sampler_init_min_p(params.min_p, 1))
-            add(lc.llama_sampler_init_temp(params.temperature))
-            seed = lc.LLAMA_DEFAULT_SEED if params.seed is None else params.seed & 0xFFFFFFFF
-            add(lc.llama_sampler_init_dist(seed))
-        self._ptr = chain
-
-    @property
-    def is_argmax(self) -> bool:
-        """Plain greedy: the token is the logits row's argmax."""
-        return self._argmax
-
-    def accept(self, token: int) -> None:
-        lc.llama_sampler_accept(self._ptr, token)
-
-    def sample(self, ctx: lc.llama_context_p, batch_index: int) -> int:
-        """Sample from the logits of output ``batch_index`` and accept the token."""
-        if self._argmax:
-            row = lc.llama_get_logits_ith(ctx, batch_index)
-            return int(np.ctypeslib.as_array(row, shape=(self._n_vocab,)).argmax())
-        return lc.llama_sampler_sample(self._ptr, ctx, batch_index)
-
-    def close(self) -> None:
-        if self._ptr is not None:
-            lc.llama_sampler_free(self._ptr)
-            self._ptr = None
+    try:
+        devices = device_list(add_servers(endpoints))
+    except GgmlUnavailable as e:
+        raise ModelLoadError(str(e)) from None
+    mparams.devices = ctypes.cast(devices, ctypes.c_void_p)
+    return devices
 
 
 class LlamaBackend:
     """One model, one context, a unified KV pool shared by ``n_seq_max`` sequences."""
 
-    def __init__(self, path: str | Path, config: ContextConfig) -> None:
+    def __init__(self, path: str | Path, config: ContextConfig, eval_callback=None) -> None:
+        """``eval_callback``: a ``ggml_backend_sched_eval_callback`` that sees the graph's tensors
+        (importance measurement); the caller keeps it alive as long as the backend."""
         path = str(path)
         if not Path(path).is_file():
             raise ModelLoadError(f"model file not found: {path}")
@@ -187,6 +142,7 @@ class LlamaBackend:
         mparams = lc.llama_model_default_params()
         mparams.n_gpu_layers = config.n_gpu_layers
         self._tensor_split = set_split(mparams, config)  # the array must outlive the load
+        self._devices = _rpc_devices(mparams, config.rpc) if config.rpc else None  # so must this one
         extra = config.extra_buffers
         mparams.use_extra_bufts = (not amx_advertised()) if extra is None else extra
         self.model = lc.llama_model_load_from_file(path.encode(), mparams)
@@ -203,6 +159,8 @@ class LlamaBackend:
         cparams.kv_unified = True
         cparams.swa_full = True
         cparams.no_perf = True
+        if eval_callback is not None:
+            cparams.cb_eval = eval_callback
         if config.kv_type not in KV_TYPES:
             raise ModelLoadError(f"unknown KV type {config.kv_type!r}: use one of {', '.join(KV_TYPES)}")
         cparams.type_k = cparams.type_v = KV_TYPES[config.kv_type]

@@ -35,7 +35,8 @@ class LlamaEmbedder:
         self.max_length = min(n_ctx, self.llm.n_ctx())
         self.vocab_size = self.llm.n_vocab()
         self.dimensions = self.llm.n_embd()
-        self.n_seq = n_seq
+        self.n_seq = self.batch_size = n_seq  #: sequences one batch holds at most
+        self.batch_tokens = self.llm.n_batch  #: tokens one batch (one decode) holds at most
         vocab = self.llm._model.vocab
         self._bos = llama_cpp.llama_vocab_bos(vocab)
         self._eos = llama_cpp.llama_vocab_eos(vocab)

@@ -20,7 +20,9 @@ request restores the longest checkpoint at or below its matching prefix: the ful
 cells as for any prefix hit (zero-copy from the device, or from a saved state in host
 memory), then the checkpoint's partial state on top, and computes only the rest.
 llama-server keeps such checkpoints per slot (``--ctx-checkpoints``); here they live in the
-host tier beside saved states, shared by every client, under one byte budget and LRU order.
+host tier beside saved states, shared by every client, under one byte budget; they are
+evicted after the saved states (``host_cache.py``), and those of a prefix that several
+requests used last of all.
 """
 
 from __future__ import annotations
@@ -115,7 +117,7 @@ class Checkpoints:
         if len(request.block_hashes) < k:
             return
         h = request.block_hashes[k - 1]
-        if self.store.touch_checkpoint(h):
+        if self.store.has_checkpoint(h):
             return
         if self.memory.seq_pos_max(request.seq_id) != pos - 1:
             return  # drafted cells past it: the state is not the prefix's

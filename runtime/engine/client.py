@@ -12,7 +12,7 @@ import asyncio
 import itertools
 from dataclasses import dataclass
 
-from runtime.engine.engine import EngineStats, RequestOutput
+from runtime.engine.outputs import EngineStats, RequestOutput
 from runtime.engine.messages import (
     Accepted, Cancel, Fatal, Loaded, Rejected, Stats, StepResult, Submit,
     WorkerSpec,
@@ -88,6 +88,7 @@ class EngineClient(WorkerProcess):
     _ids = itertools.count(1)
     kind = "engine"
     worker_main = worker_main
+    uses_spare = True
 
     def __init__(self, spec: WorkerSpec) -> None:
         super().__init__(spec)
@@ -113,7 +114,7 @@ class EngineClient(WorkerProcess):
         elif isinstance(msg, Accepted):
             self._resolve(msg.request_id, msg.prompt_tokens)
         elif isinstance(msg, Rejected):
-            self._resolve(msg.request_id, RequestRefused(msg.message, msg.code))
+            self._resolve(msg.request_id, RequestRefused(msg.message, msg.code, msg.sizes))
             self._drop_group(msg.request_id)
         elif isinstance(msg, Fatal):
             self.error = msg.message

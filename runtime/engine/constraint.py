@@ -2,9 +2,10 @@
 
 A :class:`ConstraintSpec` says what the output must match: a JSON schema, any JSON object, a
 regular expression, a Lark or GBNF grammar, or a tool-call grammar built by the service. The
-service compiles it with :func:`compile_constraint` (schema -> llguidance grammar, checked
-there, so an invalid or unsupported one is a 400 before any worker sees it); the worker turns
-it into a :class:`Constraint` over the model's vocabulary.
+service has it compiled by :func:`compile_constraint` in a helper process (schema -> llguidance
+grammar, checked there with :func:`check_matches`, so an invalid or unsupported one is a 400
+before any worker sees it, and a grammar that crashes the library costs only the helper); the
+worker turns it into a :class:`Constraint` over the model's vocabulary.
 
 The library is llguidance (its matcher computes the token mask in native code, consumes
 tokens, and rolls back): on this project's build machine its mask cost a few tens of
@@ -33,49 +34,40 @@ the trigger, which it consumes on activation.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-import llguidance as llg
 import numpy as np
 
-JSON_SCHEMA = "json_schema"
-JSON_OBJECT = "json_object"
-REGEX = "regex"
-LARK = "lark"
-GBNF = "gbnf"
-KINDS = (JSON_SCHEMA, JSON_OBJECT, REGEX, LARK, GBNF)
-#: JSON is written compactly, one space after ':' and ',': a small model given free whitespace
-#: can loop on newlines until max_tokens
-JSON_OPTIONS = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+from runtime.engine.constraint_spec import (  # noqa: F401 - the names the engine and tests import from here
+    GBNF, JSON_OBJECT, JSON_OPTIONS, JSON_SCHEMA, KINDS, LARK, REGEX, ConstraintError, ConstraintSpec,
+)
+
+log = logging.getLogger("hearth.constraint")
 
 
-class ConstraintError(ValueError):
-    """A constraint that cannot be compiled; ``code`` is stable, ``param`` names the field."""
+class _Library:
+    """llguidance, imported on first use: a worker or a service that never sees a constraint
+    does not load it (a native library; 5 MiB and 50 ms here)."""
 
-    def __init__(self, message: str, param: str | None = None, code: str = "invalid_constraint") -> None:
-        super().__init__(message)
-        self.param = param
-        self.code = code
+    def __getattr__(self, name: str):
+        import llguidance
+
+        return getattr(llguidance, name)
 
 
-@dataclass(slots=True)
-class ConstraintSpec:
-    """A compiled constraint as it crosses the pipe: an llguidance grammar (JSON text).
-
-    ``trigger``: None enforces the grammar from the first token; a string applies it lazily,
-    once the output text contains the trigger (the grammar starts with the trigger itself).
-    """
-
-    kind: str
-    grammar: str
-    trigger: str | None = None
+llg = _Library()
+#: a client sees at most this much of the grammar library's own words (the log has them all)
+MESSAGE_CHARS = 240
 
 
 def compile_constraint(kind: str, source: object, param: str | None = None,
                        trigger: str | None = None) -> ConstraintSpec:
     """``source``: a schema (dict or JSON text) for ``json_schema``, ignored for ``json_object``,
-    the pattern / grammar text otherwise. Raises :class:`ConstraintError` naming the problem."""
+    the pattern / grammar text otherwise. Raises :class:`ConstraintError` naming the problem.
+
+    Native code on caller-chosen input: the service runs this only in the constraint compiler's
+    helper process (``runtime.server.constraint_compiler``), after the size and depth caps."""
     try:
         if kind == JSON_SCHEMA:
             text = source if isinstance(source, str) else json.dumps(source)
@@ -93,10 +85,10 @@ def compile_constraint(kind: str, source: object, param: str | None = None,
     except ValueError as e:
         if isinstance(e, ConstraintError):
             raise
-        raise ConstraintError(f"invalid {kind.replace('_', ' ')}: {e}", param) from None
+        raise ConstraintError(f"invalid {kind.replace('_', ' ')}: {library_words(str(e))}", param) from None
     error = llg.LLMatcher.validate_grammar(grammar)
     if error:
-        raise ConstraintError(f"unsupported or invalid {kind.replace('_', ' ')}: {error.strip()}", param)
+        raise ConstraintError(f"unsupported or invalid {kind.replace('_', ' ')}: {library_words(error)}", param)
     return ConstraintSpec(kind, grammar, trigger)
 
 
@@ -104,6 +96,66 @@ def _text(source: object, param: str | None) -> str:
     if not isinstance(source, str) or not source:
         raise ConstraintError("the pattern or grammar must be a non-empty string", param)
     return source
+
+
+def library_words(text: str) -> str:
+    """The grammar library's message as a client may see it: the reason only, short. Its
+    matcher state (``<state>...``), grammar dumps and source excerpts (``  3 | ...``, carets)
+    are dropped; the whole text goes to the log."""
+    log.info("grammar library: %s", text[:4000])
+    text = text.split("<state>", 1)[0].split("<grammar>", 1)[0]
+    kept = []
+    for line in text.splitlines():
+        s = line.strip()
+        if not s or set(s) <= set("^~ -") or (s.split("|", 1)[0].strip().isdigit() and "|" in s):
+            continue
+        kept.append(s)
+        if len(kept) == 3:
+            break
+    words = " ".join(kept) or "rejected by the grammar compiler"
+    return words if len(words) <= MESSAGE_CHARS else words[:MESSAGE_CHARS - 3] + "..."
+
+
+#: how many bytes :func:`check_matches` walks through a compiled grammar
+PROBE_STEPS = 64
+
+
+def check_matches(spec: ConstraintSpec, param: str | None = None) -> None:
+    """Build the grammar's matcher over a vocabulary of the 256 bytes and walk it a little:
+    what the library would only find once a model runs it (a rule or ``$ref`` that refers only
+    to itself, a dead end on the first path) becomes a :class:`ConstraintError` now. The
+    walk takes the lowest allowed byte, stops where the output may end, and costs well under
+    a millisecond."""
+    matcher = llg.LLMatcher(_byte_tokenizer(), spec.grammar, log_level=0)
+    mask = np.zeros(_BYTE_WORDS, dtype=np.int32)
+    for step in range(PROBE_STEPS):
+        if matcher.is_error():
+            break
+        if matcher.is_stopped() or (step and matcher.is_accepting()):
+            return
+        matcher.unsafe_compute_mask_ptr(mask.ctypes.data, mask.nbytes)
+        if matcher.is_error():
+            break
+        byte = np.flatnonzero(np.unpackbits(mask.view(np.uint8), bitorder="little")[:256])
+        if not byte.size:
+            return  # only the end is allowed
+        matcher.consume_token(int(byte[0]))
+    else:
+        return
+    log.info("grammar dead end: %s", matcher.get_error()[:4000])
+    raise ConstraintError("the constraint cannot be matched by any output: a rule or $ref refers only to itself "
+                          "(or leads nowhere); give every rule a way to end", param)
+
+
+_BYTES: list = []
+_BYTE_WORDS = (256 + 1 + 31) // 32
+
+
+def _byte_tokenizer():
+    if not _BYTES:
+        pieces = [bytes([i]) for i in range(256)] + [b"\xff<eos>"]
+        _BYTES.append(llg.LLTokenizer(llg.TokenizerWrapper(_Tokens(pieces, 256, None)), n_vocab=257, eos_token=[256]))
+    return _BYTES[0]
 
 
 class _Tokens:
@@ -176,7 +228,7 @@ class Constraint:
 
     def _check(self) -> None:
         if self.matcher.is_error():
-            raise ConstraintError(f"the output constraint failed: {self.matcher.get_error()}",
+            raise ConstraintError(f"the output constraint failed: {library_words(self.matcher.get_error())}",
                                   code="constraint_failed")
 
     # -- masks ------------------------------------------------------------------------

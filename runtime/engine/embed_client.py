@@ -12,7 +12,7 @@ import itertools
 
 import numpy as np
 
-from runtime.engine.embed_messages import EmbedDone, EmbedFailed, EmbedJob, EmbedSpec
+from runtime.engine.embed_messages import EmbedCancel, EmbedDone, EmbedFailed, EmbedJob, EmbedSpec
 from runtime.engine.embed_worker_entry import embed_worker_main
 from runtime.engine.messages import Loaded
 from runtime.engine.worker_pipe import WorkerProcess
@@ -32,6 +32,7 @@ class EmbedClient(WorkerProcess):
         self.inputs_done = 0
         self.tokens_done = 0
         self.shared_jobs = 0  # requests answered from a round shared with other requests
+        self.cancelled = 0  # requests whose client left before the answer
         self._pending: dict[str, asyncio.Future] = {}
 
     @property
@@ -65,6 +66,9 @@ class EmbedClient(WorkerProcess):
             raise WorkerDied(self.error or "the embedding worker is not running") from None
         try:
             done: EmbedDone = await fut
+        except asyncio.CancelledError:  # the client left: the worker drops what has not run
+            self.cancel(job.request_id)
+            raise
         finally:
             self._pending.pop(job.request_id, None)
         self.jobs_done += 1
@@ -84,10 +88,11 @@ class EmbedClient(WorkerProcess):
                                         list(documents), truncate))
 
     def counters(self) -> dict:
-        """For /hearth/stats: requests answered, inputs and tokens embedded or scored, in flight."""
+        """For /hearth/stats: requests answered, inputs and tokens embedded or scored, requests
+        cancelled (their clients left), in flight."""
         return {"kind": self.info.get("kind"), "format": self.spec.format, "threads": self.spec.threads,
                 "requests": self.jobs_done, "inputs": self.inputs_done, "tokens": self.tokens_done,
-                "batched_with_others": self.shared_jobs,
+                "batched_with_others": self.shared_jobs, "cancelled": self.cancelled,
                 "active": self.active}
 
     # -- the rest of the Engine interface ---------------------------------------------------
@@ -100,7 +105,15 @@ class EmbedClient(WorkerProcess):
                              ErrorCode.INVALID_REQUEST)
 
     def cancel(self, request_id: str) -> None:
-        self._pending.pop(request_id, None)
+        """Forget the job and tell the worker to drop its inputs that have not run yet."""
+        if self._pending.pop(request_id, None) is None:
+            return
+        self.cancelled += 1
+        if self.alive:
+            try:
+                self._send(EmbedCancel(request_id))
+            except OSError:
+                pass  # the worker is gone: nothing runs the job any more
 
     def _fail_pending(self, error: Exception) -> None:
         self.fail_all(error)

@@ -1,12 +1,17 @@
 """What the service and an embedding worker send each other over the pipe.
 
 The worker answers ``Loaded``/``LoadFailed`` (from ``runtime.engine.messages``) once, then one
-``EmbedDone`` or ``EmbedFailed`` per ``EmbedJob``; ``Shutdown`` ends it.
+``EmbedDone`` or ``EmbedFailed`` per ``EmbedJob`` (none for a job ended by ``EmbedCancel``);
+``Shutdown`` ends it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+#: tokens one embedding or rerank request may carry in all, after truncation (OpenAI's limit too);
+#: ``$HEARTH_EMBED_MAX_TOKENS`` changes it
+MAX_JOB_TOKENS = 300_000
 
 
 @dataclass(slots=True, frozen=True)
@@ -22,6 +27,8 @@ class EmbedSpec:
     normalize: bool = True  #: GGUF models: L2-normalise vectors (ONNX models follow their config)
     #: ONNX models: settings from the catalog entry (matryoshka, pooling, normalize, max_length)
     overrides: dict | None = None
+    #: tokens one job may carry in all (after truncation); more is refused before any runs
+    max_job_tokens: int = MAX_JOB_TOKENS
 
 
 @dataclass(slots=True)
@@ -32,6 +39,13 @@ class EmbedJob:
     token_rows: list[list[int]] | None = None
     pairs: list[str] | None = None  #: score: the documents, one per entry of ``texts`` (the query)
     truncate: bool = True
+
+
+@dataclass(slots=True, frozen=True)
+class EmbedCancel:
+    """The job's client left: drop its inputs that have not run yet, answer nothing."""
+
+    request_id: str
 
 
 @dataclass(slots=True)

@@ -1,9 +1,11 @@
 """The embedding worker process: one encoder model (ONNX Runtime or llama.cpp), jobs over a pipe.
 
-Jobs that arrive while a batch runs queue in the pipe; the next round takes every queued job
-at once and runs their inputs together (sorted by length, in batches of ``batch_size``):
-concurrent requests share batches. A crash inside ONNX Runtime or llama.cpp ends this process,
-not the service, which fails the waiting requests and starts the worker again on the next one.
+Each job is tokenized when it arrives and refused when its tokens exceed the request budget
+(``EmbedSpec.max_job_tokens``); its inputs then run a batch at a time, batches shared fairly
+between the jobs waiting (``runtime.engine.embed_jobs``). Between two batches the worker reads
+the pipe: new jobs join, and a job whose client left (``EmbedCancel``) is dropped. A crash
+inside ONNX Runtime or llama.cpp ends this process, not the service, which fails the waiting
+requests and starts the worker again on the next one.
 """
 
 from __future__ import annotations
@@ -11,14 +13,13 @@ from __future__ import annotations
 import os
 from multiprocessing.connection import Connection
 
-import numpy as np
-
-from runtime.engine.embed_messages import EmbedDone, EmbedFailed, EmbedJob, EmbedSpec
+from runtime.engine.embed_jobs import ActiveJob, FairQueue
+from runtime.engine.embed_messages import EmbedCancel, EmbedDone, EmbedFailed, EmbedJob, EmbedSpec
 from runtime.engine.messages import Loaded, LoadFailed, Shutdown
 from runtime.engine.protocol import ErrorCode
 
-#: jobs taken from the pipe for one round at most
-MAX_JOBS = 256
+#: messages read from the pipe between two batches at most
+MAX_MESSAGES = 256
 
 
 def load(spec: EmbedSpec):
@@ -44,8 +45,11 @@ def load(spec: EmbedSpec):
 
 
 class _Worker:
-    def __init__(self, conn: Connection, embedder) -> None:
-        self.conn, self.embedder = conn, embedder
+    """Admits jobs (tokenized, within the token budget) and runs one fair batch at a time."""
+
+    def __init__(self, conn: Connection, embedder, max_job_tokens: int) -> None:
+        self.conn, self.embedder, self.max_job_tokens = conn, embedder, max_job_tokens
+        self.queue = FairQueue(embedder.batch_size, embedder.batch_tokens)
 
     def _encode(self, job: EmbedJob):
         from runtime.backends.onnx_embedder import BadTokens, TooLong
@@ -68,24 +72,57 @@ class _Worker:
     def _fail(self, job: EmbedJob, message: str, code: ErrorCode) -> None:
         self.conn.send(EmbedFailed(job.request_id, message, code.value))
 
-    def run(self, jobs: list[EmbedJob]) -> None:
-        for op in ("embed", "score"):
-            ready = [(j, enc) for j in jobs if j.op == op for enc in [self._encode(j)] if enc is not None]
-            if not ready:
-                continue
-            flat = [x for _, enc in ready for x in enc]
-            try:
-                out = self.embedder.embed(flat) if op == "embed" else self.embedder.score(flat)
-            except Exception as x:  # noqa: BLE001
-                for j, _ in ready:
-                    self._fail(j, f"the model failed on this batch: {x}", ErrorCode.REQUEST_FAILED)
-                continue
-            start = 0
-            for j, enc in ready:
-                part = np.ascontiguousarray(out[start:start + len(enc)], dtype=np.float32)
-                start += len(enc)
-                self.conn.send(EmbedDone(j.request_id, part.tobytes(), part.shape, sum(len(x.ids) for x in enc),
-                                         len(ready)))
+    def admit(self, job: EmbedJob) -> None:
+        """Tokenize the job and queue it, or refuse it (a bad input, more tokens than the budget)."""
+        encoded = self._encode(job)
+        if encoded is None:
+            return
+        n_tokens = sum(len(x.ids) for x in encoded)
+        if n_tokens > self.max_job_tokens:
+            self._fail(job, f"the request's {len(encoded)} inputs come to {n_tokens} tokens; the limit is "
+                            f"{self.max_job_tokens} tokens per request: send them in several requests",
+                       ErrorCode.CONTEXT_LENGTH_EXCEEDED)
+            return
+        if not encoded:
+            self.conn.send(EmbedDone(job.request_id, b"", (0,), 0))
+            return
+        self.queue.add(ActiveJob.of(job, encoded))
+
+    def step(self) -> None:
+        """Run the next batch; answer the jobs it completes (or the jobs in it, if it fails)."""
+        batch = self.queue.next_batch()
+        if batch is None:
+            return
+        inputs = batch.inputs()
+        try:
+            out = self.embedder.embed(inputs) if batch.op == "embed" else self.embedder.score(inputs)
+        except Exception as x:  # noqa: BLE001
+            for j in self.queue.fail(batch):
+                self._fail(j.job, f"the model failed on this batch: {x}", ErrorCode.REQUEST_FAILED)
+            return
+        for j in self.queue.finish(batch, out):
+            values = j.values()
+            self.conn.send(EmbedDone(j.request_id, values.tobytes(), values.shape, j.n_tokens, j.shared))
+
+
+def serve(conn: Connection, worker: _Worker) -> None:
+    """Read the pipe (waiting only when no job is queued) until it is empty, then run one batch;
+    until ``Shutdown``. A cancel that arrived while a job was tokenized is read before the batch."""
+    while True:
+        try:
+            for _ in range(MAX_MESSAGES):
+                if worker.queue and not conn.poll(0):
+                    break
+                msg = conn.recv()
+                if isinstance(msg, Shutdown):
+                    return
+                if isinstance(msg, EmbedCancel):
+                    worker.queue.cancel(msg.request_id)
+                elif isinstance(msg, EmbedJob):
+                    worker.admit(msg)
+        except (EOFError, OSError):
+            return
+        worker.step()
 
 
 def worker_main(conn: Connection, spec: EmbedSpec) -> None:
@@ -95,15 +132,4 @@ def worker_main(conn: Connection, spec: EmbedSpec) -> None:
         conn.send(LoadFailed(f"could not load {spec.model_id}: {e}", ErrorCode.LOAD_FAILED.value))
         return
     conn.send(Loaded(os.getpid(), info["max_length"], info["max_length"], info))
-    worker = _Worker(conn, embedder)
-    while True:
-        try:
-            jobs = [conn.recv()]
-            while len(jobs) < MAX_JOBS and conn.poll(0):
-                jobs.append(conn.recv())
-        except (EOFError, OSError):
-            return
-        stop = any(isinstance(j, Shutdown) for j in jobs)
-        worker.run([j for j in jobs if isinstance(j, EmbedJob)])
-        if stop:
-            return
+    serve(conn, _Worker(conn, embedder, spec.max_job_tokens))

@@ -18,9 +18,12 @@ from dataclasses import dataclass, replace
 from runtime.backends.errors import InvalidBatchError, NoKVSlotError
 from runtime.engine.checkpoints import memory_layout
 from runtime.engine.constraint import Constraint, ConstraintError, ConstraintSpec, ConstraintVocab
+from runtime.engine.disk_cache import DiskCache
+from runtime.engine.host_cache import default_capacity
 from runtime.engine.kv_cache_manager import KVCacheManager
 from runtime.engine.logprobs import Logprobs, TokenLogprob
 from runtime.engine.protocol import ErrorCode
+from runtime.engine.reasoning_budget import ReasoningBudget, closing_tokens, force
 from runtime.engine.request import FinishReason, Request
 from runtime.sampling_params import SamplingParams
 from runtime.engine.scheduler import ScheduledChunk, Scheduler, SchedulerConfig
@@ -45,16 +48,27 @@ class CacheConfig:
     #: unified pool slow every decode (1,024 held: -17% through the API here), so by default
     #: idle cache goes to the host tier instead (docs/architecture.md)
     cache_fraction: float = 0.0
-    #: host-memory tier for cache evicted from the device (MiB); 0 turns it off
-    host_mib: int = 512
+    #: host-memory tier for cache evicted from the device (MiB); 0 turns it off; None: sized
+    #: from the RAM available once the model has loaded (``host_cache.default_capacity``)
+    host_mib: int | None = None
     #: models whose memory needs checkpoints (sliding window, recurrent): one every this
     #: many blocks of a long prompt, beside the one at each prompt's last block boundary
     checkpoint_blocks: int = 32
 
 
+def host_tier_bytes(host_mib: int | None) -> int:
+    """The host tier's budget: as configured, or a share of the RAM available now."""
+    if host_mib is not None:
+        return max(0, host_mib) << 20
+    import psutil
+
+    return default_capacity(int(psutil.virtual_memory().available))
+
+
 class Engine:
     def __init__(self, backend, parallel: int, cache: CacheConfig | None = None,
-                 speculator: Speculator | None = None) -> None:
+                 speculator: Speculator | None = None, disk: DiskCache | None = None) -> None:
+        """``disk``: the prompt cache's disk tier (``disk_cache.py``), owned by the caller."""
         self.backend = backend
         cache = cache or CacheConfig()
         n_ctx_train = backend.info.n_ctx_train or backend.n_ctx
@@ -66,8 +80,8 @@ class Engine:
         self.kv = KVCacheManager(
             memory, backend.n_ctx // cache.block_size, cache.block_size, backend.n_seq_max,
             prefix_cache=cache.prefix_cache, cache_fraction=cache.cache_fraction,
-            n_swa=backend.info.n_swa, host_bytes=cache.host_mib << 20,
-            layout=memory_layout(backend.info), checkpoint_every=cache.checkpoint_blocks,
+            n_swa=backend.info.n_swa, host_bytes=host_tier_bytes(cache.host_mib),
+            layout=memory_layout(backend.info), checkpoint_every=cache.checkpoint_blocks, disk=disk,
         )
         rows = max(16, OUTPUT_ROWS_BYTES // (4 * backend.n_vocab))
         self.scheduler = Scheduler(SchedulerConfig(parallel, backend.n_batch, rows), self.kv,
@@ -99,15 +113,15 @@ class Engine:
         if len(prompt) >= limit:
             raise RequestRejected(
                 f"the prompt has {len(prompt)} tokens; this model's context holds {limit}: "
-                "shorten the conversation or start the server with a larger --ctx", CONTEXT_LENGTH_EXCEEDED
+                "shorten the conversation, or load the model with a larger context (--ctx "
+                f"{1 << (len(prompt) + 1024).bit_length()} or more, or the request's num_ctx on the Ollama API)",
+                CONTEXT_LENGTH_EXCEEDED, (len(prompt), limit)
             )
-        max_tokens = params.max_tokens if params.max_tokens is not None else limit - len(prompt)
-        if len(prompt) + max_tokens > limit:
-            raise RequestRejected(
-                f"prompt ({len(prompt)} tokens) + max_tokens ({max_tokens}) exceeds this model's "
-                f"context of {limit} tokens: lower max_tokens to at most {limit - len(prompt)}",
-                CONTEXT_LENGTH_EXCEEDED,
-            )
+        # A reply longer than the context has room for is cut where the context ends (finish
+        # reason ``length``), as llama-server and OpenAI do: clients routinely ask for more
+        # than they need, and refusing them would end an agent's session mid-way.
+        room = limit - len(prompt)
+        max_tokens = room if params.max_tokens is None else min(params.max_tokens, room)
         if params.penalty_last_n > limit:
             params = replace(params, penalty_last_n=limit)  # a window past the context adds nothing
         if request_id in self.requests:
@@ -118,13 +132,18 @@ class Engine:
                 request.constraint = Constraint(self.constraint_vocab(), constraint)
             except ConstraintError as e:
                 raise RequestRejected(str(e)) from None
+        if params.reasoning_budget is not None and params.think_markers is not None:
+            request.reasoning = ReasoningBudget(params.reasoning_budget, params.think_markers, params.in_reasoning,
+                                                closing_tokens(self.backend, params.think_markers[1]))
         request.sampler = self.backend.new_sampler(params)
         penalized = params.repeat_penalty != 1.0 or params.presence_penalty or params.frequency_penalty
         if penalized and params.penalty_last_n > 0:  # prompt[-0:] would be the whole prompt
             for token in prompt[-params.penalty_last_n:]:
                 request.sampler.accept(token)
         request.detok = TextStream(params.stop + (extra_stop or []))
-        if self.spec is not None:
+        if self.spec is not None and request.reasoning is not None:
+            request.spec = None  # the block's closing is appended mid-step, which drafts cannot follow
+        elif self.spec is not None:
             try:
                 self.spec.attach(request)
             except ValueError as e:
@@ -380,6 +399,7 @@ class Engine:
             self.kv.commit(request)
         self.tokens_generated += 1
         reason: FinishReason | None = None
+        n_tokens = 1
         c = request.constraint
         if self.backend.is_eog(token) and not request.params.ignore_eos:
             text, reason = request.detok.flush(), FinishReason.STOP
@@ -391,6 +411,16 @@ class Engine:
                 except ConstraintError as e:
                     return self._fail(request, e)
             text, hit = request.detok.push(piece)
+            if not hit and request.reasoning is not None:
+                forced = request.reasoning.observe(piece.decode("utf-8", errors="ignore"))
+                if forced:
+                    try:
+                        more, hit, n = force(request, forced, self.backend)
+                    except ConstraintError as e:
+                        return self._fail(request, e)
+                    self.tokens_generated += n
+                    text += more
+                    n_tokens += n
             if hit or (c is not None and c.done):
                 reason = FinishReason.STOP  # a complete constrained output ends the request
                 if not hit:
@@ -398,9 +428,9 @@ class Engine:
             elif request.num_output >= request.max_tokens:
                 text, reason = text + request.detok.flush(), FinishReason.LENGTH
         if reason is None:
-            return RequestOutput(request.request_id, text, 1)
+            return RequestOutput(request.request_id, text, n_tokens)
         self._finish(request, reason)
         st = request.spec
-        return RequestOutput(request.request_id, text, 1, reason.value, request.cached_tokens,
+        return RequestOutput(request.request_id, text, n_tokens, reason.value, request.cached_tokens,
                              st.drafted if st else 0, st.accepted if st else 0,
                              stop_sequence=request.detok.matched)

@@ -20,11 +20,12 @@ through the backend's memory API:
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from runtime.engine.block_pool import Block, BlockPool
 from runtime.engine.checkpoints import Checkpoints, MemoryLayout
-from runtime.engine.host_cache import HostCache, HostEntry
+from runtime.engine.disk_cache import DiskCache
+from runtime.engine.host_cache import HostCache, HostEntry, TierCounters, TierStats
 from runtime.engine.kv_memory import KVMemory
 from runtime.engine.request import Request
 from runtime.kernels.block_hash import ROOT, hash_block
@@ -41,6 +42,9 @@ class PrefixHit:
     host_blocks: int = 0
     #: the partial state to put on top of the prefix's cells (memory with checkpoints)
     checkpoint: HostEntry | None = None
+    #: chained hashes of the prompt's full blocks before its last token (what any tier
+    #: could serve)
+    hashes: list[int] = field(default_factory=list)
 
     def num_blocks(self) -> int:
         return len(self.blocks) if self.blocks else self.host_blocks
@@ -65,13 +69,17 @@ class KVStats:
     checkpoints_restored: int = 0
     #: attention, sliding-window, recurrent or hybrid (``MemoryLayout.kind``)
     memory: str = "attention"
+    #: the host-memory and disk tiers: entries, bytes, hits and misses, states and
+    #: checkpoints apart (None: the tier is off)
+    host_tier: TierStats | None = None
+    disk_tier: TierStats | None = None
 
 
 class KVCacheManager:
     def __init__(self, memory: KVMemory, num_blocks: int, block_size: int, n_seq: int,
                  prefix_cache: bool = True, cache_fraction: float = 1.0, n_swa: int = 0,
                  host_bytes: int = 0, layout: MemoryLayout | None = None,
-                 checkpoint_every: int = 32) -> None:
+                 checkpoint_every: int = 32, disk: DiskCache | None = None) -> None:
         self._memory = memory  # the only handle on the cells: nothing else in the engine has one
         self.block_size = block_size
         self.pool = BlockPool(num_blocks, block_size, on_evict=self._on_evict)
@@ -85,7 +93,7 @@ class KVCacheManager:
         self._holders: OrderedDict[int, None] = OrderedDict()  # LRU order of idle holders
         self.prefix_hit_tokens = 0
         self.prompt_tokens = 0
-        self.host = HostCache(host_bytes) if prefix_cache and host_bytes > 0 else None
+        self.host = HostCache(host_bytes, disk) if prefix_cache and host_bytes > 0 else None
         self.checkpoints = (Checkpoints(memory, self.host, block_size, checkpoint_every)
                             if self.host is not None and self.layout.partial else None)
 
@@ -154,20 +162,21 @@ class KVCacheManager:
                 elif self.host is None:
                     break
         if self.checkpoints is not None:
-            return self._checkpoint_hit(hashes, hits)
-        if self.host is not None and len(hashes) > len(hits):
+            hit = self._checkpoint_hit(hashes, hits)
+        elif self.host is not None and len(hashes) > len(hits):
             entry, n = self.host.longest(hashes)
-            if entry is not None and n > len(hits):
-                return PrefixHit([], entry, n)
-        return PrefixHit(hits)
+            hit = PrefixHit([], entry, n) if entry is not None and n > len(hits) else PrefixHit(hits)
+        else:
+            hit = PrefixHit(hits)
+        hit.hashes = hashes
+        return hit
 
     def _checkpoint_hit(self, hashes: list[int], hits: list[Block]) -> PrefixHit:
         """The hit for memory that needs checkpoints: the prefix's cells (device blocks or a
         saved state) up to the longest checkpoint they reach. Device blocks that go further
         are tried whole first where their sliding window may be intact (``admit``)."""
         d = len(hits)
-        entry, h = self.host.longest(hashes) if self.layout.cells else (None, 0)
-        reach = max(d, h) if self.layout.cells else len(hashes)
+        reach = max(d, self.host.reach(hashes)) if self.layout.cells else len(hashes)
         ckpt = self.host.checkpoint(hashes, reach)
         c = ckpt.blocks if ckpt is not None else 0
         if d > c and self.layout.holders:
@@ -176,7 +185,11 @@ class KVCacheManager:
             return PrefixHit([])
         if d >= c:
             return PrefixHit(hits[:c], checkpoint=ckpt)
-        return PrefixHit([], entry, c, ckpt)
+        if not self.layout.cells:
+            return PrefixHit([], None, c, ckpt)
+        # only now the saved state (a read from disk, maybe): the checkpoint says how far it serves
+        entry, h = self.host.longest(hashes[:c])
+        return PrefixHit([], entry, c, ckpt) if h == c else PrefixHit([])
 
     def blocks_needed(self, request: Request, hit: PrefixHit) -> int:
         """Blocks to allocate for the rest of the prompt (host-restored blocks included)."""
@@ -191,6 +204,7 @@ class KVCacheManager:
         request.seq_id = seq
         if not hit.blocks and hit.host_blocks:
             self._restore(request, seq, hit)
+            self._trim_idle()
             return
         hits = list(hit.blocks)
         self.pool.touch(hits)
@@ -200,10 +214,14 @@ class KVCacheManager:
             # The sliding-window cells of that prefix are gone: fall back to the checkpoint
             # below it, or recompute; never guess.
             hits = self._drop_tail(seq, hits, ckpt.blocks if ckpt is not None else 0)
+        restored = False
         if ckpt is not None and hits and ckpt.blocks == len(hits):
-            if not (self.checkpoints.restore(seq, ckpt) and self._prefix_ok(seq, len(hits))):
+            restored = self.checkpoints.restore(seq, ckpt) and self._prefix_ok(seq, len(hits))
+            if not restored:
                 hits = self._drop_tail(seq, hits, 0)
+        self._count(hit, None, ckpt if restored else None)
         self._admitted(request, hits, len(hits) * self.block_size)
+        self._trim_idle()
 
     def _drop_tail(self, seq: int, hits: list[Block], keep: int) -> list[Block]:
         """Keep the first ``keep`` copied blocks of ``seq``'s prefix, release the rest."""
@@ -245,12 +263,32 @@ class KVCacheManager:
             self._memory.seq_rm(seq, 0, None)
             if blocks is not None:
                 self.pool.free(blocks)
+            self._count(hit, None, None)
             self._admitted(request, [], 0)
             return
-        for i, block in enumerate(blocks):
+        for block in blocks:
             block.seqs.append(seq)
         self.host.hit_tokens += n
+        self._count(hit, hit.host, hit.checkpoint)
         self._admitted(request, blocks, n)
+
+    def _count(self, hit: PrefixHit, state: HostEntry | None, checkpoint: HostEntry | None) -> None:
+        """Count an admitted request's lookups in the host and disk tiers (a saved state is
+        asked for when the device served none of the prompt's full blocks, a checkpoint
+        whenever the memory needs them; ``state`` / ``checkpoint``: what was restored), and
+        the uses of the checkpoints its prompt holds (their eviction order)."""
+        if self.host is None or not hit.hashes:
+            return
+        if self.checkpoints is not None:
+            self.host.seen(hit.hashes)
+        b = self.block_size
+        disk = self.host.disk
+        if self.layout.cells and not hit.blocks:
+            _count(self.host.state_lookups, disk.state_lookups if disk else None, state,
+                   hit.host_blocks * b if state is not None else 0)
+        if self.checkpoints is not None:
+            _count(self.host.checkpoint_lookups, disk.checkpoint_lookups if disk else None, checkpoint,
+                   checkpoint.blocks * b if checkpoint is not None else 0)
 
     def _copy_prefix(self, hits: list[Block], seq: int) -> None:
         b = self.block_size
@@ -339,8 +377,15 @@ class KVCacheManager:
             self._memory.seq_rm(seq, 0, None)
             self._free_seqs.append(seq)
         self.pool.free(table)
-        if keep_cache:
-            self.pool.trim_cache(self.cache_keep)
+        if keep_cache and self.tables:
+            self.pool.trim_cache(self.cache_keep)  # idle cells would slow the running requests' steps
+
+    def _trim_idle(self) -> None:
+        """Idle cached cells beyond ``cache_keep`` leave the device once a request runs (each
+        step attends over the pool's used cells). Until then they stay: an agent's next turn,
+        the usual next request, continues on them instead of restoring its prefix from host
+        memory (a second per 20k tokens here), as llama-server's slot would."""
+        self.pool.trim_cache(self.cache_keep)
 
     def _trim_seq(self, seq: int, table: list[Block]) -> None:
         b = self.block_size
@@ -361,4 +406,24 @@ class KVCacheManager:
                        self.prefix_hit_tokens, self.prompt_tokens, p.evictions, len(self._holders),
                        h.bytes if h else 0, len(h) if h else 0, h.hit_tokens if h else 0,
                        h.num_checkpoints if h else 0, c.saved if c else 0, c.restored if c else 0,
-                       self.layout.kind)
+                       self.layout.kind, h.stats() if h else None,
+                       h.disk.stats() if h and h.disk else None)
+
+
+def _count(host: TierCounters, disk: TierCounters | None, entry: HostEntry | None, tokens: int) -> None:
+    """One lookup: a hit of the tier that had ``entry`` (memory, or disk when it was read back
+    from there), a miss of the tiers above it, and of both when nothing was restored."""
+    if entry is not None and not entry.from_disk:
+        host.hits += 1
+        host.hit_tokens += tokens
+        return
+    host.misses += 1
+    if disk is None:
+        return
+    if entry is None:
+        disk.misses += 1
+        return
+    entry.from_disk = False
+    disk.hits += 1
+    disk.hit_tokens += tokens
+

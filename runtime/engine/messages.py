@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from runtime.config import EngineConfig
-from runtime.engine.constraint import ConstraintSpec
-from runtime.engine.engine import EngineStats, RequestOutput
+from runtime.engine.constraint_spec import ConstraintSpec
+from runtime.engine.outputs import EngineStats, RequestOutput
 from runtime.sampling_params import SamplingParams
 
 
@@ -88,6 +88,7 @@ class Rejected:
     request_id: str
     message: str
     code: str | None = None  #: a runtime.engine.protocol.ErrorCode value
+    sizes: tuple[int, int] | None = None  #: prompt and context tokens, when the prompt does not fit
 
 
 @dataclass(slots=True)

@@ -15,9 +15,11 @@ class RequestRejected(ValueError):
     """A request that can never run (empty prompt, longer than the context, ...); ``code``:
     a ``runtime.engine.protocol.ErrorCode`` value, sent on to the client with the message."""
 
-    def __init__(self, message: str, code: str | None = None) -> None:
+    def __init__(self, message: str, code: str | None = None, sizes: tuple[int, int] | None = None) -> None:
         super().__init__(message)
         self.code = code
+        #: a prompt longer than the context: (its tokens, or a lower bound; the context's tokens)
+        self.sizes = sizes
 
 
 #: the codes of ``RequestRejected`` and of a failed request's output
@@ -49,6 +51,11 @@ class RequestOutput:
     logprobs: list[TokenLogprob] | None = None
     #: ``params.prompt_logprobs``: entries of the prompt tokens computed this step, in order
     prompt_logprobs: list[TokenLogprob] | None = None
+    #: an engine that knows the reply's structure (a remote one: the upstream parsed it) gives its
+    #: reasoning apart from ``text``, and its tool calls, (name, arguments), on the final output;
+    #: a local engine gives raw text, which the service's output parser reads
+    reasoning: str = ""
+    tool_calls: list[tuple[str, dict]] | None = None
 
 
 @dataclass(slots=True)

@@ -58,9 +58,15 @@ class ModelLoadFailed(EngineError):
 
 
 class RequestRefused(EngineError):
-    """The engine refused the request (too long, bad tokens): the client's fault."""
+    """The engine refused the request (too long, bad tokens): the client's fault. ``sizes``:
+    for a prompt longer than the context, its tokens (or a lower bound) and the context's."""
 
     default_code = ErrorCode.INVALID_REQUEST
+
+    def __init__(self, message: str = "", code: ErrorCode | str | None = None,
+                 sizes: tuple[int, int] | None = None) -> None:
+        super().__init__(message, code)
+        self.sizes = sizes
 
 
 class RequestFailed(EngineError):

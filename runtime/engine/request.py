@@ -53,6 +53,8 @@ class Request:
     prompt_logprobs_sent: int = 0
     #: constrained decoding (``runtime.engine.constraint.Constraint``), None: free text
     constraint: Any = None
+    #: ``runtime.engine.reasoning_budget.ReasoningBudget``, None: no budget
+    reasoning: Any = None
 
     @property
     def num_output(self) -> int:

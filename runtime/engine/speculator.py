@@ -222,7 +222,7 @@ class Speculator:
         batch.clear()
         rows: dict[Request, int] = {}
         before: dict[Request, int] = {}
-        for r, start, k in items:
+        for r, start, _ in items:
             n = mirror.computed(r.seq_id)
             todo = r.tokens[n:start + 1]
             before[r] = n

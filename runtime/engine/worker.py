@@ -6,9 +6,11 @@ the service sees the pipe close and fails the waiting requests.
 
 from __future__ import annotations
 
+import logging
 import os
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict, replace
+from importlib.metadata import version
 from multiprocessing.connection import Connection
 from pathlib import Path
 
@@ -16,7 +18,9 @@ from runtime.backends.chat_template import ChatTemplateError
 from runtime.backends.errors import BackendError, ModelLoadError
 from runtime.backends.llama import ContextConfig, LlamaBackend
 from runtime.backends.vocab_match import vocab_mismatch
+from runtime.config import DEFAULT_CTX
 from runtime.engine.checkpoints import speculation_refusal
+from runtime.engine.disk_cache import DiskCache, disk_capacity, layout_key, model_identity
 from runtime.engine.engine import (
     CONTEXT_LENGTH_EXCEEDED, INVALID_REQUEST, REQUEST_FAILED, CacheConfig, Engine, RequestRejected,
 )
@@ -27,6 +31,9 @@ from runtime.engine.messages import (
     WorkerSpec,
 )
 from runtime.engine.submit_check import check_submit
+from runtime.private_files import private_dir
+
+log = logging.getLogger("hearth")
 
 
 
@@ -45,7 +52,8 @@ class _Worker:
         self.backend = backend
         e = spec.engine
         cache = CacheConfig(e.block_size, e.prefix_cache, e.cache_fraction, e.cache_ram)
-        self.engine = Engine(backend, e.parallel, cache, speculator)
+        self.disk = open_disk_cache(spec)
+        self.engine = Engine(backend, e.parallel, cache, speculator, self.disk)
         self.inline_tokenize_chars = spec.inline_tokenize_chars
         self._tokenizer = ThreadPoolExecutor(1, thread_name_prefix="hearth-tokenize")
         #: submits whose prompt is being tokenized, in arrival order
@@ -70,7 +78,10 @@ class _Worker:
         try:
             check_submit(msg)
             extra_stop: list[str] = []
-            add_special, parse_special = True, False
+            # A raw prompt's special tokens are read as such (a hand-written template, an editor's
+            # fill-in-the-middle markers), as llama-server and vLLM read them; a chat message's
+            # text never is: the template renders it and only the template's markers count.
+            add_special, parse_special = True, True
             if msg.messages is not None:
                 # tool_choice is for engines that forward it (remote ones); here the constraint enforces it
                 tvars = {k: v for k, v in (msg.template_vars or {}).items() if k != "tool_choice"}
@@ -84,12 +95,12 @@ class _Worker:
                 text = msg.prompt or ""
             if len(text) > self.inline_tokenize_chars:
                 self._check_fits(text)
-                future = self._tokenizer.submit(self.backend.tokenize, text, add_special, parse_special)
+                future = self._tokenizer.submit(self._tokenize, text, add_special, parse_special)
                 self._tokenizing[msg.request_id] = (msg, extra_stop, future)
                 return
-            tokens = self.backend.tokenize(text, add_special=add_special, parse_special=parse_special)
+            tokens = self._tokenize(text, add_special, parse_special)
         except RequestRejected as e:
-            self.conn.send(Rejected(msg.request_id, str(e), e.code))
+            self.conn.send(Rejected(msg.request_id, str(e), e.code, e.sizes))
             return
         except ChatTemplateError as e:
             self.conn.send(Rejected(msg.request_id, str(e), ErrorCode.CHAT_TEMPLATE))
@@ -99,6 +110,15 @@ class _Worker:
                                     INVALID_REQUEST))
             return
         self._admit(msg, tokens, extra_stop)
+
+    def _tokenize(self, text: str, add_special: bool, parse_special: bool) -> list[int]:
+        """The tokens of ``text``; a prompt that starts with the BOS token's own text gets one BOS,
+        not two (the tokenizer adds one, the text holds the other)."""
+        tokens = self.backend.tokenize(text, add_special=add_special, parse_special=parse_special)
+        bos = self.backend.bos
+        if len(tokens) > 1 and tokens[0] == tokens[1] == bos and bos >= 0:
+            del tokens[0]
+        return tokens
 
     def _check_fits(self, text: str) -> None:
         """Refuse at once a prompt too long for the context whatever its tokens: each token
@@ -111,7 +131,7 @@ class _Worker:
             raise RequestRejected(
                 f"the prompt is {size:,} bytes of text; this model's context of {limit} tokens holds at most "
                 f"{most:,} (every token stands for at most {self.backend.max_piece_bytes} bytes): shorten it",
-                CONTEXT_LENGTH_EXCEEDED)
+                CONTEXT_LENGTH_EXCEEDED, (size // self.backend.max_piece_bytes, limit))
 
     def _admit(self, msg: Submit, tokens: list[int], extra_stop: list[str]) -> None:
         if msg.count_only:  # tokenize only: the prompt's length, nothing runs
@@ -120,7 +140,7 @@ class _Worker:
         try:
             self.engine.add_group(msg.request_id, tokens, msg.params, msg.n, extra_stop, msg.constraint)
         except RequestRejected as e:
-            self.conn.send(Rejected(msg.request_id, str(e), e.code))
+            self.conn.send(Rejected(msg.request_id, str(e), e.code, e.sizes))
             return
         except Exception as e:  # noqa: BLE001 - e.g. a sampler llama.cpp could not make
             self.conn.send(Rejected(msg.request_id, f"the request could not be started ({type(e).__name__}: {e})",
@@ -179,11 +199,35 @@ class _Worker:
 
     def close(self) -> None:
         self._tokenizer.shutdown(wait=True, cancel_futures=True)
+        if self.disk is not None:
+            self.disk.close()
+
+
+def open_disk_cache(spec: WorkerSpec) -> DiskCache | None:
+    """The prompt cache's disk tier for this model, or None when it is off or cannot be used."""
+    e = spec.engine
+    if not e.prefix_cache or e.cache_dir is None or e.cache_disk <= 0 or e.cache_ram == 0:
+        return None
+    try:
+        folder = private_dir(Path(e.cache_dir))
+        capacity = disk_capacity(e.cache_disk << 20, folder)
+        if capacity <= 0:
+            return None
+        key = layout_key(model_identity(spec.model_path), e.block_size, e.kv_type or "f16", e.flash_attn,
+                         f"llama-cpp-python {version('llama_cpp_python')}")
+        return DiskCache(folder, capacity, key)
+    except OSError as err:  # an unwritable data directory: the model still runs, without it
+        log.warning("the prompt cache on disk is off: %s", err)
+        return None
 
 
 def draft_config(config: ContextConfig) -> ContextConfig:
     """The draft's settings: the target's, except that over several GPUs the draft goes whole
-    on the last GPU holding the target (where the fit planner counted it), not split again."""
+    on the last GPU holding the target (where the fit planner counted it), not split again,
+    and beside RPC workers it stays on this machine's CPU (a draft sent over the network
+    would cost what it saves)."""
+    if config.rpc:
+        return replace(config, rpc=(), n_gpu_layers=0, split_mode="none", tensor_split=None, main_gpu=0)
     if not config.tensor_split:
         return config
     last = max(i for i, share in enumerate(config.tensor_split) if share > 0)
@@ -213,10 +257,11 @@ def load_speculator(backend: LlamaBackend, draft: str | None, config: ContextCon
 def worker_main(conn: Connection, spec: WorkerSpec) -> None:
     """Entry point of the spawned process."""
     e = spec.engine
-    config = ContextConfig(n_ctx=e.ctx, n_seq_max=min(256, e.parallel + spec.cache_seqs),
-                           n_batch=e.n_batch, n_threads=e.threads, kv_type=e.kv_type,
+    config = ContextConfig(n_ctx=e.ctx or DEFAULT_CTX, n_seq_max=min(256, e.parallel + spec.cache_seqs),
+                           n_batch=e.n_batch, n_threads=e.threads, kv_type=e.kv_type or "f16",
                            flash_attn=e.flash_attn, n_gpu_layers=spec.n_gpu_layers,
-                           split_mode=spec.split_mode, tensor_split=spec.tensor_split, main_gpu=spec.main_gpu)
+                           split_mode=spec.split_mode, tensor_split=spec.tensor_split, main_gpu=spec.main_gpu,
+                           rpc=e.rpc)
     speculator = None
     try:
         backend = LlamaBackend(spec.model_path, config)

@@ -121,6 +121,8 @@ class WorkerProcess:
 
     kind = "engine"  #: in the process's name and in the errors ("the engine worker for ...")
     worker_main: Callable = None  # type: ignore[assignment]
+    #: a spare process started with the service (``runtime.engine.spare``) may run this worker
+    uses_spare = False
 
     def __init__(self, spec) -> None:
         self.spec = spec
@@ -141,12 +143,13 @@ class WorkerProcess:
     async def start(self):
         self._loop = asyncio.get_running_loop()
         self._ready = self._loop.create_future()
-        ctx = mp.get_context("spawn")
-        self._conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=type(self).worker_main, args=(child, self.spec), daemon=True,
-                                   name=f"hearth-{self.kind}-{self.model_id}")
-        self.process.start()
-        child.close()
+        if not self._start_spare():
+            ctx = mp.get_context("spawn")
+            self._conn, child = ctx.Pipe()
+            self.process = ctx.Process(target=type(self).worker_main, args=(child, self.spec), daemon=True,
+                                       name=f"hearth-{self.kind}-{self.model_id}")
+            self.process.start()
+            child.close()
         self.alive = True
         self._pipe = WorkerPipe(self._loop, self._conn, self._on_message, self._on_closed)
         try:
@@ -155,6 +158,24 @@ class WorkerProcess:
             await self.stop()
             raise
         return self.loaded
+
+    def _start_spare(self) -> bool:
+        """Hand the spec to the spare worker if one waits (its imports are done); False if none."""
+        if not self.uses_spare:
+            return False
+        from runtime.engine import spare
+
+        taken = spare.take()
+        if taken is None:
+            return False
+        process, conn = taken
+        try:
+            conn.send(self.spec)  # small, and the spare is blocked in recv: the pipe takes it at once
+        except OSError:  # it died meanwhile
+            conn.close()
+            return False
+        self.process, self._conn = process, conn
+        return True
 
     def _send(self, msg: object) -> None:
         """Send one message to the worker; raises ``OSError`` when the pipe is gone."""

@@ -41,7 +41,7 @@ class BackendStatus:
 
 def install_command(kind: str, os_name: str = "Linux") -> str:
     """The pip command that rebuilds llama-cpp-python with ``kind`` (cuda, metal, vulkan)."""
-    flag = _FLAGS[kind]
+    flag = f"{_FLAGS[kind]} -DGGML_RPC=on"  # keep ggml's RPC backend (hearth rpc-worker, serve --rpc)
     if os_name == "Windows":  # PowerShell sets environment variables differently
         return f'$env:CMAKE_ARGS="{flag}"; {_PIP}'
     return f'CMAKE_ARGS="{flag}" {_PIP}'
@@ -67,7 +67,7 @@ def backend_status(compiled: list[str], gpu_offload: bool, gpus: list[GpuInfo],
     active = ", ".join("Metal" if is_metal(b) else b for b in gpu_backends) or "CPU"
     status = BackendStatus(list(compiled), gpu_offload, active)
     idle = [g for g in gpus if not g.usable]
-    if gpu_backends or not idle:
+    if any(g.usable and not g.remote for g in gpus) or not idle:  # RPC workers' devices are not this GPU
         return status
     gpu = max(idle, key=lambda g: g.memory_total)
     kind = suggested_backend(gpu, os_name, arch)

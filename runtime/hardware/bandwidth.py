@@ -11,7 +11,6 @@ measured again only when the machine's fingerprint (CPU model, cores, RAM) chang
 from __future__ import annotations
 
 import json
-import os
 import platform
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -54,10 +53,9 @@ def update_cache(fingerprint: dict, **entries: dict) -> dict:
     """Merge ``entries`` into this machine's cache file (written atomically) and return it."""
     data = load_cache(fingerprint) or {"version": CACHE_VERSION, "machine": fingerprint}
     data.update(entries)
-    path = cache_path()
-    tmp = path.with_suffix(f".tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
-    os.replace(tmp, path)
+    from runtime.private_files import write_private
+
+    write_private(cache_path(), json.dumps(data, indent=2))  # atomic and owner-only, like every file there
     return data
 
 

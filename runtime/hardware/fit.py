@@ -16,7 +16,15 @@ worker passes on, so llama.cpp places the layers where the plan counted them); o
 is ``split_mode`` none with ``main_gpu`` naming it. ``split_mode="row"`` (rows of each matrix
 across the GPUs, CUDA only) is planned with the same per-device totals, an approximation.
 
-The target context is the requested one, never exceeded, or the trained context. Every
+RPC workers (``hearth rpc-worker`` on other machines) lend devices that count like GPUs, first
+in the device order as llama.cpp has them. Without a local GPU, the layers are shared between
+this machine's RAM and the workers in proportion to their free memory (a worker is there for
+its memory: every layer sent away costs network time per token), and as many as fit stay
+local when that share does not fit; with a local GPU, the GPUs and the workers are filled first.
+
+The target context is the requested one, never exceeded, or by default the trained context up to
+32768 tokens (an agent's prompt and session fit). By default the KV cache is f16, or q8_0 when
+only that holds more of the target context. Every
 device keeps a margin: estimates are taken 10% larger, a GPU keeps 512 MiB for its runtime
 (CUDA context, cuBLAS), RAM keeps 512 MiB for the service and the OS.
 
@@ -36,6 +44,7 @@ from runtime.hardware.gpus import GpuInfo
 from runtime.hardware.info import HardwareInfo
 from runtime.hardware.memory import (
     SAFETY_FRACTION,
+    WORKER_PROCESS_BYTES,
     DeviceMemory,
     Settings,
     bytes_per_token,
@@ -47,10 +56,16 @@ from runtime.hardware.shape import ModelShape
 
 MIB = 1 << 20
 GPU_RESERVE_BYTES = 512 * MIB
+#: an RPC worker lends what it reports (``hearth rpc-worker --mem``, or its host's free memory):
+#: kept back is only room for its own buffers beside the planned ones
+RPC_RESERVE_BYTES = 64 * MIB
 RAM_RESERVE_BYTES = 512 * MIB
 MIN_CTX = 512
 GPU_FIRST_MIN_CTX = 4096
 PARTIAL_DEFAULT_CTX_CAP = 8192
+#: the default context's ceiling: a coding agent's instructions and tools (20-30k tokens) and a
+#: session's turns fit; more is asked for (``--ctx``, ``num_ctx``), never assumed
+DEFAULT_CTX_MAX = 32768
 PREDICT_AT_CELLS = 512
 DEFAULT_GPU_EFFICIENCY = 0.6
 #: used before this machine is calibrated: about what runtime.hardware.calibrate found on a
@@ -94,6 +109,8 @@ class FitPlan:
     #: share of the GPU layers per usable GPU (ggml's order), when several GPUs are used
     tensor_split: list[float] = field(default_factory=list)
     main_gpu: int = 0
+    #: the RPC workers (``HOST:PORT``) whose devices ``tensor_split`` and ``main_gpu`` count, first
+    rpc: list[str] = field(default_factory=list)
 
     @property
     def fits(self) -> bool:
@@ -138,6 +155,11 @@ class _Trial:
         return (self.draft_cpu.total if self.draft_cpu else 0) + sum(d.total for d in self.draft_gpus)
 
 
+def reserve(g: GpuInfo) -> int:
+    """Bytes a device keeps beyond the plan: a GPU's runtime, or an RPC worker's buffers."""
+    return RPC_RESERVE_BYTES if g.remote else GPU_RESERVE_BYTES
+
+
 def _with_margin(n: int) -> int:
     return int(n * (1 + SAFETY_FRACTION))
 
@@ -158,31 +180,45 @@ class _Planner:
         self.shape, self.hw, self.base, self.draft = shape, hw, settings, draft
         self.gpus: list[GpuInfo] = hw.usable_gpus
         # layers are shared in proportion to what each GPU can take beyond its reserve
-        self.pool = [(g.device or g.name, float(max(g.memory_free - GPU_RESERVE_BYTES, 0))) for g in self.gpus]
+        self.pool = [(g.device or g.name, float(max(g.memory_free - reserve(g), 0))) for g in self.gpus]
         self.full = shape.n_layer + 1
         self.split_mode = "layer"
+        #: only RPC workers' devices beside the CPU: layers are shared by free memory (shared_split)
+        self.remote_only = bool(self.gpus) and all(g.remote for g in self.gpus)
+        self.remote = frozenset(g.device or g.name for g in self.gpus if g.remote)
 
     def trial(self, ctx: int, n_gpu: int) -> _Trial:
         s = Settings(ctx, self.base.kv_type, self.base.n_seq, self.base.n_batch, self.base.swa_full)
-        cpu, gpus = estimate(self.shape, s, n_gpu, self.pool)
+        cpu, gpus = estimate(self.shape, s, n_gpu, self.pool, self.remote)
+        cpu.overhead += WORKER_PROCESS_BYTES  # the worker process the model runs in
         t = _Trial(s, n_gpu, cpu, gpus, None, [])
         if self.draft is not None:
-            # The draft follows the main model: on the (last) GPU when all of it is there.
-            on_gpu = bool(self.pool) and n_gpu == self.full
+            # The draft follows the main model: on the (last) GPU when all of it is there; beside
+            # RPC workers, on this machine's CPU (the engine's draft_config places it so).
+            on_gpu = bool(self.pool) and n_gpu == self.full and not self.remote
             t.draft_cpu, t.draft_gpus = estimate(
-                self.draft, s, self.draft.n_layer + 1 if on_gpu else 0, self.pool[-1:] if on_gpu else [])
+                self.draft, s, self.draft.n_layer + 1 if on_gpu else 0, self.pool[-1:] if on_gpu else [], self.remote)
         t.fits = self.gpu_fits(t) and self.ram_fits(t)
         return t
 
     def gpu_fits(self, t: _Trial) -> bool:
         _, gpus = t.merged()
-        return all(not d.total or _with_margin(d.total) + GPU_RESERVE_BYTES <= g.memory_free
+        return all(not d.total or _with_margin(d.total) + reserve(g) <= g.memory_free
                    for g, d in zip(self.gpus, gpus))
 
     def ram_fits(self, t: _Trial) -> bool:
         cpu, gpus = t.merged()
         shared = sum(d.total for g, d in zip(self.gpus, gpus) if g.unified)
         return _with_margin(cpu.total + shared) + RAM_RESERVE_BYTES <= self.hw.ram.available
+
+    def shared_split(self, ctx: int) -> _Trial:
+        """Layers shared between this machine's RAM and the RPC workers by free memory (each
+        less its reserve); when that does not fit, the most the workers can take."""
+        remote = sum(share for _, share in self.pool)
+        local = float(max(self.hw.ram.available - RAM_RESERVE_BYTES, 0))
+        n = round(self.full * remote / (remote + local)) if remote + local else 0
+        t = self.trial(ctx, n)
+        return t if t.fits else self.best_split(ctx)
 
     def best_split(self, ctx: int) -> _Trial:
         """The trial with the most GPU layers whose GPU part fits (host memory not checked)."""
@@ -208,31 +244,53 @@ def context_candidates(target: int, floor: int) -> list[int]:
     return out
 
 
-def plan_fit(shape: ModelShape, hardware: HardwareInfo, ctx: int | None = None, kv_type: str = "f16",
+def plan_fit(shape: ModelShape, hardware: HardwareInfo, ctx: int | None = None, kv_type: str | None = None,
              draft: ModelShape | None = None, *, n_seq: int = 4, n_batch: int = 512,
              swa_full: bool = True, split_mode: str = "layer") -> FitPlan:
     """Plan GPU layers and context for ``shape`` on ``hardware`` (see the module docstring).
 
-    ``ctx`` is the context asked for (None: the trained context); ``draft`` a speculative
-    draft model that shares the context. Raises ValueError for a bad ctx or KV type.
+    ``ctx`` is the context asked for (None: the default context, the trained one up to
+    ``DEFAULT_CTX_MAX``); ``kv_type`` the KV cache's type (None: f16, or q8_0 where only that
+    holds more of the target context); ``draft`` a speculative draft model that shares the
+    context. Raises ValueError for a bad ctx or KV type.
     """
-    kv_type_bytes(kv_type)
+    if kv_type is not None:
+        kv_type_bytes(kv_type)
     if split_mode not in ("layer", "row"):
         raise ValueError(f"split mode must be 'layer' or 'row', got {split_mode!r}")
     if ctx is not None and ctx < 1:
         raise ValueError(f"context must be a positive number of tokens, got {ctx}")
-    target = min(ctx, shape.ctx_train) if ctx and shape.ctx_train else (ctx or shape.ctx_train or 4096)
+    args = (shape, hardware, ctx, draft, n_seq, n_batch, swa_full, split_mode)
+    plan = _plan_at(*args, kv_type or "f16")
+    if kv_type is None and plan.ctx < _target(shape, ctx):
+        smaller = _plan_at(*args, "q8_0")  # half the bytes per cell: an agent's prompt may fit
+        if smaller.fits and (not plan.fits or smaller.ctx > plan.ctx):
+            smaller.notes.append(f"the KV cache is q8_0: at f16 the context would be {plan.ctx if plan.fits else 0} tokens")
+            return smaller
+    return plan
+
+
+def _target(shape: ModelShape, ctx: int | None) -> int:
+    if ctx:
+        return min(ctx, shape.ctx_train) if shape.ctx_train else ctx
+    return min(shape.ctx_train, DEFAULT_CTX_MAX) if shape.ctx_train else 4096
+
+
+def _plan_at(shape: ModelShape, hardware: HardwareInfo, ctx: int | None, draft: ModelShape | None, n_seq: int,
+             n_batch: int, swa_full: bool, split_mode: str, kv_type: str) -> FitPlan:
+    target = _target(shape, ctx)
     planner = _Planner(shape, hardware, Settings(target, kv_type, n_seq, n_batch, swa_full), draft)
     planner.split_mode = split_mode
     at_target = planner.best_split(target)
-    if planner.gpus:
+    if planner.gpus and not planner.remote_only:
         for c in context_candidates(target, min(target, GPU_FIRST_MIN_CTX)):
             t = planner.trial(c, planner.full)
             if t.fits:
                 return _finish(planner, t, "gpu", ctx, at_target)
-    cap = target if ctx or not planner.gpus else min(target, PARTIAL_DEFAULT_CTX_CAP)
+    cap = target if ctx or not planner.gpus or planner.remote_only else min(target, PARTIAL_DEFAULT_CTX_CAP)
+    split = planner.shared_split if planner.remote_only else planner.best_split
     for c in context_candidates(cap, min(cap, MIN_CTX)):
-        t = planner.best_split(c)
+        t = split(c)
         if t.fits:
             return _finish(planner, t, "partial" if t.gpu_layers else "cpu", ctx, at_target)
     return _finish(planner, t, "too_big", ctx, at_target)
@@ -253,9 +311,9 @@ def _predict(p: _Planner, t: _Trial) -> tuple[float, bool]:
 def _shortfalls(p: _Planner, t: _Trial) -> list[Shortfall]:
     """Each device the trial does not fit on: what it needs (margins included) and has free."""
     cpu, gpus = t.merged()
-    out = [Shortfall(g.name, _with_margin(d.total) + GPU_RESERVE_BYTES, g.memory_free, _weights(t, i))
+    out = [Shortfall(g.name, _with_margin(d.total) + reserve(g), g.memory_free, _weights(t, i))
            for i, (g, d) in enumerate(zip(p.gpus, gpus))
-           if d.total and _with_margin(d.total) + GPU_RESERVE_BYTES > g.memory_free]
+           if d.total and _with_margin(d.total) + reserve(g) > g.memory_free]
     shared = sum(d.total for g, d in zip(p.gpus, gpus) if g.unified)
     need = _with_margin(cpu.total + shared) + RAM_RESERVE_BYTES
     if need > p.hw.ram.available:
@@ -297,6 +355,7 @@ def _place(p: _Planner, t: _Trial, plan: FitPlan) -> None:
     used = [i for i, d in enumerate(t.gpus) if d.layers or d.output]
     if not used:
         return
+    plan.rpc = [g.name for g in p.gpus if g.remote]
     if len(used) == 1:
         plan.split_mode, plan.main_gpu = "none", used[0]
         return
@@ -308,5 +367,7 @@ def _place(p: _Planner, t: _Trial, plan: FitPlan) -> None:
         plan.notes.append("rows are split across GPUs only by CUDA (and SYCL) builds: split by layers instead")
         mode = "layer"
     plan.split_mode = mode
-    shares = ", ".join(f"{d.name} {len(d.layers) + d.output} layers" for d in t.gpus if d.layers or d.output)
-    plan.notes.append(f"split across {len(used)} GPUs by {'rows' if mode == 'row' else 'layers'}: {shares}")
+    shares = ", ".join(f"{d.name}{f' ({g.name})' if g.remote else ''} {len(d.layers) + d.output} layers"
+                       for g, d in zip(p.gpus, t.gpus) if d.layers or d.output)
+    what = "devices" if plan.rpc else "GPUs"
+    plan.notes.append(f"split across {len(used)} {what} by {'rows' if mode == 'row' else 'layers'}: {shares}")

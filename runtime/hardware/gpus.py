@@ -41,6 +41,10 @@ _BANDWIDTH_GBPS = [
     ("m2", 100), ("m1 ultra", 800), ("m1 max", 400), ("m1 pro", 200), ("m1", 68),
 ]
 DEFAULT_DISCRETE_GBPS = 300.0
+#: an RPC worker's device: what its host reads weights at is not known here, and every token
+#: also crosses the network (not counted): a figure near a CPU's, so the planner never prefers
+#: one for speed (bench/rpc.py measures the real cost)
+RPC_GBPS = 20.0
 DEFAULT_INTEGRATED_GBPS = 60.0
 _PCI_VENDORS = {"0x10de": "nvidia", "0x1002": "amd", "0x8086": "intel"}
 
@@ -61,11 +65,16 @@ class GpuInfo:
     def usable(self) -> bool:
         return self.device is not None
 
+    @property
+    def remote(self) -> bool:
+        """A device lent by a ggml RPC worker (``hearth rpc-worker``); ``name`` is its endpoint."""
+        return self.backend == "RPC"
+
     def to_dict(self) -> dict:
         return {
             "name": self.name, "vendor": self.vendor, "memory_total": self.memory_total,
             "memory_free": self.memory_free, "unified": self.unified, "source": self.source,
-            "device": self.device, "backend": self.backend, "usable": self.usable,
+            "device": self.device, "backend": self.backend, "usable": self.usable, "remote": self.remote,
             "bandwidth_bytes_per_s": self.bandwidth,
         }
 
@@ -100,10 +109,12 @@ def is_metal(backend: str) -> bool:
 
 
 def gpus_from_ggml(devices: list[GgmlDevice]) -> list[GpuInfo]:
-    """The GPUs among ggml's devices (discrete or integrated); Metal is unified memory."""
-    gpus = []
+    """The GPUs among ggml's devices (discrete or integrated); Metal is unified memory. RPC
+    workers' devices come first, as in llama.cpp's own device order (``tensor_split`` indexes it)."""
+    gpus = [GpuInfo(d.description, "other", d.memory_total, d.memory_free, False, "rpc", d.name, "RPC",
+                    RPC_GBPS * GB) for d in devices if d.backend == "RPC"]
     for d in devices:
-        if d.kind not in ("gpu", "igpu"):
+        if d.kind not in ("gpu", "igpu") or d.backend == "RPC":
             continue
         unified = d.kind == "igpu" or is_metal(d.backend)
         gpus.append(_gpu(d.description or d.name, d.memory_total, d.memory_free, unified,
@@ -207,7 +218,8 @@ def machine_gpus(devices: list[GgmlDevice], os_name: str, arch: str, cpu_model: 
                  ram_total: int, ram_available: int) -> list[GpuInfo]:
     """The machine's GPUs: ggml's when it has any, else what NVML, nvidia-smi and the OS show."""
     usable = gpus_from_ggml(devices)
-    if usable:
+    remote = [g for g in usable if g.remote]
+    if len(usable) > len(remote):
         return usable
     found = _nvml_gpus()
     if found is None:
@@ -216,4 +228,4 @@ def machine_gpus(devices: list[GgmlDevice], os_name: str, arch: str, cpu_model: 
         found.append(apple_unified_gpu(cpu_model, ram_total, ram_available))
     elif os_name == "Linux":
         found += scan_drm()
-    return found
+    return remote + found

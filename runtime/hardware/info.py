@@ -15,6 +15,7 @@ from runtime.hardware.gpus import GpuInfo
 
 if TYPE_CHECKING:
     from runtime.backends.ggml_devices import BuildInfo, GgmlDevice
+    from runtime.backends.rpc_endpoint import RpcState
 
 
 @dataclass(slots=True)
@@ -43,6 +44,8 @@ class HardwareInfo:
     #: fixed seconds of a CPU decode step, measured with the efficiency (0 with one point)
     decode_fixed_s: float = 0.0
     fingerprint: dict = field(default_factory=dict)
+    #: the ggml RPC workers asked for, each with its state; the ready ones' devices are in ``gpus``
+    rpc: list[RpcState] = field(default_factory=list)
 
     @property
     def usable_gpus(self) -> list[GpuInfo]:
@@ -60,4 +63,5 @@ class HardwareInfo:
             "memory_bandwidth_bytes_per_s": self.memory_bandwidth,
             "decode_efficiency": self.decode_efficiency,
             "decode_fixed_s": self.decode_fixed_s,
+            "rpc": [s.to_dict() for s in self.rpc],
         }

@@ -23,6 +23,10 @@ pool of ``n_seq`` sequences, ``n_ubatch = n_batch``, ``swa_full`` on by default)
 - the rest of the process: logits output buffer (``n_vocab * n_seq * 4``), the vocabulary
   (about 120 bytes a token) and a fixed 22 MiB (allocator arenas, thread stacks, llama.cpp's
   own tables), measured on the two embedded models.
+- the worker process itself (``WORKER_PROCESS_BYTES``, counted by the fit planner, not by
+  ``estimate``): the interpreter, numpy and llama-cpp-python's bindings, Hearth's engine
+  modules, 25 MiB anonymous and about 7 MiB of code pages no other process shares (PSS of a
+  fresh worker after its imports, 27-32 MiB; ``bench/footprint.py``).
 """
 
 from __future__ import annotations
@@ -38,6 +42,8 @@ CTX_PAD = 256
 #: planning margin: every estimate is taken this much larger before it is compared to free memory
 SAFETY_FRACTION = 0.10
 RUNTIME_BASE_BYTES = 22 * MIB
+#: one engine worker's own process beyond llama.cpp's allocations (interpreter and imports)
+WORKER_PROCESS_BYTES = 32 * MIB
 VOCAB_BYTES_PER_TOKEN = 120
 #: host memory a GPU backend's runtime takes (CUDA context, pinned staging buffers)
 GPU_HOST_OVERHEAD_BYTES = 256 * MIB
@@ -161,8 +167,10 @@ def assign_layers(n_layer: int, n_gpu_layers: int, splits: list[float]) -> list[
 
 
 def estimate(shape: ModelShape, s: Settings, n_gpu_layers: int = 0,
-             gpus: list[tuple[str, float]] | None = None) -> tuple[DeviceMemory, list[DeviceMemory]]:
-    """Memory on the CPU and on each GPU (``gpus``: name and free bytes, for the split)."""
+             gpus: list[tuple[str, float]] | None = None,
+             remote: frozenset[str] = frozenset()) -> tuple[DeviceMemory, list[DeviceMemory]]:
+    """Memory on the CPU and on each GPU (``gpus``: name and free bytes, for the split;
+    ``remote``: the names among them that are RPC workers' devices, with no runtime here)."""
     gpus = gpus or []
     where = assign_layers(shape.n_layer, n_gpu_layers if gpus else 0, [free for _, free in gpus])
     cpu = DeviceMemory("CPU", weights=shape.input_bytes)
@@ -185,7 +193,8 @@ def estimate(shape: ModelShape, s: Settings, n_gpu_layers: int = 0,
         cpu.compute = compute_bytes(shape, s, s.n_seq, flash)
     else:  # inputs and the embedding lookup only
         cpu.compute = s.n_batch * shape.n_embd * 4 * 2
-    cpu.overhead = runtime_bytes(shape, s) + (GPU_HOST_OVERHEAD_BYTES if used else 0)
+    local_gpu = any(d.name not in remote for d in used)
+    cpu.overhead = runtime_bytes(shape, s) + (GPU_HOST_OVERHEAD_BYTES if local_gpu else 0)
     return cpu, devs
 
 

@@ -41,7 +41,7 @@ def format_probe_report(info: HardwareInfo) -> str:
     """The probe as a few aligned lines, then the backend advice when a GPU sits idle."""
     cpu = info.cpu
     gpus = "\n".join(
-        f"{g.name}: {size(g.memory_total)}, {size(g.memory_free)} free"
+        f"{'RPC worker ' if g.remote else ''}{g.name}: {size(g.memory_total)}, {size(g.memory_free)} free"
         f"{' (unified memory)' if g.unified else ''} - "
         f"{'used by llama.cpp as ' + str(g.device) if g.usable else 'not usable by this build'}"
         for g in info.gpus
@@ -60,6 +60,9 @@ def format_probe_report(info: HardwareInfo) -> str:
         ("SIMD", ", ".join(cpu.features) or "unknown"),
         ("RAM", f"{size(info.ram.total)} total, {size(info.ram.available)} available{bandwidth}"),
         ("GPUs", gpus),
+        *([("RPC workers", "\n".join(f"{r.endpoint}: {r.state}{f' (protocol {r.version})' if r.version else ''}"
+                                      f"{f' - {r.detail}' if r.detail else ''}" for r in info.rpc))]
+          if info.rpc else []),
         ("llama.cpp", llama),
         ("Decode", decode),
     ]

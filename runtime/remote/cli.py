@@ -28,6 +28,9 @@ def add_parser(sub) -> None:
                    help="read its API key from standard input and keep it in the OS keyring")
     a.add_argument("--allow-insecure-upstream", action="store_true",
                    help="allow plain HTTP to a host outside loopback and private networks")
+    a.add_argument("--plain-names", action="store_true",
+                   help="let requests name its models without @NAME (a local model of the same name still wins); "
+                        "without it, only MODEL@NAME sends a prompt there")
     for t, default in (("connect", 5.0), ("first-byte", 120.0), ("idle", 60.0)):
         a.add_argument(f"--{t}-timeout", type=float, default=default, metavar="S",
                        help=f"seconds (default {default:g})")
@@ -65,7 +68,7 @@ def _add(args, remotes) -> int:
               file=sys.stderr)
     try:
         up = make_upstream(args.name, args.url, key=f"env:{args.key_from_env}" if args.key_from_env else None,
-                           allow_insecure=args.allow_insecure_upstream,
+                           allow_insecure=args.allow_insecure_upstream, plain_names=args.plain_names,
                            timeouts={"connect": args.connect_timeout, "first_byte": args.first_byte_timeout,
                                      "idle": args.idle_timeout})
         replaced = remotes.get(up.name) is not None
@@ -77,6 +80,8 @@ def _add(args, remotes) -> int:
     up = remotes.get(up.name)
     print(f"{'replaced' if replaced else 'added'} {up.name}: {up.url}  "
           f"(prompts to its models leave this computer, to {up.host})")
+    if not up.plain_names:
+        print(f"name its models MODEL@{up.name} (or add it with --plain-names to use their own names)")
     if errors.get(up.name):
         print(f"hearth: it could not be read now: {errors[up.name]} (kept; `hearth remote test {up.name}` "
               "tries again)", file=sys.stderr)
@@ -103,7 +108,8 @@ def _list(args, remotes) -> int:
     for r in rows:
         key = {"keyring": "key in the OS keyring", None: "no key"}.get(r["key"], f"key from ${r['key'][4:]}"
                                                                       if r["key"] else "no key")
-        print(f"{r['name']}  {r['url']}  ({key})")
+        names = "plain names" if r.get("plain_names") else f"names MODEL@{r['name']}"
+        print(f"{r['name']}  {r['url']}  ({key}; {names})")
         print("  models: " + (", ".join(r["models"]) or "none read yet"))
     return 0
 

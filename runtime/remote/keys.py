@@ -17,8 +17,7 @@ def no_keyring_message(name: str) -> str:
     var = "HEARTH_REMOTE_" + "".join(c if c.isalnum() else "_" for c in name.upper()) + "_KEY"
     return (f"no OS keyring is available here, and Hearth never writes an API key to a file: pass it in "
             f"the service's environment instead, e.g. `export {var}=...`, then `hearth remote add {name} URL "
-            f"--key-from-env {var}` (in the API: \"key_env\": \"{var}\"), and start `hearth serve` with "
-            f"{var} set")
+            f"--key-from-env {var}`, and start `hearth serve` with {var} set")
 
 
 def keyring_available() -> bool:

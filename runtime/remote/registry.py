@@ -2,16 +2,19 @@
 refreshed periodically and on demand), how healthy each is, and the remote engine for a
 model name.
 
-Naming: a remote model is called by the id its upstream gives it (``llama3.1:8b``,
-``Qwen/Qwen2.5-7B-Instruct``), or ``ID@UPSTREAM`` for one upstream only. A local model with
-the same id wins the plain name (a prompt never leaves the computer by a name clash), and the
-remote one is listed and reachable as ``ID@UPSTREAM``. Several upstreams offering the same id
-are one model with failover between them.
+Naming: a remote model is called ``ID@UPSTREAM`` (``llama3.1:8b@gpu-box``), where ID is the
+id its upstream gives it, so a prompt leaves the computer only when the request says where.
+An upstream the user added with ``plain_names`` (``--plain-names``) also serves its ids as they
+are (``Qwen/Qwen2.5-7B-Instruct``); even then a local model with the same id wins the plain
+name, and several such upstreams offering the same id are one model with failover between
+them. A plain name that only an upstream without ``plain_names`` lists gets a 404 that names
+``ID@UPSTREAM``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 import weakref
@@ -20,9 +23,9 @@ import aiohttp
 
 from runtime.remote.health import Health
 from runtime.remote.keys import delete_key, load_key, store_key
-from runtime.remote.remote_engine import RemoteEngine
+from runtime.remote.remote_engine import RemoteEngine, connect_reason
 from runtime.remote.upstream import Upstream, UpstreamRefused, UpstreamStore
-from runtime.remote.wire import error_message
+from runtime.remote.wire import MAX_MODELS_BYTES, AnswerTooLarge, error_message, read_capped, read_error_body
 
 log = logging.getLogger("hearth.remote")
 #: /v1/models fields that give a model's context (vLLM, Hearth, LM Studio)
@@ -37,6 +40,13 @@ def split_ref(ref: str) -> tuple[str, str | None]:
 
 def _ollama_plain(model: str) -> str:
     return model[:-len(":latest")] if model.endswith(":latest") else model
+
+
+def _json(body: bytes) -> object:
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError):
+        raise ValueError("the answer to /v1/models is not JSON") from None
 
 
 def discovered(body: object) -> list[dict]:
@@ -134,11 +144,12 @@ class Remotes:
 
     # -- models ------------------------------------------------------------------------
     def offers(self, model: str, only: str | None = None) -> list[tuple[Upstream, str]]:
-        """(upstream, its model id) for ``model``, healthiest first (the order of failover)."""
+        """(upstream, its model id) for ``model``, healthiest first (the order of failover):
+        ``only`` that upstream, or (a plain name) those the user let serve plain names."""
         self._sync()
         found = []
         for up in self.upstreams.values():
-            if only is not None and up.name != only:
+            if (up.name != only) if only is not None else not up.plain_names:
                 continue
             ids = up.model_ids()
             for want in (model, _ollama_plain(model)):
@@ -169,6 +180,23 @@ class Remotes:
             engine = self._engines[key] = RemoteEngine(self, ref if only else model, only, model)
         return engine
 
+    def not_chosen(self, ref: str, missing: Exception) -> Exception:
+        """The error for ``ref`` when no local model has that name and no chosen upstream offers
+        it: ``missing`` (the local lookup's error), or, when an upstream lists the model but the
+        user did not let plain names reach it, a 404 that says the name to use. A prompt leaves
+        this computer only for a remote engine the user chose."""
+        self._sync()
+        names = [f"{ref}@{up.name}" for up in self.upstreams.values()
+                 if not up.plain_names and any(want in up.model_ids() for want in (ref, _ollama_plain(ref)))]
+        if not names:
+            return missing
+        from runtime.store.resolve import UnknownModel
+
+        where = " or ".join(repr(n) for n in names[:3])
+        return UnknownModel(f"model {ref!r} is not available on this computer; a remote engine lists it: to send "
+                            f"the prompt there, name it {where} (or let that upstream serve plain names: "
+                            "`hearth remote add NAME URL --plain-names`)")
+
     def explicit(self, ref: str | None) -> RemoteEngine | None:
         """The engine for an ``ID@UPSTREAM`` reference (None for any other)."""
         if not ref or split_ref(ref)[1] is None:
@@ -182,8 +210,10 @@ class Remotes:
             h = self.health_of(up.name)
             for m in up.models:
                 mid = m["id"]
-                name = f"{mid}@{up.name}" if (mid in local_ids or mid in seen) else mid
-                seen.add(mid)
+                plain = up.plain_names and mid not in local_ids and mid not in seen
+                name = mid if plain else f"{mid}@{up.name}"
+                if plain:
+                    seen.add(mid)
                 out.append({"id": name, "upstream_model": mid, "upstream": up.name, "host": up.host,
                             "url": up.url, "context_length": m.get("context_length"), "health": h.state,
                             "refreshed_at": up.refreshed_at})
@@ -213,6 +243,9 @@ class Remotes:
         return {u.name: err for u, (_, err) in zip(targets, results)}
 
     async def _refresh_one(self, up: Upstream) -> tuple[list[dict] | None, str | None]:
+        """Read ``up``'s model list (its health check). The error is Hearth's own words and the
+        status: nothing the address answered is repeated (adding an upstream must not tell a
+        caller what else listens at an address), and the answer is read up to a cap."""
         health = self.health_of(up.name)
         headers = {}
         key = self.key_for(up)
@@ -221,25 +254,38 @@ class Remotes:
         t = up.timeouts
         timeout = aiohttp.ClientTimeout(total=t.connect + t.idle, sock_connect=t.connect)
         try:
-            async with self.session().get(up.endpoint("/models"), headers=headers, timeout=timeout) as r:
-                body = await r.read()
+            async with self.session().get(up.endpoint("/models"), headers=headers, timeout=timeout,
+                                          allow_redirects=False) as r:
                 if r.status != 200:
-                    raise ValueError(f"/v1/models answered {r.status}: {error_message(body)}")
-                import json
-
-                models = discovered(json.loads(body))
+                    body = await read_error_body(r) if r.status >= 400 else b""
+                    log.warning("upstream %s: /v1/models answered HTTP %s: %s", up.name, r.status,
+                                error_message(body)[:200])
+                    raise ValueError(f"/v1/models answered HTTP {r.status}"
+                                     + (" (a redirect; Hearth does not follow them)" if 300 <= r.status < 400 else ""))
+                body = await read_capped(r, MAX_MODELS_BYTES)
+            models = discovered(_json(body))
         except aiohttp.ClientConnectorError as e:
-            err = f"cannot be reached: {e.os_error or e}"
+            err = f"cannot be reached ({connect_reason(e)})"
             health.failed(err, unreachable=True)
             return None, err
         except aiohttp.ConnectionTimeoutError:
             err = f"did not accept the connection within {t.connect:g} s (connect timeout)"
             health.failed(err, unreachable=True)
             return None, err
-        except (asyncio.TimeoutError, aiohttp.ClientError, ValueError) as e:
-            err = f"{type(e).__name__}: {e}" if not isinstance(e, ValueError) else str(e)
-            if isinstance(e, asyncio.TimeoutError):
-                err = "no answer to /v1/models in time"
+        except asyncio.TimeoutError:
+            err = "no answer to /v1/models in time"
+            health.failed(err)
+            return None, err
+        except AnswerTooLarge:
+            err = "the answer to /v1/models is too large"
+            health.failed(err)
+            return None, err
+        except aiohttp.ClientError as e:
+            err = f"did not answer /v1/models as an HTTP server ({type(e).__name__})"
+            health.failed(err)
+            return None, err
+        except ValueError as e:
+            err = str(e)
             health.failed(err)
             return None, err
         health.ok()
@@ -265,7 +311,7 @@ class Remotes:
         out = []
         for up in self.list():
             out.append({"name": up.name, "url": up.url, "host": up.host,
-                        "key": up.key, "allow_insecure": up.allow_insecure,
+                        "key": up.key, "allow_insecure": up.allow_insecure, "plain_names": up.plain_names,
                         "timeouts": {"connect": up.timeouts.connect, "first_byte": up.timeouts.first_byte,
                                      "idle": up.timeouts.idle},
                         "models": up.model_ids(), "refreshed_at": up.refreshed_at,

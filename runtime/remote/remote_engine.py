@@ -18,6 +18,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -26,24 +28,25 @@ import aiohttp
 from runtime.engine.outputs import RequestOutput
 from runtime.engine.protocol import EngineError, ErrorCode, RequestRefused, UpstreamFailed
 from runtime.remote.wire import (
-    EventReader, MalformedStream, ToolCalls, chunk_logprobs, chunk_parts, error_message, parse_event, reasoning_part,
-    request_body, tool_call_deltas,
+    EventReader, MalformedStream, ToolCalls, chunk_logprobs, chunk_parts, error_message, parse_event,
+    read_error_body, reasoning_part, request_body, tool_call_deltas,
 )
 
 if TYPE_CHECKING:
     from runtime.remote.registry import Remotes
     from runtime.remote.upstream import Upstream
 
+log = logging.getLogger("hearth.remote")
+#: events read from a stream between two turns given to the event loop
+YIELD_EVERY = 8
 _ids = itertools.count(1)
 #: statuses after which another upstream may be tried (this one is unwell, or lacks the model)
 _FAILOVER_STATUSES = {401, 403, 404, 408, 429, 500, 502, 503, 504}
 #: what the service's output planner reads as this engine's chat template: the upstream renders
-#: tools itself (so messages and tools go on as they are), and its calls come back written as
-#: ``<tool_call>`` blocks, which the planner parses into each wire format's tool calls
-#: ``<tool_call>`` blocks, which the planner parses into each wire format's tool calls; reasoning
-#: the upstream sends apart (``reasoning_content``) comes back inside ``<think>``, likewise
-TOOLS_TEMPLATE = ("{# remote engine: the upstream renders tools; its calls come back as <tool_call>, "
-                  "its reasoning as <think> #}")
+#: tools itself (so messages and tools go on as they are) and may reason; its calls and reasoning
+#: come back structured (``RequestOutput.tool_calls`` / ``.reasoning``), never as markup to re-parse
+TOOLS_TEMPLATE = ("{# remote engine: the upstream renders tools; calls like <tool_call>, reasoning like "
+                  "<think>, both returned structured #}")
 
 
 @dataclass(slots=True)
@@ -52,6 +55,12 @@ class RemoteLoaded:
     n_ctx: int = 0
     max_request_tokens: int = 0  #: the upstream's context when it says (0: unknown)
     info: dict = field(default_factory=dict)
+
+
+def connect_reason(e: aiohttp.ClientConnectorError) -> str:
+    """Why a connection failed, in the operating system's words for its error number only."""
+    errno = getattr(e.os_error, "errno", None)
+    return os.strerror(errno) if isinstance(errno, int) and errno > 0 else "the connection failed"
 
 
 def _retry_after(headers) -> int | None:
@@ -76,13 +85,18 @@ class RemoteStream:
         self._complete = False  #: the finish reason has come
         self.tool_calls = ToolCalls()
         self.logprobs = False  #: the request asked for logprobs (the upstream sends them with each chunk)
-        self.thinking = False  #: inside reasoning: a ``<think>`` was given out, its ``</think>`` not yet
+        self._events_read = 0
 
     def __aiter__(self) -> "RemoteStream":
         return self
 
     async def _event(self) -> dict | None:
-        """The next event's JSON (None at ``[DONE]`` or the end of the body)."""
+        """The next event's JSON (None at ``[DONE]`` or the end of the body). Reading what is
+        already buffered never waits, so a fast upstream would hold the event loop: every
+        ``YIELD_EVERY`` events the loop gets a turn (``/health`` and the other requests)."""
+        self._events_read += 1
+        if self._events_read % YIELD_EVERY == 0:
+            await asyncio.sleep(0)
         while not self.reader.events:
             if self.ended_by is not None:
                 raise self.ended_by
@@ -90,12 +104,13 @@ class RemoteStream:
                 chunk = await asyncio.wait_for(self.response.content.readany(), self.upstream.timeouts.idle)
             except asyncio.TimeoutError:
                 raise self._fail(f"upstream {self.upstream.name} sent nothing for "
-                                 f"{self.upstream.timeouts.idle:g} s (idle timeout)", ErrorCode.UPSTREAM_TIMEOUT, 504)
+                                 f"{self.upstream.timeouts.idle:g} s (idle timeout)", ErrorCode.UPSTREAM_TIMEOUT,
+                                 504) from None
             except aiohttp.ClientError as e:
                 if self.ended_by is not None:
                     raise self.ended_by from None
                 raise self._fail(f"upstream {self.upstream.name} dropped the connection before the reply was "
-                                 f"complete ({type(e).__name__})")
+                                 f"complete ({type(e).__name__})") from None
             if self.ended_by is not None:
                 raise self.ended_by
             if not chunk:
@@ -117,40 +132,27 @@ class RemoteStream:
                 if obj is None:
                     raise self._fail(f"upstream {self.upstream.name} ended the stream before the reply was complete")
                 if obj.get("error"):
-                    raise self._fail(f"upstream {self.upstream.name} failed mid-stream: "
-                                     f"{error_message(json.dumps(obj))}")
+                    log.warning("upstream %s failed mid-stream: %s", self.upstream.name,
+                                error_message(json.dumps(obj))[:200])
+                    raise self._fail(f"upstream {self.upstream.name} failed mid-stream (its message is in the "
+                                     "service log)")
                 text, finish, usage = chunk_parts(obj)
                 entries = chunk_logprobs(obj) if self.logprobs else []
-                text = self._with_reasoning(reasoning_part(obj), text, finish is not None)
+                reasoning = reasoning_part(obj)
                 self.tool_calls.add(tool_call_deltas(obj))
                 if usage is not None:
                     self._usage(usage)
                 if finish is not None:
-                    calls = self.tool_calls.finished()
-                    if calls:
-                        from runtime.server.tool_formats import HERMES
-
-                        text += HERMES.render_calls(calls)
-                    return await self._final(text, finish, entries)
-                if text or entries:
+                    return await self._final(text, finish, entries, reasoning, self.tool_calls.finished() or None)
+                if text or entries or reasoning:
                     n = len(entries) or 1
                     self.counted += n
-                    return RequestOutput(self.request_id, text, n, logprobs=entries or None)
+                    return RequestOutput(self.request_id, text, n, logprobs=entries or None, reasoning=reasoning)
         except MalformedStream as e:
-            raise self._fail(f"upstream {self.upstream.name} sent a malformed stream: {e}")
+            raise self._fail(f"upstream {self.upstream.name} sent a malformed stream: {e}") from None
 
-    def _with_reasoning(self, reasoning: str, text: str, last: bool) -> str:
-        """The piece as text, reasoning inside ``<think>`` ... ``</think>``."""
-        out = ""
-        if reasoning:
-            out += ("" if self.thinking else "<think>") + reasoning
-            self.thinking = True
-        if self.thinking and (text or last):
-            out += "</think>"
-            self.thinking = False
-        return out + text
-
-    async def _final(self, text: str, finish: str, entries: list | None = None) -> RequestOutput:
+    async def _final(self, text: str, finish: str, entries: list | None = None, reasoning: str = "",
+                     calls: list[tuple[str, dict]] | None = None) -> RequestOutput:
         """The last output: the usage chunk and ``[DONE]`` that follow are read first (bounded
         by the idle timeout), so the token counts are the upstream's."""
         self._complete = True  # what follows cannot fail the reply, nor count against the upstream
@@ -167,7 +169,8 @@ class RemoteStream:
             n = len(entries or ()) or (1 if text else 0)
         self.counted += n
         self._done(ok=True)
-        return RequestOutput(self.request_id, text, n, finish_reason=finish, logprobs=entries or None)
+        return RequestOutput(self.request_id, text, n, finish_reason=finish, logprobs=entries or None,
+                             reasoning=reasoning, tool_calls=calls)
 
     def _usage(self, usage: dict) -> None:
         p, c = usage.get("prompt_tokens"), usage.get("completion_tokens")
@@ -315,10 +318,11 @@ class RemoteEngine:
         try:
             async with asyncio.timeout(t.first_byte):
                 response = await session.post(
-                    upstream.endpoint(path), json=body, headers=headers,
+                    upstream.endpoint(path), json=body, headers=headers, allow_redirects=False,
                     timeout=aiohttp.ClientTimeout(total=None, connect=None, sock_connect=t.connect))
                 if response.status != 200:
-                    raise self._status_error(upstream, response.status, await response.read(), response.headers)
+                    raise self._status_error(upstream, response.status, await read_error_body(response),
+                                             response.headers)
                 stream = RemoteStream(self, upstream, response, EventReader())
                 while not stream.reader.events:
                     chunk = await response.content.readany()
@@ -341,14 +345,16 @@ class RemoteEngine:
             health.failed(str(e))
             raise e from None
         except aiohttp.ClientConnectorError as e:
-            err = UpstreamFailed(f"upstream {upstream.name} ({upstream.host}) cannot be reached: {e.os_error or e}",
+            err = UpstreamFailed(f"upstream {upstream.name} ({upstream.host}) cannot be reached: {connect_reason(e)}",
                                  ErrorCode.UPSTREAM_UNAVAILABLE, 502)
             health.failed(str(err), unreachable=True)
             raise err from None
         except (aiohttp.ClientError, MalformedStream) as e:
             if response is not None:
                 response.close()
-            err = UpstreamFailed(f"upstream {upstream.name} failed: {e or type(e).__name__}")
+            # aiohttp's messages quote what the address sent: only the kind of failure is told
+            reason = str(e) if isinstance(e, MalformedStream) else f"no valid HTTP answer ({type(e).__name__})"
+            err = UpstreamFailed(f"upstream {upstream.name} failed: {reason}")
             health.failed(str(err))
             raise err from None
         except UpstreamFailed as e:
@@ -367,24 +373,30 @@ class RemoteEngine:
         return stream
 
     def _status_error(self, upstream: "Upstream", status: int, body: bytes, headers) -> UpstreamFailed:
-        message = error_message(body) or f"HTTP {status}"
+        """The error for an answer that is not 200: the status and Hearth's words. The upstream's
+        own message goes to the service log only (a client never reads what an address sent)."""
         who = f"upstream {upstream.name}"
+        log.warning("%s answered HTTP %s: %s", who, status, error_message(body)[:300])
+        seen = f"HTTP {status}; its message is in the service log"
         if status in (401, 403):
-            return UpstreamFailed(f"{who} refused Hearth's request ({status}: {message}); check its API key "
+            return UpstreamFailed(f"{who} refused Hearth's request ({seen}); check its API key "
                                   f"(`hearth remote add {upstream.name} URL --key-from-env VAR`)",
                                   ErrorCode.UPSTREAM_REFUSED, 502)
         if status == 429:
-            return UpstreamFailed(f"{who} is rate limiting ({message})", ErrorCode.UPSTREAM_RATE_LIMITED, 429,
+            return UpstreamFailed(f"{who} is rate limiting (HTTP 429)", ErrorCode.UPSTREAM_RATE_LIMITED, 429,
                                   _retry_after(headers))
         if status == 503:
-            return UpstreamFailed(f"{who} is unavailable ({message})", ErrorCode.UPSTREAM_UNAVAILABLE, 503,
+            return UpstreamFailed(f"{who} is unavailable (HTTP 503)", ErrorCode.UPSTREAM_UNAVAILABLE, 503,
                                   _retry_after(headers))
+        if 300 <= status < 400:
+            return UpstreamFailed(f"{who} answered with a redirect (HTTP {status}); Hearth does not follow "
+                                  "redirects: give the upstream's final address", ErrorCode.UPSTREAM_ERROR, 502)
         if status in _FAILOVER_STATUSES:
             if status == 404:
                 self.remotes.stale(upstream.name)
-            return UpstreamFailed(f"{who} answered {status}: {message}", ErrorCode.UPSTREAM_ERROR, 502)
+            return UpstreamFailed(f"{who} answered {seen}", ErrorCode.UPSTREAM_ERROR, 502)
         # the request itself was refused (too long, a bad parameter): the client's to fix, no failover
-        return UpstreamFailed(f"{who} refused the request: {message}", ErrorCode.INVALID_REQUEST, 400)
+        return UpstreamFailed(f"{who} refused the request ({seen})", ErrorCode.INVALID_REQUEST, 400)
 
     async def count_tokens(self, *, prompt: str | None = None, messages: list[dict] | None = None) -> int:
         raise RequestRefused(f"{self.model_id} is a remote model: its upstream does not count tokens for Hearth")

@@ -62,6 +62,9 @@ class Upstream:
     key: str | None = None
     allow_insecure: bool = False
     timeouts: Timeouts = field(default_factory=Timeouts)
+    #: the user let requests name this upstream's models without ``@NAME`` (a local model of the
+    #: same name still wins); off, only ``ID@NAME`` sends a prompt here
+    plain_names: bool = False
     #: discovered from its /v1/models: [{"id": ..., "context_length": ...}]
     models: list[dict] = field(default_factory=list)
     refreshed_at: float | None = None
@@ -84,6 +87,7 @@ class Upstream:
     @classmethod
     def from_dict(cls, d: dict) -> "Upstream":
         return cls(d["name"], d["url"], d.get("key"), bool(d.get("allow_insecure")), Timeouts.of(d.get("timeouts")),
+                   bool(d.get("plain_names")),
                    [m for m in d.get("models") or [] if isinstance(m, dict) and isinstance(m.get("id"), str)],
                    d.get("refreshed_at"))
 
@@ -133,7 +137,7 @@ def check_transport(url: str, allow_insecure: bool, resolve=socket.getaddrinfo) 
 
 
 def make_upstream(name: str, url: str, *, key: str | None = None, allow_insecure: bool = False,
-                  timeouts: dict | None = None) -> Upstream:
+                  timeouts: dict | None = None, plain_names: bool = False) -> Upstream:
     """A checked new upstream (raises ``UpstreamRefused`` naming the field)."""
     if not isinstance(name, str) or not NAME.fullmatch(name):
         raise UpstreamRefused("'name' must be 1 to 64 letters, digits, '.', '_' or '-', starting with a "
@@ -142,7 +146,7 @@ def make_upstream(name: str, url: str, *, key: str | None = None, allow_insecure
     check_transport(url, allow_insecure)
     if key is not None and key != "keyring" and not (key.startswith("env:") and ENV_VAR.fullmatch(key[4:])):
         raise UpstreamRefused("the key source must be 'keyring' or 'env:VARIABLE'", "key")
-    return Upstream(name, url, key, allow_insecure, Timeouts.of(timeouts))
+    return Upstream(name, url, key, allow_insecure, Timeouts.of(timeouts), plain_names)
 
 
 class UpstreamStore:

@@ -11,12 +11,46 @@ from runtime.sampling_params import DEFAULT_TOP_K, SamplingParams
 
 #: message fields an OpenAI-compatible server takes (the rest is Hearth's own)
 _MESSAGE_FIELDS = ("role", "content", "name", "tool_calls", "tool_call_id")
-#: most servers answer a multi-megabyte line only in error; a stream line longer than this is refused
+#: Every read of an upstream's answer is capped, so a hostile or broken one cannot fill the
+#: service's memory. A stream line or one event longer than this is refused (most servers send
+#: a multi-megabyte line only in error):
 MAX_LINE_BYTES = 4 * 1024 * 1024
+#: a whole streamed answer (16k tokens with 20 logprobs each are about 16 MiB)
+MAX_STREAM_BYTES = 64 * 1024 * 1024
+#: a ``/v1/models`` answer (thousands of models fit in well under 1 MiB)
+MAX_MODELS_BYTES = 4 * 1024 * 1024
+#: an error answer: read only for the service log, never shown to a client
+MAX_ERROR_BYTES = 16 * 1024
 
 
 class MalformedStream(ValueError):
-    """The upstream's stream is not OpenAI's server-sent events."""
+    """The upstream's stream is not OpenAI's server-sent events. The message is a fixed phrase:
+    an upstream's bytes never reach a client."""
+
+
+class AnswerTooLarge(ValueError):
+    """An upstream's answer is longer than its cap."""
+
+
+async def read_capped(response, limit: int) -> bytes:
+    """The body of an aiohttp ``response``, at most ``limit`` bytes (``AnswerTooLarge`` beyond:
+    the rest is not read)."""
+    if response.content_length is not None and response.content_length > limit:
+        raise AnswerTooLarge(f"the answer is {response.content_length} bytes; the limit is {limit}")
+    body = bytearray()
+    while chunk := await response.content.read(min(64 * 1024, limit + 1 - len(body))):
+        body += chunk
+        if len(body) > limit:
+            raise AnswerTooLarge(f"the answer is longer than {limit} bytes")
+    return bytes(body)
+
+
+async def read_error_body(response) -> bytes:
+    """An error answer's first bytes, for the service log only (never shown to a client)."""
+    try:
+        return await read_capped(response, MAX_ERROR_BYTES)
+    except AnswerTooLarge:
+        return b"(a longer answer than Hearth reads)"
 
 
 def _message(m: dict) -> dict:
@@ -80,9 +114,14 @@ class EventReader:
     def __init__(self) -> None:
         self._buf = bytearray()
         self._data: list[str] = []
+        self._event_bytes = 0  #: of the event being read (its data lines so far)
+        self.total = 0  #: bytes fed so far
         self.events: list[str] = []
 
     def feed(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        if self.total > MAX_STREAM_BYTES:
+            raise MalformedStream(f"the stream is longer than {MAX_STREAM_BYTES // (1024 * 1024)} MiB")
         self._buf += chunk
         while True:
             i = self._buf.find(b"\n")
@@ -108,15 +147,18 @@ class EventReader:
         if not line:
             if self._data:
                 self.events.append("\n".join(self._data))
-                self._data = []
+                self._data, self._event_bytes = [], 0
             return
         if line.startswith(":"):
             return  # a comment (keep-alive)
         name, _, value = line.partition(":")
         if name == "data":
+            self._event_bytes += len(raw)
+            if self._event_bytes > MAX_LINE_BYTES:
+                raise MalformedStream("an event of the stream is longer than 4 MiB")
             self._data.append(value[1:] if value.startswith(" ") else value)
         elif name not in ("event", "id", "retry"):
-            raise MalformedStream(f"not a server-sent event line: {line[:80]!r}")
+            raise MalformedStream("a line of the stream is not a server-sent event")
 
 
 def parse_event(data: str) -> dict | None:
@@ -125,8 +167,8 @@ def parse_event(data: str) -> dict | None:
         return None
     try:
         obj = json.loads(data)
-    except ValueError:
-        raise MalformedStream(f"an event is not JSON: {data[:80]!r}") from None
+    except (ValueError, RecursionError):
+        raise MalformedStream("an event is not JSON") from None
     if not isinstance(obj, dict):
         raise MalformedStream("an event is not a JSON object")
     return obj
@@ -203,7 +245,7 @@ class ToolCalls:
         for _, c in sorted(self.calls.items()):
             try:
                 args = json.loads(c["arguments"] or "{}")
-            except ValueError:
+            except (ValueError, RecursionError):
                 args = {}
             out.append((c["name"], args if isinstance(args, dict) else {}))
         return out
@@ -234,7 +276,7 @@ def error_message(body: bytes | str, limit: int = 300) -> str:
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     try:
         obj = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return text.strip()[:limit]
     err = obj.get("error", obj.get("detail", obj.get("message"))) if isinstance(obj, dict) else obj
     if isinstance(err, dict):

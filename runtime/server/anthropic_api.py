@@ -21,33 +21,30 @@ from aiohttp import web
 from runtime.engine.client import EngineError
 from runtime.server import sse
 from runtime.server.anthropic_schemas import MessagesRequest, parse_messages
-from runtime.server.generation import Run, count_prompt_tokens, engine_error, start_generation
+from runtime.server.error_table import api_error
+from runtime.server.generation import count_prompt_tokens, start_generation
 from runtime.server.openai_api import read_json
 from runtime.server.output_events import ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
-from runtime.server.reply_events import Reply, apply_options, collect, events
+from runtime.server.reply import Choice, Reply
+from runtime.server.wire_options import apply_options
 
 
 def _apply(mreq: MessagesRequest) -> None:
     apply_options(mreq.gen, tools=mreq.tools, tool_choice=mreq.tool_choice, parallel=mreq.parallel_tool_calls,
                   think=mreq.think, effort=mreq.effort, response_format=mreq.response_format,
                   extensions=mreq.extensions)
+    mreq.gen.reasoning_budget = mreq.thinking_budget or None  # 0: adaptive, the model decides
 
 
-def stop_reason(run: Run, stop_sequences: list[str]) -> tuple[str, str | None]:
-    """Anthropic's ``stop_reason`` and ``stop_sequence`` for a finished run."""
-    if run.calls:
+def stop_reason(choice: Choice, stop_sequences: list[str]) -> tuple[str, str | None]:
+    """Anthropic's ``stop_reason`` and ``stop_sequence`` for a finished reply."""
+    if choice.calls:
         return "tool_use", None
-    if run.finish == "length":
+    if choice.engine_finish == "length":
         return "max_tokens", None
-    if run.stop_sequence is not None and run.stop_sequence in stop_sequences:
-        return "stop_sequence", run.stop_sequence
+    if choice.stop_sequence is not None and choice.stop_sequence in stop_sequences:
+        return "stop_sequence", choice.stop_sequence
     return "end_turn", None  # the end-of-turn token, or a stop string of the model's own template
-
-
-def usage(run: Run) -> dict:
-    cached = min(run.cached_tokens, run.prompt_tokens)
-    return {"input_tokens": run.prompt_tokens - cached, "cache_creation_input_tokens": 0,
-            "cache_read_input_tokens": cached, "output_tokens": run.completion_tokens}
 
 
 def _message(msg_id: str, model: str, content: list[dict], reason: str | None, seq: str | None, use: dict) -> dict:
@@ -58,29 +55,29 @@ def _message(msg_id: str, model: str, content: list[dict], reason: str | None, s
 async def messages(request: web.Request) -> web.StreamResponse:
     mreq = parse_messages(await read_json(request))
     _apply(mreq)
-    engine, handles = await start_generation(request, mreq.gen)
-    run, plan = Run(handles[0]), mreq.gen.extra.get("output")
+    gen = await start_generation(request, mreq.gen)
+    reply = gen.reply()
     msg_id = f"msg_{uuid.uuid4().hex}"
-    model = mreq.gen.model or engine.model_id
+    model = mreq.gen.model or gen.engine.model_id
     try:
         if mreq.gen.stream:
-            return await _stream(request, run, plan, msg_id, model, mreq.stop_sequences)
-        reply = await collect(run, plan)
-        reason, seq = stop_reason(run, mreq.stop_sequences)
-        return web.json_response(_message(msg_id, model, _content(reply), reason, seq, usage(run)))
+            return await _stream(request, reply, msg_id, model, mreq.stop_sequences)
+        choice = (await reply.collect())[0]
+        reason, seq = stop_reason(choice, mreq.stop_sequences)
+        return web.json_response(_message(msg_id, model, _content(choice), reason, seq, reply.usage.anthropic()))
     finally:
-        run.handle.cancel()  # no-op once finished; frees the request's blocks if the client left
+        reply.cancel()  # no-op once finished; frees the request's cells if the client left
 
 
-def _content(reply: Reply) -> list[dict]:
+def _content(choice: Choice) -> list[dict]:
     """A whole reply's content blocks: thinking, text, then the tool_use blocks."""
     blocks: list[dict] = []
-    if reply.reasoning:
-        blocks.append({"type": "thinking", "thinking": reply.reasoning, "signature": ""})
-    if reply.text:
-        blocks.append({"type": "text", "text": reply.text})
+    if choice.reasoning:
+        blocks.append({"type": "thinking", "thinking": choice.reasoning, "signature": ""})
+    if choice.text:
+        blocks.append({"type": "text", "text": choice.text})
     blocks += [{"type": "tool_use", "id": tool_use_id(c["id"]), "name": c["name"], "input": json.loads(c["arguments"])}
-               for c in reply.calls]
+               for c in choice.calls]
     return blocks
 
 
@@ -133,29 +130,30 @@ class _Blocks:
             await self.close()
 
 
-async def _stream(request: web.Request, run: Run, plan, msg_id: str, model: str, stops: list[str]) -> web.StreamResponse:
-    response = await sse.open_stream(request)
+async def _stream(request: web.Request, reply: Reply, msg_id: str, model: str, stops: list[str]) -> web.StreamResponse:
+    response = await sse.open_stream(request, sse.frame({"type": "ping"}, "ping"))
     write = response.write
-    start = {"input_tokens": run.prompt_tokens, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+    start = {"input_tokens": reply.prompt_tokens, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
              "output_tokens": 0}
     blocks = _Blocks(write)
     try:
         await write(sse.frame({"type": "message_start", "message": _message(msg_id, model, [], None, None, start)},
                               "message_start"))
-        if plan is None:  # plain text: the one text block opens at once, as Anthropic's does
+        if reply.plan is None:  # plain text: the one text block opens at once, as Anthropic's does
             await blocks.open("text", {"type": "text", "text": ""})
         await write(sse.frame({"type": "ping"}, "ping"))
-        async for e in events(run, plan):
-            await blocks.add(e)
+        async for ch in reply.chunks():
+            for e in ch.events:
+                await blocks.add(e)
         await blocks.close()
-        reason, seq = stop_reason(run, stops)
+        reason, seq = stop_reason(reply.choices[0], stops)
         await write(sse.frame({"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": seq},
-                               "usage": usage(run)}, "message_delta"))
+                               "usage": reply.usage.anthropic()}, "message_delta"))
         await write(sse.frame({"type": "message_stop"}, "message_stop"))
     except EngineError as e:
-        await write(sse.frame(engine_error(e).anthropic_body(), "error"))
+        await write(sse.frame(api_error(e).anthropic_body(), "error"))
     except (ConnectionResetError, asyncio.CancelledError):
-        run.handle.cancel()
+        reply.cancel()
         raise
     await response.write_eof()
     return response

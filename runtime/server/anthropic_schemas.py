@@ -5,6 +5,21 @@ the message's text, an assistant's ``tool_use`` blocks its ``tool_calls``, a use
 ``tool_result`` blocks ``tool`` messages; tools become OpenAI function tools and ``tool_choice``
 OpenAI's choice. ``thinking`` blocks of earlier turns are dropped (templates do not re-read
 reasoning). Errors name the field the way Anthropic does (``max_tokens: Field required``).
+
+What real clients send beyond the documented API is accepted with a fixed meaning:
+
+- a ``system`` message inside ``messages`` (Claude Code puts one after its first user turn)
+  joins the user turn before it (or after it, when it comes first), so the roles still
+  alternate for the chat template and the earlier turns keep their tokens (the prefix cache
+  still matches the next request);
+- blocks produced by Anthropic's own server tools (``server_tool_use``, ``*_tool_result``,
+  ``mcp_tool_use``, ``container_upload``) and earlier ``thinking`` are not shown to the model;
+- an image or document inside a ``tool_result`` becomes a short note in the result's text (the
+  models served here read text only; an image the user sends directly is still a 400);
+- server tools (``web_search_*``, ``code_execution_*``, ...) are not offered to the model,
+  since nothing here would run them; client tools with Anthropic-defined schemas (``bash_*``,
+  ``text_editor_*``) are offered with their documented input schemas;
+- client metadata lines at the top of the system prompt (``client_metadata``) are removed.
 """
 
 from __future__ import annotations
@@ -14,13 +29,25 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.sampling_params import DEFAULT_TOP_K, SamplingParams
+from runtime.server.client_metadata import strip_metadata
 from runtime.server.errors import bad_request
 from runtime.server.schemas import DEFAULT_TEMPERATURE, GenerationRequest
 from runtime.server.structured_output import extension_fields
 from runtime.server.validation import boolean, int_option, integer, number, option, stop_list
 from runtime.server.tool_shapes import function_tool, tool_list
 
-_SKIPPED_BLOCKS = {"thinking", "redacted_thinking"}
+_SKIPPED_BLOCKS = {"thinking", "redacted_thinking", "server_tool_use", "mcp_tool_use", "mcp_tool_result",
+                   "container_upload"}
+#: media inside a tool's result: the model reads text only, so it is told what it cannot see
+_MEDIA_BLOCKS = {"image", "document"}
+#: Anthropic-defined client tools: their input schemas are fixed by the API, not sent
+_DEFINED_TOOLS = {
+    "bash": {"type": "object", "properties": {"command": {"type": "string"}, "restart": {"type": "boolean"}}},
+    "text_editor": {"type": "object", "required": ["command", "path"], "properties": {
+        "command": {"enum": ["view", "create", "str_replace", "insert", "undo_edit"]}, "path": {"type": "string"},
+        "file_text": {"type": "string"}, "old_str": {"type": "string"}, "new_str": {"type": "string"},
+        "insert_line": {"type": "integer"}, "view_range": {"type": "array", "items": {"type": "integer"}}}},
+}
 _REFUSED_FIELDS = {"mcp_servers": "MCP servers", "container": "containers"}
 
 
@@ -42,8 +69,9 @@ class MessagesRequest:
         return bool(self.tools) or any(m["role"] == "tool" or m.get("tool_calls") for m in self.gen.messages or [])
 
 
-def _texts(content: Any, where: str) -> str:
-    """A string, or a list of text blocks, as one string (system prompts, tool results)."""
+def _texts(content: Any, where: str, *, media: bool = False) -> str:
+    """A string, or a list of text blocks, as one string (system prompts, tool results).
+    ``media``: image and document blocks become a note instead of a 400 (a tool's result)."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -52,6 +80,9 @@ def _texts(content: Any, where: str) -> str:
         raise bad_request(f"{where}: must be a string or a list of text blocks", where)
     parts = []
     for j, b in enumerate(content):
+        if media and isinstance(b, dict) and b.get("type") in _MEDIA_BLOCKS:
+            parts.append(f"[{b['type']} not shown: this model reads text only]")
+            continue
         if not isinstance(b, dict) or b.get("type") != "text" or not isinstance(b.get("text"), str):
             kind = b.get("type") if isinstance(b, dict) else type(b).__name__
             raise bad_request(f"{where}.{j}: only text blocks are supported here, got {kind!r}", f"{where}.{j}")
@@ -74,7 +105,7 @@ def tool_message(block: dict, where: str) -> dict:
     """A user's ``tool_result`` block as an OpenAI ``tool`` message."""
     if not isinstance(block.get("tool_use_id"), str):
         raise bad_request(f"{where}.tool_use_id: Field required", f"{where}.tool_use_id")
-    text = _texts(block.get("content"), f"{where}.content")
+    text = _texts(block.get("content"), f"{where}.content", media=True)
     if block.get("is_error") is True:
         text = f"Error: {text}"  # OpenAI's tool message has no error flag: say it in the text
     return {"role": "tool", "tool_call_id": block["tool_use_id"], "content": text}
@@ -83,9 +114,11 @@ def tool_message(block: dict, where: str) -> dict:
 def translate_message(m: Any, i: int) -> list[dict]:
     """One Anthropic message as OpenAI-shaped messages (a user turn with tool results gives several)."""
     where = f"messages.{i}"
-    if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
+    if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
         raise bad_request(f"{where}.role: must be 'user' or 'assistant'", f"{where}.role")
     role, content = m["role"], m.get("content")
+    if role == "system":
+        return [{"role": "system", "content": strip_metadata(_texts(content, f"{where}.content"))}]
     if isinstance(content, str):
         return [{"role": role, "content": content}]
     if not isinstance(content, list):
@@ -102,8 +135,8 @@ def translate_message(m: Any, i: int) -> list[dict]:
             calls.append(tool_call(b, at))
         elif kind == "tool_result" and role == "user":
             out.append(tool_message(b, at))
-        elif kind in _SKIPPED_BLOCKS:
-            continue
+        elif kind in _SKIPPED_BLOCKS or (isinstance(kind, str) and kind.endswith("_tool_result")):
+            continue  # Anthropic's server tools ran these: nothing here for the model to read
         elif kind in ("image", "document"):
             raise bad_request(f"{at}: the models served here take text only, not {kind} blocks", at)
         else:
@@ -118,14 +151,49 @@ def translate_message(m: Any, i: int) -> list[dict]:
     return out
 
 
+def fold_system(messages: list[dict]) -> list[dict]:
+    """System messages after the first user or assistant turn joined to the user turn before
+    them (or, with none before, the one after): chat templates expect one system prompt at the
+    top and alternating turns, and appending keeps every earlier token where it was. Leading
+    system messages are joined into one."""
+    out: list[dict] = []
+    pending: list[str] = []  # system text that came before any user turn it could join
+    for m in messages:
+        if m["role"] != "system":
+            if pending and m["role"] == "user" and isinstance(m.get("content"), str) and out:
+                m = {**m, "content": "\n\n".join([*pending, m["content"]])}
+                pending = []
+            out.append(m)
+            continue
+        if not m["content"]:
+            continue
+        if not out or all(x["role"] == "system" for x in out):
+            if out:
+                out[0] = {**out[0], "content": f"{out[0]['content']}\n\n{m['content']}"}
+            else:
+                out.append(m)
+        elif out[-1]["role"] == "user" and isinstance(out[-1].get("content"), str):
+            out[-1] = {**out[-1], "content": f"{out[-1]['content']}\n\n{m['content']}"}
+        else:
+            pending.append(m["content"])
+    if pending:
+        out.append({"role": "user", "content": "\n\n".join(pending)})
+    return out
+
+
 def translate_tools(tools: Any) -> list[dict]:
     """Anthropic client tools (``name``, ``description``, ``input_schema``) as OpenAI function tools."""
     out = []
     for i, t in enumerate(tool_list(tools, "tools: must be a list")):
         if not isinstance(t, dict) or not isinstance(t.get("name"), str) or not t["name"]:
             raise bad_request(f"tools.{i}.name: Field required", f"tools.{i}.name")
-        if t.get("type") not in (None, "custom"):
-            raise bad_request(f"tools.{i}: server tool {t['type']!r} is not available on this server", f"tools.{i}")
+        kind = t.get("type")
+        if kind not in (None, "custom"):
+            defined = next((s for prefix, s in _DEFINED_TOOLS.items()
+                            if isinstance(kind, str) and kind.startswith(prefix + "_")), None)
+            if defined is not None:
+                out.append(function_tool(t["name"], defined, None))
+            continue  # a server tool: Anthropic's servers run it, nothing here would, so it is not offered
         schema = t.get("input_schema")
         if not isinstance(schema, dict):
             raise bad_request(f"tools.{i}.input_schema: Field required (a JSON schema object)", f"tools.{i}.input_schema")
@@ -210,13 +278,18 @@ def parse_messages(body: Any, *, count_only: bool = False) -> MessagesRequest:
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise bad_request("messages: Field required (a non-empty list)", "messages")
-    messages = [t for i, m in enumerate(raw) for t in translate_message(m, i)]
-    if raw[-1].get("role") == "assistant" and not count_only:
+    messages = fold_system([t for i, m in enumerate(raw) for t in translate_message(m, i)])
+    if isinstance(raw[-1], dict) and raw[-1].get("role") == "assistant" and not count_only:
         raise bad_request("messages: a final assistant message (prefilling the reply) is not supported by this server",
                           "messages")
-    system = _texts(body.get("system"), "system")
+    system = strip_metadata(_texts(body.get("system"), "system"))
+    if messages and messages[0]["role"] == "system":
+        top = messages.pop(0)["content"]
+        system = f"{system}\n\n{top}" if system and top else system or top
     if system:
         messages.insert(0, {"role": "system", "content": system})
+    if not any(m["role"] != "system" for m in messages):
+        raise bad_request("messages: at least one user message is required", "messages")
     gen = GenerationRequest(model, params, stream=boolean(body, "stream"), messages=messages)
     choice, parallel = translate_tool_choice(body.get("tool_choice"))
     fmt, effort = translate_output_config(body.get("output_config"))

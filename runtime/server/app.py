@@ -12,17 +12,20 @@ from aiohttp import web
 from runtime.config import ServeConfig
 from runtime.server import (
     anthropic_api, embeddings_api, hardware_api, models_api, ollama_api, openai_api, openapi, rerank_api,
-    responses_api, service_api, store_api,
+    quantize_api, responses_api, service_api, store_api,
 )
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, http_error
 from runtime.server.keep_alive import KEEP_ALIVE, KeepAlive, keep_alive_ctx
 from runtime.server.model_manager import ModelManager
 from runtime.server.security import LIMITER, STOPPING, cors_middleware, grant_on_prepare, guard_middleware
+from runtime.server.tool_calls import relaxed_tools_header
 
 log = logging.getLogger("hearth.server")
 
 ROUTES = [
+    ("GET", "/", service_api.root),
+    ("HEAD", "/", service_api.root),
     ("GET", "/health", service_api.health),
     ("GET", "/hearth/identity", service_api.identity_proof),
     ("GET", "/hearth/stats", service_api.stats),
@@ -39,6 +42,7 @@ ROUTES = [
     *rerank_api.ROUTES,
     ("GET", "/openapi.json", openapi.document),
     *store_api.ROUTES,
+    *quantize_api.ROUTES,
 ]
 
 
@@ -88,11 +92,13 @@ def create_app(config: ServeConfig) -> web.Application:
     app[responses_api.RESPONSES] = responses_api.store_for(app)
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
-    from runtime.remote import api as remote_api
+    from runtime.server import remotes_api as remote_api
 
     remote_api.install(app)  # upstreams: /hearth/remotes, remote models (none until one is added)
     app.on_response_prepare.append(grant_on_prepare)
+    app.on_response_prepare.append(relaxed_tools_header)
     app.cleanup_ctx.append(store_api.store_ctx)
+    app.cleanup_ctx.append(quantize_api.quantize_ctx)
     app.cleanup_ctx.append(_engine_ctx)
     app.cleanup_ctx.append(keep_alive_ctx)
     return app

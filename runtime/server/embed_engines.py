@@ -5,7 +5,9 @@ for a cross-encoder, see ``runtime.store.onnx_model``); a GGUF of an encoder arc
 (BERT, nomic-bert, ...) embeds, and one with rank pooling reranks, both through llama.cpp in
 the embedding worker; any other GGUF generates text in the chat worker. Embedding models run
 on the CPU with few threads (``$HEARTH_EMBED_THREADS``, default 2) so that a chat model decoding
-beside them keeps its speed; the router counts them with a small plan of their own.
+beside them keeps its speed; the router counts them with a small plan of their own. A request
+may carry ``MAX_JOB_TOKENS`` tokens in all (``$HEARTH_EMBED_MAX_TOKENS``); its inputs run in
+batches of ``$HEARTH_EMBED_BATCH`` (default 16), shared fairly with the other requests.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pathlib import Path
 
 from runtime.config import DEFAULT_CTX
 from runtime.engine.embed_client import EmbedClient
-from runtime.engine.embed_messages import EmbedSpec
+from runtime.engine.embed_messages import MAX_JOB_TOKENS, EmbedSpec
 from runtime.engine.protocol import ModelLoadFailed
 from runtime.store.onnx_model import InvalidOnnxModel, is_onnx_path, read_onnx_model
 
@@ -129,7 +131,8 @@ async def start_embed_engine(model, config, ctx: int) -> EmbedClient:
     fmt = "onnx" if is_onnx_path(model.path) else "gguf"
     engine = EmbedClient(EmbedSpec(model.id, str(model.path), fmt, threads=embed_threads(config),
                                    batch_size=int(os.environ.get("HEARTH_EMBED_BATCH", "16")),
-                                   n_ctx=min(ctx, DEFAULT_CTX), overrides=catalog_settings(model.id) or None))
+                                   n_ctx=min(ctx, DEFAULT_CTX), overrides=catalog_settings(model.id) or None,
+                                   max_job_tokens=int(os.environ.get("HEARTH_EMBED_MAX_TOKENS") or MAX_JOB_TOKENS)))
     try:
         await asyncio.wait_for(engine.start(), config.load_timeout)
     except asyncio.TimeoutError:

@@ -23,10 +23,13 @@ def is_anthropic_path(path: str) -> bool:
 class ApiError(Exception):
     def __init__(self, status: int, message: str, *, type: str = "invalid_request_error",
                  param: str | None = None, code: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+                 headers: dict[str, str] | None = None, anthropic_message: str | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.type, self.param, self.code = status, message, type, param, code
         self.headers = headers or {}
+        #: the message in the words Anthropic's clients act on (Claude Code compacts its
+        #: conversation on "prompt is too long: N tokens > M maximum"), when they differ
+        self.anthropic_message = anthropic_message
 
     def body(self) -> dict:
         return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
@@ -36,7 +39,7 @@ class ApiError(Exception):
 
     def anthropic_body(self) -> dict:
         kind = ANTHROPIC_TYPES.get(self.status, "api_error" if self.status >= 500 else "invalid_request_error")
-        return {"type": "error", "error": {"type": kind, "message": self.message}}
+        return {"type": "error", "error": {"type": kind, "message": self.anthropic_message or self.message}}
 
     def response(self, path: str = "") -> web.Response:
         if path.startswith(OLLAMA_PREFIX):

@@ -1,88 +1,83 @@
-"""Running one generation request against the engine: errors mapped to HTTP, text collected."""
+"""Submitting one generation request to its engine (picked, loaded or restarted); its reply is
+read through ``reply.Reply``, its errors mapped by ``error_table``."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from aiohttp import web
 
-from runtime.engine.client import (
-    EngineError, ModelLoadFailed, RequestFailed, RequestHandle, RequestRefused, ServiceStopping,
-    WorkerDied,
-)
-from runtime.engine.protocol import Engine, ErrorCode, UpstreamFailed
+from runtime.engine.client import RequestHandle, RequestRefused, WorkerDied
+from runtime.engine.protocol import Engine, UpstreamFailed
 from runtime.server.app_keys import CONFIG, MANAGER
-from runtime.server.errors import ApiError, bad_request
-from runtime.server.embed_engines import WrongModelKind
-from runtime.server.model_manager import DraftRefused, ModelDoesNotFit, ModelLoadTimeout, NoRoom
-from runtime.server.model_refs import ModelPathRefused
+from runtime.server.error_table import api_error
+from runtime.server.errors import ApiError
 from runtime.server.schemas import GenerationRequest
 from runtime.server.validation import token_ids
-from runtime.server.tool_calls import plan_output
-from runtime.store.embedded import EmbeddedModelMissing
-from runtime.store.gguf_file import InvalidModelFile
-from runtime.store.resolve import UnknownModel
+from runtime.server.reply import Reply
+from runtime.server.tool_calls import OutputPlan, plan_output
+
+
+#: the reasoning tokens each effort allows before the engine closes the thinking block
+EFFORT_BUDGETS = {"minimal": 256, "low": 1024, "medium": 4096, "high": 16384}
 
 
 def engine_error(e: Exception) -> ApiError:
-    """The HTTP error for an engine-side failure."""
-    if isinstance(e, UpstreamFailed):
-        kind = "server_error" if e.status >= 500 else ("rate_limit_error" if e.status == 429 else "invalid_request_error")
-        return ApiError(e.status, str(e), type=kind,
-                        code=e.code.value if e.code else None,
-                        headers={"Retry-After": str(e.retry_after)} if e.retry_after is not None else None)
-    if isinstance(e, RequestFailed):
-        return ApiError(500, str(e), type="server_error", code=e.code or "request_failed")
-    if isinstance(e, ServiceStopping):
-        return ApiError(503, str(e), type="server_error", code="shutting_down")
-    if isinstance(e, RequestRefused):
-        return ApiError(400, str(e), code=e.code.value if e.code else None)
-    if isinstance(e, RequestFailed):
-        code = e.code.value if e.code else None
-        if e.code is ErrorCode.INVALID_TOKEN:
-            return ApiError(400, str(e), code=code)
-        return ApiError(500, str(e), type="server_error", code=code)
-    if isinstance(e, WorkerDied):
-        return ApiError(503, f"{e}; the next request restarts it", type="server_error", code="engine_stopped")
-    if isinstance(e, DraftRefused):
-        return ApiError(400, str(e), param="draft", code="draft_refused")
-    if isinstance(e, ModelLoadTimeout):
-        return ApiError(504, str(e), type="server_error", param="model", code="model_load_timeout")
-    if isinstance(e, NoRoom):
-        return ApiError(503, str(e), type="server_error", code="model_busy",
-                        headers={"Retry-After": str(e.retry_after)})
-    if isinstance(e, ModelDoesNotFit):
-        return ApiError(400, str(e), param="model", code="model_does_not_fit")
-    if isinstance(e, ModelLoadFailed):
-        return ApiError(500, f"the model could not be loaded: {e}", type="server_error", code="model_load_failed")
-    raise e
+    """The HTTP error for an engine-side failure (``error_table``)."""
+    return api_error(e)
 
 
-async def start_generation(request: web.Request, req: GenerationRequest) -> tuple[Engine, list[RequestHandle]]:
+@dataclass(slots=True)
+class Generation:
+    """A submitted request: its engine, one handle per choice, and how its output is read."""
+
+    engine: Engine
+    handles: list[RequestHandle]
+    plan: OutputPlan | None
+
+    def reply(self, parsed: bool = True) -> Reply:
+        """The reply pipeline over the handles (``parsed`` False: raw text, no tool calls or reasoning)."""
+        return Reply(self.handles, self.plan if parsed else None)
+
+
+async def start_generation(request: web.Request, req: GenerationRequest) -> Generation:
     """Pick (a resident one, or load, or restart) the engine and submit; raise ``ApiError`` on failure.
 
     Nothing is awaited between getting the engine and submitting to it, so the router cannot
     unload it in between (an engine with a request in flight is never unloaded for room)."""
     manager = request.app[MANAGER]
     limit = request.app[CONFIG].security.max_tokens_limit
-    if req.params.max_tokens is not None and req.params.max_tokens > limit:
-        raise bad_request(f"'max_tokens' must be at most {limit} on this server, got {req.params.max_tokens}",
-                          req.extra.get("max_tokens_param", "max_tokens"))
+    params = req.params
+    if params.max_tokens is not None and params.max_tokens > limit:
+        # Agents ask for more than they need (Claude Code and opencode send 32000): the reply is
+        # cut at the server's limit (and at the end of the context: the engine's bound, never a
+        # refusal), and its finish reason says ``length`` if it gets there.
+        params = replace(params, max_tokens=limit)
     try:
-        engine = await manager.engine_for(req.model, req.extra.get("num_ctx"), req.keep_alive)
+        engine = await manager.engine_for(req.model, req.num_ctx, req.keep_alive)
     except Exception as e:
         raise model_error(e) from None
     loaded = engine.loaded
+    local = loaded is not None and bool(loaded.pid)
     if req.tokens is not None and loaded is not None:
         token_ids(req.tokens, "prompt", loaded.info.get("n_vocab"))
-    req.extra["output"] = plan_output(req, (loaded.info or {}).get("chat_template") if loaded else None)
-    if req.params.max_tokens is None and loaded is not None and limit < loaded.max_request_tokens:
-        req.params.max_tokens = limit  # the limit bounds replies that did not ask for a length too
+    plan = await plan_output(req, (loaded.info or {}).get("chat_template") if loaded else None, request)
+    budget = req.reasoning_budget or EFFORT_BUDGETS.get(req.reasoning_effort or "")
+    if plan is not None and plan.think is not None and budget and local:
+        # a local engine closes the thinking block after the budget (a remote one gets the effort)
+        params = replace(params, reasoning_budget=budget, think_markers=plan.think, in_reasoning=plan.in_reasoning)
+    if params.max_tokens is None and local and limit < loaded.max_request_tokens:
+        # A local engine's reply without a length (Codex sends none) is bounded by the server's
+        # limit too; the engine then cuts it where the context ends. A remote engine's upstream
+        # applies its own bound, and a filled-in length could make it refuse a long prompt.
+        params = replace(params, max_tokens=limit)
     try:
-        handles = await engine.submit(req.params, prompt=req.prompt, messages=req.messages, tokens=req.tokens,
-                                      n=req.n, constraint=req.constraint, template_vars=template_vars(req))
+        handles = await engine.submit(params, prompt=req.prompt, messages=req.messages, tokens=req.tokens,
+                                      n=req.n, constraint=req.constraint, template_vars=template_vars(req, plan))
     except (RequestRefused, WorkerDied, UpstreamFailed) as e:
         raise engine_error(e) from None
     manager.requests_served += 1
-    return engine, handles
+    return Generation(engine, handles, plan)
 
 
 async def count_prompt_tokens(request: web.Request, req: GenerationRequest) -> int:
@@ -93,17 +88,17 @@ async def count_prompt_tokens(request: web.Request, req: GenerationRequest) -> i
         raise model_error(e) from None
     loaded = engine.loaded
     if loaded is not None:  # tools described in the prompt, earlier calls in the model's markup
-        plan_output(req, (loaded.info or {}).get("chat_template"))
+        await plan_output(req, (loaded.info or {}).get("chat_template"))
     try:
         return await engine.count_tokens(prompt=req.prompt, messages=req.messages)
     except (RequestRefused, WorkerDied, UpstreamFailed) as e:
         raise engine_error(e) from None
 
 
-def template_vars(req: GenerationRequest) -> dict | None:
-    """Extra chat-template variables: the tools, and thinking on or off."""
+def template_vars(req: GenerationRequest, plan: OutputPlan | None) -> dict | None:
+    """Extra chat-template variables: the tools (for a template that renders them), and thinking on or off."""
     out: dict = {}
-    if req.tools and req.tool_choice != "none" and req.extra.get("template_tools"):
+    if req.tools and req.tool_choice != "none" and plan is not None and plan.native_tools:
         out["tools"] = req.tools
         if req.tool_choice not in (None, "auto"):  # required or a named function: a remote engine passes it on
             out["tool_choice"] = req.tool_choice
@@ -115,77 +110,5 @@ def template_vars(req: GenerationRequest) -> dict | None:
 
 
 def model_error(e: Exception) -> ApiError:
-    """The HTTP error for a ``model`` that cannot be used (re-raises anything else)."""
-    if isinstance(e, ModelPathRefused):
-        return ApiError(403, str(e), param="model", code="model_path_refused")
-    if isinstance(e, UnknownModel):
-        return ApiError(404, str(e), param="model", code="model_not_found")
-    if isinstance(e, WrongModelKind):
-        return ApiError(400, str(e), param="model", code="model_not_supported")
-    if isinstance(e, (InvalidModelFile, EmbeddedModelMissing)):
-        return ApiError(400, str(e), param="model", code="invalid_model")
-    if isinstance(e, ModelLoadFailed):
-        return engine_error(e)
-    raise e
-
-
-def usage(prompt_tokens: int, completion_tokens: int, last=None) -> dict:
-    """The usage object; ``last``: the request's final ``RequestOutput`` (cached prompt tokens,
-    speculative decoding counts), a number of cached prompt tokens, or None."""
-    cached = last if isinstance(last, int) else (last.cached_tokens if last is not None else 0)
-    body = {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": cached},
-    }
-    if last is not None and not isinstance(last, int) and last.drafted:
-        body["speculative"] = {"drafted": last.drafted, "accepted": last.accepted,
-                               "acceptance_rate": round(last.accepted / last.drafted, 4)}
-    return body
-
-
-class Run:
-    """One submitted request read as text pieces, for the wire formats that serve one choice
-    (Anthropic Messages, Responses): outputs that queued up arrive merged, and the final one's
-    counters (finish reason, cached prompt tokens, the stop string that hit) are kept."""
-
-    def __init__(self, handle: RequestHandle) -> None:
-        self.handle = handle
-        self.parts: list[str] = []
-        self.completion_tokens = 0
-        self.finish: str | None = None
-        self.cached_tokens = 0
-        self.stop_sequence: str | None = None
-        self.calls: list[dict] = []  # the tool calls parsed from the text (``reply_events``)
-
-    @property
-    def prompt_tokens(self) -> int:
-        return self.handle.prompt_tokens
-
-    @property
-    def text(self) -> str:
-        return "".join(self.parts)
-
-    async def pieces(self):
-        """Text as it comes (never empty); engine errors propagate as ``EngineError``."""
-        async for out in self.handle:
-            outs = [out, *self.handle.ready()]
-            text = "".join(o.text for o in outs)
-            self.completion_tokens += sum(o.n_tokens for o in outs)
-            last = outs[-1]
-            if last.finish_reason is not None:
-                self.finish, self.cached_tokens, self.stop_sequence = (
-                    last.finish_reason, last.cached_tokens, last.stop_sequence)
-            if text:
-                self.parts.append(text)
-                yield text
-
-    async def collect(self) -> str:
-        """The whole text; an engine error becomes the API error."""
-        try:
-            async for _ in self.pieces():
-                pass
-        except EngineError as e:
-            raise engine_error(e) from None
-        return self.text
+    """The HTTP error for a ``model`` that cannot be used (``error_table``)."""
+    return api_error(e)

@@ -1,4 +1,8 @@
-"""/hearth/hardware and /hearth/fit: the probe and the memory-fit planner over HTTP."""
+"""/hearth/hardware and /hearth/fit: the probe and the memory-fit planner over HTTP.
+
+Both are GETs and write nothing: a model that is not in the data directory yet (an embedded one
+is placed on its first use) is planned from the catalog's numbers, or answered 404 "not yet
+available" when the catalog has none."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from runtime.server.errors import bad_request
 from runtime.server.generation import model_error
 from runtime.server.model_refs import ModelPathRefused, confinement
 from runtime.store.gguf_file import InvalidModelFile
-from runtime.store.model_shape import model_shape
+from runtime.hardware.model_shape import model_shape
 from runtime.store.resolve import UnknownModel
 
 
@@ -37,7 +41,10 @@ async def fit(request: web.Request) -> web.Response:
         def blocking():  # the header is read, and the plan made, off the event loop
             from runtime.server.embed_engines import file_fit
 
-            encoder = file_fit(manager.resolve(ref).path, hw)
+            try:
+                encoder = file_fit(manager.resolve(ref).path, hw)
+            except UnknownModel:  # not here (or, on this GET, not placed yet): the catalog's numbers below
+                encoder = None
             if encoder is not None:  # an embedding or reranking model: the CPU, by its file size
                 return encoder
             shape = model_shape(ref, config.data_dir, confinement(config))

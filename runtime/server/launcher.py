@@ -6,10 +6,12 @@ benchmarks, and the tests.
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -24,6 +26,11 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 class ServiceProcess:
+    """The service's log is read as it comes, as a terminal would (a pipe nobody reads fills and
+    stops the service mid-write); the last ``LOG_LINES`` lines are kept for ``output()``."""
+
+    LOG_LINES = 2000
+
     def __init__(self, *args: str, port: int | None = None, host: str = "127.0.0.1",
                  env: dict[str, str] | None = None) -> None:
         self.port = port or free_port(host)
@@ -32,6 +39,20 @@ class ServiceProcess:
             [*hearth_argv(), "serve", "--host", host, "--port", str(self.port), *args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env or dict(os.environ),
         )
+        self.log: collections.deque[str] = collections.deque(maxlen=self.LOG_LINES)
+        self._reader = threading.Thread(target=self._read_log, daemon=True)
+        self._reader.start()
+
+    def _read_log(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.log.append(line)
+
+    def output(self) -> str:
+        """The last lines the service wrote: all of them once it has exited."""
+        if self.proc.poll() is not None:
+            self._reader.join(5)
+        return "".join(self.log)
 
     def get(self, path: str, timeout: float = 5.0) -> dict:
         with urllib.request.urlopen(f"{self.url}{path}", timeout=timeout) as r:
@@ -48,7 +69,7 @@ class ServiceProcess:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"hearth serve exited with {self.proc.returncode}:\n{self.proc.stdout.read()}")
+                raise RuntimeError(f"hearth serve exited with {self.proc.returncode}:\n{self.output()}")
             try:
                 if self.health()["engine"]["state"] == "running":
                     return self

@@ -11,7 +11,7 @@ import asyncio
 import logging
 from dataclasses import replace
 
-from runtime.config import ServeConfig
+from runtime.config import DEFAULT_CTX, ServeConfig
 from runtime.engine.client import EngineClient
 from runtime.engine.messages import WorkerSpec
 from runtime.engine.protocol import Engine, ErrorCode, ModelLoadFailed
@@ -43,10 +43,12 @@ class ModelManager:
         self._hardware = None
         self._hardware_lock = asyncio.Lock()
         self._budget: Budget | None = None
+        #: the hardware probe started with the service (``hearth serve``), a concurrent future
+        self.early_hardware = None
         #: remote engines (``runtime.remote.registry.Remotes``), set when the app is built
         self.remotes = None
         self.router = Router(self.plan, self._load, self.budget, config.engine.ctx, config.residency.keep_alive,
-                             config.residency.load_wait)
+                             config.residency.load_wait, unplanned_ctx=DEFAULT_CTX)
 
     @property
     def engine(self) -> Engine | None:
@@ -75,18 +77,25 @@ class ModelManager:
         from runtime.hardware.probe import probe_in_subprocess
 
         async with self._hardware_lock:
+            early, self.early_hardware = self.early_hardware, None
+            if self._hardware is None and early is not None:
+                try:
+                    self._hardware = await asyncio.wrap_future(early)
+                except (RuntimeError, OSError, ValueError) as e:  # probed again below
+                    log.warning("the hardware probe at start failed: %s", e)
             if self._hardware is None:
                 self._hardware = await asyncio.get_running_loop().run_in_executor(None, probe_in_subprocess)
         self._hardware.ram.available = int(psutil.virtual_memory().available)
         return self._hardware
 
     async def plan(self, model: ResolvedModel, ctx: int | None = None):
-        """The fit plan for loading ``model`` at ``ctx`` (default ``--ctx``) with this service's
+        """The fit plan for loading ``model`` at ``ctx`` (default ``--ctx``, else the planner's
+        default context) with this service's
         settings, as on this machine with no model loaded (the resident models' planned RAM
         counts as available: whether it fits beside them is the router's budget check). None
         if the probe fails: loading then goes ahead with the settings as given."""
         from runtime.hardware.fit import plan_fit
-        from runtime.store.model_shape import shape_of_file
+        from runtime.hardware.model_shape import shape_of_file
 
         c = self.config.engine
         if await self.task_of(model) != GENERATE:  # an encoder: the embedding worker
@@ -104,12 +113,25 @@ class ModelManager:
         try:
             hw = await self.hardware()
             hw.ram.available += self.router.used().ram
+            if c.rpc:  # the workers as they are now: one that went away is planned without
+                hw = await self.with_rpc(hw)
             return await asyncio.to_thread(blocking, hw)
         except InvalidModelFile:
             raise  # a damaged or hostile file is refused; it must not unload the running model
         except (RuntimeError, OSError, ValueError) as e:
             log.warning("no fit plan for %s: %s", model.id, e)
             return None
+
+    async def with_rpc(self, hw):
+        """``hw`` with the ``--rpc`` workers that answer now as devices (asked in a child process,
+        which registers them and ends, leaving each worker free for the model's own worker)."""
+        from runtime.hardware.probe import in_subprocess, remote_gpus
+
+        remote, states = await asyncio.to_thread(in_subprocess, remote_gpus, (self.config.engine.rpc,))
+        for s in states:
+            if s.state != "ready":
+                log.warning("RPC worker %s left out: %s (%s)", s.endpoint, s.state, s.detail)
+        return replace(hw, gpus=remote + [g for g in hw.gpus if not g.remote], rpc=states)
 
     def resolve(self, ref: str | None) -> ResolvedModel:
         """Raises ``UnknownModel``, ``InvalidModelFile`` or ``ModelPathRefused`` with a message for the user.
@@ -153,10 +175,10 @@ class ModelManager:
             return remote
         try:
             model = await self.resolve_async(ref)
-        except (UnknownModel, ModelPathRefused):  # no local model by that name (an upstream's id may be a path)
+        except (UnknownModel, ModelPathRefused) as missing:  # no local model by that name (an upstream's id may be a path)
             remote = self.remotes.engine_for(ref) if self.remotes is not None else None
-            if remote is None:
-                raise
+            if remote is None:  # an upstream the user did not choose for plain names may list it: say so
+                raise (self.remotes.not_chosen(ref, missing) if self.remotes and ref else missing) from None
             return remote
         if task is not None:
             refuse_unless(model.id, await self.task_of(model), task)
@@ -201,10 +223,12 @@ class ModelManager:
             return engine
         draft, draft_id = await asyncio.to_thread(self.draft_for, model)
         n_ctx = min(ctx, plan.ctx) if plan is not None else ctx
+        kv_type = plan.kv_type if plan is not None else (c.kv_type or "f16")
         gpu_layers = plan.gpu_layers if plan is not None else 0
         split = ({"split_mode": plan.split_mode, "tensor_split": plan.tensor_split or None, "main_gpu": plan.main_gpu}
                  if plan is not None and gpu_layers else {})
-        engine = EngineClient(WorkerSpec(model.id, str(model.path), replace(c, ctx=n_ctx),
+        rpc = tuple(plan.rpc) if plan is not None else c.rpc  # the workers the plan counted
+        engine = EngineClient(WorkerSpec(model.id, str(model.path), replace(c, ctx=n_ctx, kv_type=kv_type, rpc=rpc),
                                          n_gpu_layers=gpu_layers, draft=draft, draft_id=draft_id, **split))
         try:
             await asyncio.wait_for(engine.start(), c.load_timeout)

@@ -75,7 +75,7 @@ async def list_models(request: web.Request) -> web.Response:
         return d
 
     data = await asyncio.to_thread(lambda: [entry(*row) for row in rows])
-    from runtime.remote.api import remote_model_entries
+    from runtime.server.remotes_api import remote_model_entries
 
     data += remote_model_entries(request.app, {d["id"] for d in data})
     return web.json_response({"object": "list", "data": data})
@@ -107,7 +107,7 @@ async def load(request: web.Request) -> web.Response:
     pin, ctx, keep_alive = _load_options(await _body(request))
     manager = request.app[MANAGER]
     try:
-        model = manager.resolve(request.match_info["id"])
+        model = await manager.resolve_async(request.match_info["id"])
         r = await manager.router.acquire(model, ctx, keep_alive, pin)
     except Exception as e:
         raise model_error(e) from None
@@ -119,7 +119,7 @@ async def unload(request: web.Request) -> web.Response:
     with an error); 200 with the ids unloaded, [] when it was not loaded."""
     manager = request.app[MANAGER]
     try:
-        model = manager.resolve(request.match_info["id"])
+        model = await manager.resolve_async(request.match_info["id"])
     except Exception as e:
         raise model_error(e) from None
     return web.json_response({"unloaded": await manager.unload(model.id)})

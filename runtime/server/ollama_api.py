@@ -16,11 +16,12 @@ from dataclasses import dataclass, field, replace
 from aiohttp import web
 
 from runtime import __version__
-from runtime.engine.client import EngineError, RequestHandle
-from runtime.server import chat_output
+from runtime.config import DEFAULT_CTX
+from runtime.engine.client import EngineError
 from runtime.server.app_keys import CONFIG, MANAGER
+from runtime.server.error_table import api_error
 from runtime.server.errors import ApiError
-from runtime.server.generation import engine_error, model_error, start_generation
+from runtime.server.generation import model_error, start_generation
 from runtime.server.logprobs_api import chat_content
 from runtime.server.local_models import delete_local, local_models
 from runtime.server.ollama_models import iso, now_iso, show as show_model, tag_entry
@@ -28,6 +29,8 @@ from runtime.server.ollama_schemas import (
     OllamaRequest, engine_model, model_name, parse_ollama_chat, parse_ollama_generate,
 )
 from runtime.server.openai_api import read_json
+from runtime.server.output_events import ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
+from runtime.server.reply import Reply
 from runtime.server.residency import Resident
 from runtime.store.registry import LocalModel
 
@@ -78,23 +81,17 @@ async def _respond(request: web.Request, oreq: OllamaRequest, shape) -> web.Stre
     if oreq.gen is None:
         return await _load_or_unload(request, oreq, shape)
     timing = _Timing()
-    engine, handles = await start_generation(request, oreq.gen)
+    gen = await start_generation(request, oreq.gen)
     timing.loaded = time.perf_counter_ns()
-    handle = handles[0]
+    # tool calls and thinking are parsed on /api/chat; /api/generate returns the raw text
+    reply = gen.reply(parsed=shape is _ChatShape)
     head = {"model": oreq.name}
-    plan = oreq.gen.extra.get("output")
     try:
-        if plan is not None and shape is _ChatShape:  # tool calls or thinking: parsed replies
-            final = lambda h, text, finish, stats: _final(h, shape, text, finish, stats)  # noqa: E731
-            if oreq.gen.stream:
-                return await chat_output.ollama_stream(request, handle, head, plan, timing, final, line, now_iso)
-            return await chat_output.ollama_collect(handle, head, plan, timing, final)
-        with_lp = oreq.gen.params.logprobs
         if oreq.gen.stream:
-            return await _stream(request, handle, head, shape, timing, with_lp)
-        return await _collect(handle, head, shape, timing, with_lp)
+            return await _stream(request, reply, head, shape, timing, oreq.gen.params.logprobs)
+        return await _collect(reply, head, shape, timing, oreq.gen.params.logprobs)
     finally:
-        handle.cancel()  # no-op once finished; frees the request's blocks if the client left
+        reply.cancel()  # no-op once finished; frees the request's cells if the client left
 
 
 def _final(head: dict, shape, text: str, finish: str | None, stats: dict) -> dict:
@@ -102,48 +99,76 @@ def _final(head: dict, shape, text: str, finish: str | None, stats: dict) -> dic
             "done_reason": finish or "stop", **stats}
 
 
-def _logprobs(outs: list) -> dict:
-    """Ollama's ``logprobs`` of these outputs' tokens (asked for with ``logprobs: true``)."""
-    return {"logprobs": chat_content([e for o in outs for e in (o.logprobs or ())])}
+def _calls(calls: list[dict]) -> list[dict]:
+    """Ollama's ``tool_calls`` (arguments as objects)."""
+    return [{"function": {"name": c["name"], "arguments": json.loads(c["arguments"])}} for c in calls]
 
 
-async def _collect(handle: RequestHandle, head: dict, shape, timing: _Timing, with_lp: bool) -> web.Response:
-    outs, n, finish = [], 0, None
+async def _collect(reply: Reply, head: dict, shape, timing: _Timing, with_lp: bool) -> web.Response:
     try:
-        async for out in handle:
+        async for _ in reply.chunks():
             if not timing.first:
                 timing.first = time.perf_counter_ns()
-            outs.append(out)
-            n += out.n_tokens
-            finish = out.finish_reason
     except EngineError as e:
-        raise engine_error(e) from None
-    body = _final(head, shape, "".join(o.text for o in outs), finish, timing.stats(handle.prompt_tokens, n))
-    return web.json_response({**body, **_logprobs(outs)} if with_lp else body)
+        raise api_error(e) from None
+    c = reply.choices[0]
+    body = _final(head, shape, c.text, c.engine_finish, timing.stats(reply.prompt_tokens, c.n_tokens))
+    if shape is _ChatShape:
+        if c.reasoning:
+            body["message"]["thinking"] = c.reasoning
+        if c.calls:
+            body["message"]["tool_calls"] = _calls(c.calls)
+    if with_lp:
+        body["logprobs"] = chat_content(c.logprobs)
+    return web.json_response(body)
 
 
-async def _stream(request: web.Request, handle: RequestHandle, head: dict, shape,
+def _pieces(shape, events: list, args: dict[int, list]) -> list[dict]:
+    """The fields of the lines for these events: text, thinking, and each call once it is complete."""
+    out: list[dict] = []
+    for e in events:
+        if isinstance(e, TextDelta) and e.text:
+            out.append(shape.piece(e.text))
+        elif isinstance(e, ReasoningDelta) and e.text:
+            out.append({"message": {"role": "assistant", "content": "", "thinking": e.text}})
+        elif isinstance(e, ToolCallStart):
+            args[e.index] = [e.name]
+        elif isinstance(e, ToolCallArgsDelta):
+            args[e.index].append(e.fragment)
+        elif isinstance(e, ToolCallEnd):
+            name, *fragments = args.pop(e.index)
+            if not e.complete:  # cut inside its arguments: Ollama has no partial call to show
+                continue
+            call = {"name": name, "arguments": "".join(fragments)}
+            out.append({"message": {"role": "assistant", "content": "", "tool_calls": _calls([call])}})
+    return out
+
+
+async def _stream(request: web.Request, reply: Reply, head: dict, shape,
                   timing: _Timing, with_lp: bool) -> web.StreamResponse:
     response = web.StreamResponse(headers={"Content-Type": NDJSON, "Cache-Control": "no-cache",
                                            "X-Accel-Buffering": "no"})
     await response.prepare(request)
-    n, finish = 0, None
+    args: dict[int, list] = {}
     try:
-        async for out in handle:
-            outs = [out, *handle.ready()]
+        async for ch in reply.chunks():
             if not timing.first:
                 timing.first = time.perf_counter_ns()
-            text = "".join(o.text for o in outs)
-            n += sum(o.n_tokens for o in outs)
-            finish = outs[-1].finish_reason
-            if text or (with_lp and any(o.logprobs for o in outs)):
-                piece = {**head, "created_at": now_iso(), **shape.piece(text), "done": False}
-                await response.write(line({**piece, **_logprobs(outs)} if with_lp else piece))
-        await response.write(line(_final(head, shape, "", finish, timing.stats(handle.prompt_tokens, n))))
+            pieces = _pieces(shape, ch.events, args)
+            if with_lp and ch.logprobs and not pieces:
+                pieces = [shape.piece("")]
+            for k, piece in enumerate(pieces):
+                fields = {**head, "created_at": now_iso(), **piece, "done": False}
+                if with_lp and k == 0:
+                    fields["logprobs"] = chat_content(ch.logprobs)
+                await response.write(line(fields))
+        c = reply.choices[0]
+        await response.write(line(_final(head, shape, "", c.engine_finish,
+                                         timing.stats(reply.prompt_tokens, c.n_tokens))))
     except EngineError as e:
-        await response.write(line(engine_error(e).ollama_body()))
+        await response.write(line(api_error(e).ollama_body()))
     except (ConnectionResetError, asyncio.CancelledError):
-        handle.cancel()
+        reply.cancel()
         raise
     await response.write_eof()
     return response
@@ -212,7 +237,7 @@ async def _find(request: web.Request, name: str) -> LocalModel:
 async def tags(request: web.Request) -> web.Response:
     models = await local_models(request.app)
     entries = await asyncio.to_thread(lambda: [tag_entry(m) for m in models])
-    from runtime.remote.api import remote_tag_entries
+    from runtime.server.remotes_api import remote_tag_entries
 
     entries += remote_tag_entries(request.app, {e["name"] for e in entries})
     return web.json_response({"models": entries})
@@ -224,8 +249,18 @@ async def show(request: web.Request) -> web.Response:
     c = request.app[CONFIG]
     r = request.app[MANAGER].router.find(m.id)
     loaded = r.engine.loaded if r is not None and r.engine.alive else None
-    params = {"num_ctx": loaded.max_request_tokens if loaded else c.engine.ctx, "temperature": 0.8, "top_k": 40}
-    return web.json_response(await asyncio.to_thread(show_model, m, params))
+    num_ctx = loaded.max_request_tokens if loaded else c.engine.ctx
+    if num_ctx is None:  # the default context, as a load would plan it
+        plan = await request.app[MANAGER].plan(m)
+        num_ctx = plan.ctx if plan is not None else DEFAULT_CTX
+    params = {"num_ctx": num_ctx, "temperature": 0.8, "top_k": 40}
+    shown = await asyncio.to_thread(show_model, m, params)
+    caps = shown.get("capabilities")
+    if isinstance(caps, list) and "completion" in caps and "tools" not in caps and shown.get("template"):
+        # every chat model is served tool calls: a template without tools gets them described
+        # in the prompt and parsed back (``tool_formats``), so clients may offer it tools
+        caps.append("tools")
+    return web.json_response(shown)
 
 
 async def ps(request: web.Request) -> web.Response:

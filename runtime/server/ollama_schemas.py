@@ -98,8 +98,12 @@ class OllamaRequest:
 
 
 def model_name(body: Any) -> str:
+    """The body's ``model``, or its older name ``name`` (which Ollama still takes on show, pull,
+    delete and copy, and which litellm sends)."""
     body = v.require_object(body)
     model = body.get("model")
+    if model is None:
+        model = body.get("name")
     if not isinstance(model, str) or not model.strip():
         raise bad_request("'model' is required: a model name such as \"smollm2-135m\"", "model")
     return v.text(model, "model", max_chars=1024)
@@ -145,7 +149,7 @@ def parse_ollama_chat(body: Any) -> OllamaRequest:
     if not messages:
         return OllamaRequest(name, None, keep_alive, ctx)
     gen = GenerationRequest(engine_model(name), params, stream, messages=messages, keep_alive=keep_alive,
-                            extra={"max_tokens_param": "options.num_predict", "num_ctx": ctx})
+                            num_ctx=ctx)
     gen.constraint, gen.schema = ollama_constraint(body)
     # Ollama has no tool_choice; Hearth reads one from the body or from options (which the
     # official clients pass through): "required" or a function name forces a call
@@ -169,7 +173,7 @@ def parse_ollama_generate(body: Any) -> OllamaRequest:
     if not prompt:
         return OllamaRequest(name, None, keep_alive, ctx)
     gen = GenerationRequest(engine_model(name), params, stream, keep_alive=keep_alive,
-                            extra={"max_tokens_param": "options.num_predict", "num_ctx": ctx})
+                            num_ctx=ctx)
     gen.constraint, gen.schema = ollama_constraint(body)
     gen.think, gen.reasoning_effort = parse_reasoning(body)
     if raw:

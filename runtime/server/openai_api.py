@@ -1,4 +1,13 @@
-"""OpenAI-compatible endpoints: /v1/chat/completions, /v1/completions (/v1/models: models_api)."""
+"""OpenAI-compatible endpoints: /v1/chat/completions, /v1/completions (/v1/models: models_api).
+
+Both read the engine through the one reply pipeline (``reply.Reply``); this module maps its
+chunks to OpenAI's objects and ``chat.completion.chunk`` / ``text_completion`` frames:
+``TextDelta`` -> ``delta.content``, ``ReasoningDelta`` -> ``delta.reasoning_content``,
+``ToolCallStart`` -> ``delta.tool_calls[{index, id, type, function: {name, arguments: ""}}]``,
+``ToolCallArgsDelta`` -> ``delta.tool_calls[{index, function: {arguments}}]``; logprobs go with the
+first frame of the tokens they belong to, under tools and reasoning too; a choice's last frame
+carries its ``finish_reason`` (``tool_calls`` when it made calls).
+"""
 
 from __future__ import annotations
 
@@ -8,13 +17,40 @@ import uuid
 
 from aiohttp import web
 
-from runtime.engine.client import EngineError, RequestHandle
-from runtime.server import chat_output, sse
+from runtime.engine.client import EngineError
+from runtime.server import sse
 from runtime.server.errors import bad_request
-from runtime.server.generation import engine_error, start_generation, usage
+from runtime.server.generation import start_generation
+from runtime.server.error_table import api_error
 from runtime.server.logprobs_api import CompletionLogprobs, chat_content, echo_text
+from runtime.server.output_events import Event, ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallStart
+from runtime.server.reply import Choice, Reply
 from runtime.server.schemas import GenerationRequest, parse_chat, parse_completion
 from runtime.server.validation import read_json  # noqa: F401 - the other routes import it from here
+
+
+def chat_message(text: str, reasoning: str, calls: list[dict]) -> dict:
+    """An assistant ``message``: ``content`` is None when the reply is only calls."""
+    msg: dict = {"role": "assistant", "content": text if (text or not calls) else None, "refusal": None}
+    if reasoning:
+        msg["reasoning_content"] = reasoning
+    if calls:
+        msg["tool_calls"] = [{"id": c["id"], "type": "function",
+                              "function": {"name": c["name"], "arguments": c["arguments"]}} for c in calls]
+    return msg
+
+
+def chat_delta(event: Event) -> dict | None:
+    if isinstance(event, TextDelta):
+        return {"content": event.text} if event.text else None
+    if isinstance(event, ReasoningDelta):
+        return {"reasoning_content": event.text} if event.text else None
+    if isinstance(event, ToolCallStart):
+        return {"tool_calls": [{"index": event.index, "id": event.id, "type": "function",
+                                "function": {"name": event.name, "arguments": ""}}]}
+    if isinstance(event, ToolCallArgsDelta):
+        return {"tool_calls": [{"index": event.index, "function": {"arguments": event.fragment}}]}
+    return None
 
 
 class _Chat:
@@ -22,19 +58,22 @@ class _Chat:
     text_path = ("choices", 0, "delta", "content")
 
     @staticmethod
-    def full(index: int, text: str, finish: str | None, lp: dict | None = None) -> dict:
-        return {"index": index, "message": {"role": "assistant", "content": text, "refusal": None},
-                "logprobs": lp, "finish_reason": finish}
+    def full(choice: Choice, echo: str, lp: dict | None) -> dict:
+        return {"index": choice.index, "message": chat_message(choice.text, choice.reasoning, choice.calls),
+                "logprobs": lp, "finish_reason": choice.finish}
 
     @staticmethod
-    def delta(index: int, text: str | None, finish: str | None, first: bool = False, lp: dict | None = None) -> dict:
-        d: dict = {"role": "assistant", "content": ""} if first else ({"content": text} if text else {})
-        return {"index": index, "delta": d, "logprobs": lp, "finish_reason": finish}
+    def frame(index: int, delta: dict, finish: str | None = None, lp: dict | None = None) -> dict:
+        return {"index": index, "delta": delta, "logprobs": lp, "finish_reason": finish}
 
     @staticmethod
-    def logprobs(state, outs: list) -> dict:
-        """``logprobs`` of a choice (or a delta) from its outputs; ``state`` is unused."""
-        return {"content": chat_content([e for o in outs for e in (o.logprobs or ())]), "refusal": None}
+    def deltas(events: list[Event]) -> list[dict]:
+        return [d for d in map(chat_delta, events) if d is not None]
+
+    @staticmethod
+    def logprobs(state, entries: list) -> dict:
+        """``logprobs`` of a choice (or a delta) from its entries; ``state`` is unused."""
+        return {"content": chat_content(entries), "refusal": None}
 
 
 class _Text:
@@ -42,17 +81,22 @@ class _Text:
     text_path = ("choices", 0, "text")
 
     @staticmethod
-    def full(index: int, text: str, finish: str | None, lp: dict | None = None) -> dict:
-        return {"index": index, "text": text, "logprobs": lp, "finish_reason": finish}
+    def full(choice: Choice, echo: str, lp: dict | None) -> dict:
+        return {"index": choice.index, "text": echo + choice.text, "logprobs": lp, "finish_reason": choice.finish}
 
     @staticmethod
-    def delta(index: int, text: str | None, finish: str | None, first: bool = False, lp: dict | None = None) -> dict:
-        return {"index": index, "text": text or "", "logprobs": lp, "finish_reason": finish}
+    def frame(index: int, delta: dict, finish: str | None = None, lp: dict | None = None) -> dict:
+        return {"index": index, "text": delta.get("content", ""), "logprobs": lp, "finish_reason": finish}
 
     @staticmethod
-    def logprobs(state: CompletionLogprobs, outs: list) -> dict:
-        """The legacy ``logprobs`` of the generated tokens in ``outs`` (prompt ones apart)."""
-        return state.add([e for o in outs for e in (o.logprobs or ())])
+    def deltas(events: list[Event]) -> list[dict]:
+        text = "".join(e.text for e in events if isinstance(e, TextDelta))
+        return [{"content": text}] if text else []
+
+    @staticmethod
+    def logprobs(state: CompletionLogprobs, entries: list) -> dict:
+        """The legacy ``logprobs`` of these generated tokens (prompt ones apart)."""
+        return state.add(entries)
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
@@ -67,49 +111,33 @@ async def completions(request: web.Request) -> web.StreamResponse:
 
 
 async def _generate(request: web.Request, req: GenerationRequest, fmt) -> web.StreamResponse:
-    engine, handles = await start_generation(request, req)
+    gen = await start_generation(request, req)
     head = {"id": f"{fmt.prefix}-{uuid.uuid4().hex}", "object": fmt.obj, "created": int(time.time()),
-            "model": engine.model_id}
-    plan = req.extra.get("output")
+            "model": gen.engine.model_id}
+    reply = gen.reply(parsed=fmt is _Chat)  # completions: the raw text, as the client asked
     try:
-        if plan is not None and fmt is _Chat:  # tool calls or reasoning: parsed replies
-            if req.stream:
-                return await chat_output.openai_stream(request, req, handles, head, plan)
-            return await chat_output.openai_collect(req, handles, head, plan)
         if req.stream:
-            return await _stream(request, req, handles, head, fmt)
-        return await _collect(req, handles, head, fmt)
+            return await _stream(request, req, reply, head, fmt)
+        return await _collect(req, reply, head, fmt)
     finally:
-        for handle in handles:
-            handle.cancel()  # no-op once finished; frees the request's blocks if the client left
+        reply.cancel()  # no-op once finished; frees the request's cells if the client left
 
 
-async def _collect(req: GenerationRequest, handles: list[RequestHandle], head: dict, fmt) -> web.Response:
-    async def one(handle: RequestHandle) -> list:
-        return [out async for out in handle]
-
-    try:
-        results = await asyncio.gather(*[one(h) for h in handles])
-    except EngineError as e:
-        raise engine_error(e) from None
-    prompt_entries = [e for o in results[0] for e in (o.prompt_logprobs or ())]
+async def _collect(req: GenerationRequest, reply: Reply, head: dict, fmt) -> web.Response:
+    choices = await reply.collect()
+    prompt_entries = choices[0].prompt_logprobs
     echo = (req.prompt if req.prompt is not None else echo_text(prompt_entries)) if req.echo else ""
-    choices = []
-    for i, outs in enumerate(results):
-        text = echo + "".join(o.text for o in outs)
-        finish = outs[-1].finish_reason if outs else None
+    out = []
+    for c in choices:
         lp = None
         if req.params.logprobs and fmt is _Text:
             state = CompletionLogprobs(req.params.top_logprobs)
             parts = [_echo_logprobs(state, prompt_entries, echo)] if req.params.prompt_logprobs else []
-            lp = CompletionLogprobs.merge(parts + [fmt.logprobs(state, outs)])
+            lp = CompletionLogprobs.merge(parts + [fmt.logprobs(state, c.logprobs)])
         elif req.params.logprobs:
-            lp = fmt.logprobs(None, outs)
-        choices.append(fmt.full(i, text, finish, lp))
-    total = sum(o.n_tokens for outs in results for o in outs)
-    last = results[0][-1] if results[0] else None
-    body = {**head, "choices": choices, "usage": usage(handles[0].prompt_tokens, total, last)}
-    return web.json_response(body)
+            lp = fmt.logprobs(None, c.logprobs)
+        out.append(fmt.full(c, echo, lp))
+    return web.json_response({**head, "choices": out, "usage": reply.usage.openai()})
 
 
 def _echo_logprobs(state: CompletionLogprobs, entries: list, echo: str) -> dict:
@@ -119,82 +147,55 @@ def _echo_logprobs(state: CompletionLogprobs, entries: list, echo: str) -> dict:
     return part
 
 
-async def _merged(handles: list[RequestHandle]):
-    """(choice index, outputs) as they come; outputs that queued up arrive together."""
-    if len(handles) == 1:
-        async for out in handles[0]:
-            yield 0, [out, *handles[0].ready()]
-        return
-    queue: asyncio.Queue = asyncio.Queue()
-
-    async def pump(i: int, handle: RequestHandle) -> None:
-        try:
-            async for out in handle:
-                queue.put_nowait((i, [out, *handle.ready()]))
-        except EngineError as e:
-            queue.put_nowait((i, e))
-        queue.put_nowait((i, None))
-
-    tasks = [asyncio.create_task(pump(i, h)) for i, h in enumerate(handles)]
-    try:
-        open_ = len(handles)
-        while open_:
-            i, item = await queue.get()
-            if item is None:
-                open_ -= 1
-            elif isinstance(item, Exception):
-                raise item
-            else:
-                yield i, item
-    finally:
-        for t in tasks:
-            t.cancel()
-
-
-async def _stream(request: web.Request, req: GenerationRequest, handles: list[RequestHandle], head: dict, fmt):
+async def _stream(request: web.Request, req: GenerationRequest, reply: Reply, head: dict, fmt):
     chunk_head = {**head, "object": fmt.chunk_obj}
-    frames = [sse.TextFrames({**chunk_head, "choices": [fmt.delta(i, "x", None)]}, fmt.text_path)
-              for i in range(len(handles))]
+    n = len(reply.handles)
+    fast = [sse.TextFrames({**chunk_head, "choices": [fmt.frame(i, {"content": "x"})]}, fmt.text_path)
+            for i in range(n)]
+
+    def frame(i: int, delta: dict, finish: str | None = None, lp: dict | None = None) -> bytes:
+        if finish is None and lp is None and list(delta) == ["content"]:
+            return fast[i](delta["content"])  # one frame per token: its JSON is encoded once
+        return sse.frame({**chunk_head, "choices": [fmt.frame(i, delta, finish, lp)]})
+
     response = await sse.open_stream(request)
     write = response.write
-    n, cached = 0, None
     with_lp = req.params.logprobs
-    states = [CompletionLogprobs(req.params.top_logprobs) for _ in handles]
+    states = [CompletionLogprobs(req.params.top_logprobs) for _ in range(n)]
     # echo with logprobs: the echo goes out once the prompt's logprobs have all come
     echo_later = req.echo and req.params.prompt_logprobs
     prompt_entries: list = []
     try:
-        for i in range(len(handles)):
+        for i in range(n):
             if fmt is _Chat:
-                await write(sse.frame({**chunk_head, "choices": [fmt.delta(i, None, None, first=True)]}))
+                await write(sse.frame({**chunk_head, "choices": [fmt.frame(i, {"role": "assistant", "content": ""})]}))
             elif req.echo and req.prompt and not echo_later:
-                await write(sse.frame({**chunk_head, "choices": [fmt.delta(i, req.prompt, None)]}))
-        async for i, outs in _merged(handles):
+                await write(frame(i, {"content": req.prompt}))
+        async for ch in reply.chunks():
             if echo_later:
-                prompt_entries += [e for o in outs for e in (o.prompt_logprobs or ())]
-                if len(prompt_entries) >= handles[0].prompt_tokens:
+                prompt_entries += ch.prompt_logprobs
+                if len(prompt_entries) >= reply.prompt_tokens:
                     echo_later = False
                     await _write_echo(write, chunk_head, req, states, prompt_entries)
-            text = "".join(o.text for o in outs)
-            finish = outs[-1].finish_reason
-            n += sum(o.n_tokens for o in outs)
-            if i == 0:
-                cached = outs[-1]
-            lp = fmt.logprobs(states[i], outs) if with_lp else None
-            if finish is not None:
-                await write(sse.frame({**chunk_head, "choices": [fmt.delta(i, text, finish, lp=lp)]}))
-            elif with_lp and any(o.logprobs for o in outs):
-                await write(sse.frame({**chunk_head, "choices": [fmt.delta(i, text, None, lp=lp)]}))
-            elif text:
-                await write(frames[i](text))
+            i = ch.index
+            last_text = ch.finish is not None and fmt is _Text  # its frame has logprobs, even empty ones
+            lp = fmt.logprobs(states[i], ch.logprobs) if with_lp and (ch.logprobs or last_text) else None
+            deltas = fmt.deltas(ch.events)
+            if last_text:
+                await write(frame(i, deltas[0] if deltas else {}, ch.finish, lp))
+                continue
+            for k, delta in enumerate(deltas):
+                await write(frame(i, delta, None, lp if k == 0 else None))
+            if not deltas and lp is not None:
+                await write(frame(i, {}, None, lp))
+            if ch.finish is not None:
+                await write(frame(i, {}, ch.finish))
         if req.include_usage:
-            await write(sse.frame({**chunk_head, "choices": [],
-                                   "usage": usage(handles[0].prompt_tokens, n, cached)}))
+            await write(sse.frame({**chunk_head, "choices": [], "usage": reply.usage.openai()}))
     except EngineError as e:
-        await write(sse.frame(engine_error(e).body()))
+        await write(sse.frame(api_error(e).body()))
     except (ConnectionResetError, asyncio.CancelledError):
-        for handle in handles:
-            handle.cancel()
+        reply.cancel()
         raise
     await write(sse.DONE)
     await response.write_eof()
@@ -206,5 +207,4 @@ async def _write_echo(write, chunk_head: dict, req: GenerationRequest, states: l
     echo = req.prompt if req.prompt is not None else echo_text(entries)
     for i, state in enumerate(states):
         lp = _echo_logprobs(state, entries, echo)
-        await write(sse.frame({**chunk_head, "choices": [_Text.delta(i, echo, None, lp=lp)]}))
-
+        await write(sse.frame({**chunk_head, "choices": [_Text.frame(i, {"content": echo}, None, lp)]}))

@@ -143,9 +143,15 @@ def _schemas(max_tokens: int) -> dict:
             "model": {**STR, "minLength": 1}, "stream": BOOL, "insecure": BOOL}},
         "StoreModelRequest": {"type": "object", "required": ["model"], "properties": {"model": {**STR, "minLength": 1}}},
         "StorePathRequest": {"type": "object", "required": ["path"], "properties": {"path": {**STR, "minLength": 1}}},
+        "QuantizeRequest": {"type": "object", "required": ["model", "to"], "properties": {
+            "model": {**STR, "minLength": 1, "description": "a local model's id"},
+            "to": {**STR, "minLength": 1, "maxLength": 32,
+                   "description": "a file size (90MB), bits per weight (4.5bpw) or a llama.cpp mix (Q4_K_M)"},
+            "compare": {"type": "boolean", "description": "also make and measure llama.cpp's stock mix (default true)"}}},
         "RemoteAddRequest": {"type": "object", "required": ["name", "url"], "properties": {
             "name": {**STR, "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"}, "url": {**STR, "minLength": 1},
-            "api_key": {**STR, "minLength": 1}, "key_env": STR, "allow_insecure": {"type": "boolean"},
+            "api_key": {**STR, "minLength": 1}, "key_env": {**STR, "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,127}$"},
+            "allow_insecure": {"type": "boolean"}, "plain_names": {"type": "boolean"},
             "timeouts": {"type": "object", "properties": {
                 k: {"type": "number", "exclusiveMinimum": 0} for k in ("connect", "first_byte", "idle")}}}},
         "OllamaProgress": {"type": "object", "required": ["status"], "properties": {
@@ -280,7 +286,14 @@ def _q(name: str, schema: dict) -> dict:
     return {"name": name, "in": "query", "required": False, "schema": schema}
 
 
+def _text_op(summary: str) -> dict:
+    op = _op(summary)
+    op["responses"]["200"]["content"] = {"text/plain": {"schema": STR}}
+    return op
+
+
 OPERATIONS = {
+    ("GET", "/"): _text_op("'Hearth is running': the base URL answers the probe clients send first"),
     ("GET", "/health"): _op("Service and engine state (never needs the API key)", _ref("Health")),
     ("GET", "/hearth/identity"): _op("HMAC-SHA256 of 'hearth-identity|PORT|NONCE' under the API key (null without "
                                      "one): a client proves the service holds its key before sending it",
@@ -351,8 +364,16 @@ OPERATIONS = {
     ("GET", "/hearth/search"): _op("Search the hub for GGUF models", OBJ, query=[
         _q("q", STR), _q("limit", {**STR, "pattern": "^[0-9]+$"})], tag="store"),
     ("GET", "/hearth/search/files"): _op("A hub repository's GGUF files", OBJ, query=[_q("repo", STR)], tag="store"),
+    ("GET", "/hearth/search/card"): _op("A hub repository's model card (README.md as Markdown, at most 256 KiB); 404 "
+                                        "when it has none", OBJ, query=[_q("repo", STR)], tag="store"),
+    ("POST", "/hearth/quantize"): _op("Make a smaller version of a local model (hearth quantize as a job; one at a "
+                                      "time, 409 while one runs); the user's act: needs the key or the confirmation "
+                                      "token", OBJ, body="QuantizeRequest", status="202", tag="store"),
+    ("GET", "/hearth/quantize"): _op("Quantize jobs of this run: step, progress, result or error", OBJ, tag="store"),
+    ("DELETE", "/hearth/quantize/{id}"): _op("Stop a quantize job (the same request later resumes it)", OBJ,
+                                             path_params=("id",), tag="store"),
     ("GET", "/hearth/remotes"): _op("Upstreams (remote engines): address, where the key is, models, health",
-                                    OBJ, query=[_q("refresh", {"enum": ["0", "1", "true"]})], tag="remote"),
+                                    OBJ, tag="remote"),
     ("POST", "/hearth/remotes"): _op("Add an upstream (its key goes to the OS keyring); prompts to its models leave "
                                      "this computer", OBJ, body="RemoteAddRequest", status="201", tag="remote"),
     ("DELETE", "/hearth/remotes"): _op("Remove the upstream named by ?name=", OBJ, query=[_q("name", STR)],

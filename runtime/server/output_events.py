@@ -8,10 +8,15 @@ The contract (every wire format consumes exactly these events, in order):
   the reply, ``id`` is unique (``call_...``), ``name`` is the function's name.
 - ``ToolCallArgsDelta(index, fragment)``: the next piece of that call's arguments, JSON text;
   the concatenation of a call's fragments is one JSON object.
-- ``ToolCallEnd(index)``: the call is complete (its arguments parse).
+- ``ToolCallEnd(index, complete)``: the call is over; ``complete``: its arguments parse (False
+  only when the reply was cut inside a call whose start was already sent).
 
 A call's Start comes before its ArgsDeltas and its End; calls do not interleave. Text may
-come before and (rarely) between calls. :class:`OutputParser` is fed text as the engine
+come before and (rarely) between calls. A call whose body is JSON (``"name": ..., "arguments":
+{...}``, as most families write it) is sent as it is written: its Start once its name is known,
+then the raw JSON text of its arguments as the tokens come (what agents show while a long file is
+being written), its End when the arguments close; other calls are sent whole when their markup
+ends. :class:`OutputParser` is fed text as the engine
 produces it, chunked anywhere (a chunk may end inside a marker); it holds back only what could
 still be the start of markup. ``finish()`` flushes the rest: an unterminated call whose JSON
 still parses is completed, otherwise its text is returned as answer text (nothing is lost).
@@ -20,10 +25,11 @@ still parses is completed, otherwise its text is returned as answer text (nothin
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from dataclasses import dataclass
 
-from runtime.server.tool_formats import ToolFormat
+from runtime.server.tool_formats import JsonEnd, ToolFormat
 
 
 @dataclass(slots=True)
@@ -52,6 +58,7 @@ class ToolCallArgsDelta:
 @dataclass(slots=True)
 class ToolCallEnd:
     index: int
+    complete: bool = True
 
 
 Event = TextDelta | ReasoningDelta | ToolCallStart | ToolCallArgsDelta | ToolCallEnd
@@ -59,6 +66,24 @@ Event = TextDelta | ReasoningDelta | ToolCallStart | ToolCallArgsDelta | ToolCal
 
 def new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
+
+
+#: where a call's arguments begin, from where the previous call's ended (or the body's start):
+#: list and wrapper punctuation, then ``"name": "...", "arguments": `` before an object
+_HEADER = re.compile(r'(?:\s|[\[\]{},]|"tool_calls"\s*:)*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*'
+                     r'"(?:arguments|parameters)"\s*:\s*(?=\{)')
+
+
+@dataclass(slots=True)
+class _Streaming:
+    """The call being sent as it is written."""
+
+    index: int
+    id: str
+    name: str
+    start: int  # where its arguments begin in the call's buffer
+    sent: int  # how far they have been sent
+    scan: JsonEnd
 
 
 def _held(buf: str, marker: str) -> int:
@@ -86,6 +111,10 @@ class OutputParser:
         self.calls: list[dict] = []  # {"id", "name", "arguments"} of the complete calls
         self._open = 0  # calls started
         self._marker = ""
+        # the call markup being read: calls already sent from it, the one being sent, where to look next
+        self._sent_calls = 0
+        self._current: _Streaming | None = None
+        self._scan_from: int | None = 0
 
     # -- feeding --------------------------------------------------------------------
     def feed(self, text: str) -> list[Event]:
@@ -160,19 +189,30 @@ class OutputParser:
             self.buf = self.buf[n:]
 
     def _call(self, out: list[Event], final: bool) -> None:
-        """Inside a call's markup: wait for its end, then emit the calls it holds."""
+        """Inside a call's markup: send the calls whose arguments are JSON as they are written;
+        when the markup ends, send the calls it holds that were not sent yet."""
+        self._stream_calls(out)
         body, rest = self.fmt.split_body(self.buf, final)
         if body is None:
-            if final:  # cut off inside the call: keep its text rather than lose it
-                self.state = "text"
-                out.append(TextDelta(self._marker + self.buf))
-                self.buf = ""
+            if final:  # cut off inside the call
+                if self._current is not None:
+                    out.append(ToolCallEnd(self._current.index, complete=False))
+                elif not self._sent_calls:  # keep its text rather than lose it
+                    out.append(TextDelta(self._marker + self.buf))
+                self._end_markup("")
             return
+        if self._current is not None:  # the markup closed around arguments that never did
+            out.append(ToolCallEnd(self._current.index, complete=False))
+            self._current = None
         calls = self.fmt.parse_body(body)
-        if calls is not None and self.accept is not None and not all(self.accept(n, a) for n, a in calls):
-            calls = None
+        sent = self._sent_calls
+        if calls is not None:
+            calls = calls[sent:]
+            if self.accept is not None and not all(self.accept(n, a) for n, a in calls):
+                calls = None
         if calls is None:
-            out.append(TextDelta(self._marker + body))
+            if not sent:
+                out.append(TextDelta(self._marker + body))
         else:
             for name, args in calls:
                 i = self._open
@@ -181,8 +221,55 @@ class OutputParser:
                 text = json.dumps(args, ensure_ascii=False)
                 self.calls.append({"id": cid, "name": name, "arguments": text})
                 out += [ToolCallStart(i, cid, name), ToolCallArgsDelta(i, text), ToolCallEnd(i)]
+        self._end_markup(rest)
+
+    def _end_markup(self, rest: str) -> None:
         self.buf = rest
         self.state = "text"
+        self._sent_calls, self._current, self._scan_from = 0, None, 0
+
+    def _stream_calls(self, out: list[Event]) -> None:
+        """Send what can be sent of the calls in the markup read so far (``self.buf``)."""
+        buf = self.buf
+        while True:
+            cur = self._current
+            if cur is None:
+                if self._scan_from is None:
+                    return  # a call here is not one to send as it comes: the markup's end decides
+                m = _HEADER.match(buf, self._scan_from)
+                if m is None:
+                    if len(buf) - self._scan_from > 4096:  # not the header of a call: stop looking
+                        self._scan_from = None
+                    return
+                try:
+                    name = json.loads(f'"{m.group(1)}"')
+                except ValueError:
+                    name = None
+                if not isinstance(name, str) or (self.accept is not None and not self.accept(name, {})):
+                    self._scan_from = None
+                    return
+                i = self._open
+                self._open += 1
+                cur = self._current = _Streaming(i, new_call_id(), name, m.end(), m.end(), JsonEnd(m.end()))
+                out.append(ToolCallStart(i, cur.id, name))
+            end = cur.scan.end(buf)
+            upto = end if end is not None else len(buf)
+            if upto > cur.sent:
+                out.append(ToolCallArgsDelta(cur.index, buf[cur.sent:upto]))
+                cur.sent = upto
+            if end is None:
+                return
+            raw = buf[cur.start:end]
+            try:
+                args = json.loads(raw)
+            except (ValueError, RecursionError):
+                args = None
+            complete = isinstance(args, dict)
+            if complete:
+                self.calls.append({"id": cur.id, "name": cur.name, "arguments": raw})
+            out.append(ToolCallEnd(cur.index, complete))
+            self._sent_calls += 1
+            self._current, self._scan_from = None, end
 
 
 def parse_all(text: str, fmt: ToolFormat | None, think: tuple[str, str] | None = None,

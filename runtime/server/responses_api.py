@@ -15,6 +15,7 @@ reply is the Responses event sequence, each event named and numbered (``sequence
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 
@@ -24,9 +25,12 @@ from runtime.engine.client import EngineError
 from runtime.server import sse
 from runtime.server.app_keys import CONFIG
 from runtime.server.errors import ApiError
-from runtime.server.generation import Run, engine_error, start_generation
+from runtime.server.error_table import api_error
+from runtime.server.generation import start_generation
+from runtime.server.logprobs_api import chat_content
 from runtime.server.openai_api import read_json
-from runtime.server.reply_events import apply_options, events
+from runtime.server.reply import Reply
+from runtime.server.wire_options import apply_options
 from runtime.server.responses_output import OutputItems
 from runtime.server.responses_schemas import ResponsesRequest, parse_responses
 from runtime.server.responses_store import ResponseStore
@@ -42,7 +46,7 @@ class _Reply:
         self.id = f"resp_{uuid.uuid4().hex}"
         self.created_at = int(time.time())
 
-    def body(self, status: str, run: Run | None = None, output: list[dict] | None = None,
+    def body(self, status: str, reply: Reply | None = None, output: list[dict] | None = None,
              error: dict | None = None) -> dict:
         r = self.rreq
         incomplete = status == "incomplete"
@@ -55,8 +59,15 @@ class _Reply:
             "store": r.store, "temperature": r.gen.params.temperature, "text": {"format": r.text_format},
             "tool_choice": _tool_choice(r.tool_choice), "tools": [_tool(t) for t in r.tools],
             "top_p": r.gen.params.top_p, "truncation": "disabled",
-            "usage": usage(run, output) if run is not None and output else None, "metadata": r.metadata, "user": None,
+            "usage": reply.usage.responses() if reply is not None and output else None, "metadata": r.metadata,
+            "user": None,
         }
+
+
+def _arguments(call: dict) -> str:
+    if call["type"] == "custom_tool_call":
+        return json.dumps({"input": call["input"]}, ensure_ascii=False)
+    return call["arguments"]
 
 
 def _tool(t: dict) -> dict:
@@ -71,19 +82,9 @@ def _tool_choice(choice) -> str | dict:
     return choice or "auto"
 
 
-def usage(run: Run, output: list[dict]) -> dict:
-    reasoning = sum(len(p["text"]) for i in output if i["type"] == "reasoning" for p in i["content"])
-    total = reasoning + sum(len(p.get("text", "")) for i in output if i["type"] == "message" for p in i["content"])
-    # the engine counts tokens per step, not per channel: reasoning's share by characters
-    thought = round(run.completion_tokens * reasoning / total) if reasoning else 0
-    return {"input_tokens": run.prompt_tokens,
-            "input_tokens_details": {"cached_tokens": min(run.cached_tokens, run.prompt_tokens), "cache_write_tokens": 0},
-            "output_tokens": run.completion_tokens, "output_tokens_details": {"reasoning_tokens": thought},
-            "total_tokens": run.prompt_tokens + run.completion_tokens}
-
-
-def _status(run: Run) -> str:
-    return "incomplete" if run.finish == "length" and not run.calls else "completed"
+def _status(reply: Reply) -> str:
+    choice = reply.choices[0]
+    return "incomplete" if choice.engine_finish == "length" and not choice.calls else "completed"
 
 
 async def _history(request: web.Request, rreq: ResponsesRequest) -> list[dict]:
@@ -105,23 +106,43 @@ async def create(request: web.Request) -> web.StreamResponse:
     apply_options(rreq.gen, tools=rreq.tools, tool_choice=rreq.tool_choice, parallel=rreq.parallel_tool_calls,
                   think=None, effort=rreq.reasoning_effort, response_format=rreq.response_format,
                   extensions=rreq.extensions)
-    engine, handles = await start_generation(request, rreq.gen)
-    run, reply = Run(handles[0]), _Reply(rreq, rreq.gen.model or engine.model_id)
-    plan = rreq.gen.extra.get("output")
+    gen = await start_generation(request, rreq.gen)
+    reply, shown = gen.reply(), _Reply(rreq, rreq.gen.model or gen.engine.model_id)
     try:
         if rreq.gen.stream:
-            return await _stream(request, run, plan, reply, history)
-        items = OutputItems()
+            return await _stream(request, reply, shown, history)
+        items = _Items(rreq)
         try:
-            async for e in events(run, plan):
-                await items.add(e)
+            async for ch in reply.chunks():
+                await items.add(ch)
         except EngineError as e:
-            raise engine_error(e) from None
-        body = reply.body(_status(run), run, await items.finish(_status(run)))
-        await _keep(request, rreq, body, history, items)
+            raise api_error(e) from None
+        status = _status(reply)
+        body = shown.body(status, reply, await items.output.finish(status))
+        await _keep(request, rreq, body, history, items.output)
         return web.json_response(body)
     finally:
-        run.handle.cancel()  # no-op once finished; frees the request's blocks if the client left
+        reply.cancel()  # no-op once finished; frees the request's cells if the client left
+
+
+class _Items:
+    """The output items, fed chunk by chunk: each text delta takes the logprobs of the tokens read
+    since the last one (asked for with ``include: ["message.output_text.logprobs"]``)."""
+
+    def __init__(self, rreq: ResponsesRequest, emit=None) -> None:
+        self.pending: list = []
+        logprobs = self._take if rreq.gen.params.logprobs else (lambda: [])
+        self.output = (OutputItems(tool_kinds=rreq.tool_kinds, logprobs=logprobs) if emit is None
+                       else OutputItems(emit, rreq.tool_kinds, logprobs))
+
+    def _take(self) -> list[dict]:
+        taken, self.pending = self.pending, []
+        return chat_content(taken)
+
+    async def add(self, ch) -> None:
+        self.pending += ch.logprobs
+        for e in ch.events:
+            await self.output.add(e)
 
 
 async def _keep(request: web.Request, rreq: ResponsesRequest, body: dict, history: list[dict],
@@ -130,38 +151,45 @@ async def _keep(request: web.Request, rreq: ResponsesRequest, body: dict, histor
         turn: dict = {"role": "assistant", "content": items.text("message")}
         if items.calls:
             turn["tool_calls"] = [{"id": c["call_id"], "type": "function",
-                                   "function": {"name": c["name"], "arguments": c["arguments"]}} for c in items.calls]
+                                   "function": {"name": c["name"], "arguments": _arguments(c)}} for c in items.calls]
         conversation = history + rreq.input_messages + [turn]
         await asyncio.to_thread(request.app[RESPONSES].put, body["id"], body, conversation)
 
 
-async def _stream(request: web.Request, run: Run, plan, reply: _Reply, history: list[dict]) -> web.StreamResponse:
-    response = await sse.open_stream(request)
+async def _stream(request: web.Request, reply: Reply, shown: _Reply, history: list[dict]) -> web.StreamResponse:
     seq = 0
 
-    async def emit(kind: str, **fields) -> None:
+    def event(kind: str, **fields) -> bytes:
         nonlocal seq
-        await response.write(sse.frame({"type": kind, "sequence_number": seq, **fields}, kind))
         seq += 1
+        return sse.frame({"type": kind, "sequence_number": seq - 1, **fields}, kind)
 
-    items = OutputItems(emit)
+    # while the prompt is read, the keep-alive is the in-progress event again: Codex drops a
+    # stream after 300 s without an event, and SSE comments are not events to it
+    response = await sse.open_stream(request, lambda: event("response.in_progress",
+                                                            response=shown.body("in_progress")))
+
+    async def emit(kind: str, **fields) -> None:
+        await response.write(event(kind, **fields))
+
+    items = _Items(shown.rreq, emit)
     try:
-        await emit("response.created", response=reply.body("in_progress"))
-        await emit("response.in_progress", response=reply.body("in_progress"))
-        if plan is None:  # plain text: the one message opens at once
-            await items.open_message()
-        async for e in events(run, plan):
-            await items.add(e)
-        status = _status(run)
-        body = reply.body(status, run, await items.finish(status))
-        await _keep(request, reply.rreq, body, history, items)
+        await emit("response.created", response=shown.body("in_progress"))
+        await emit("response.in_progress", response=shown.body("in_progress"))
+        if reply.plan is None:  # plain text: the one message opens at once
+            await items.output.open_message()
+        async for ch in reply.chunks():
+            await items.add(ch)
+        status = _status(reply)
+        body = shown.body(status, reply, await items.output.finish(status))
+        await _keep(request, shown.rreq, body, history, items.output)
         await emit("response.completed" if status == "completed" else "response.incomplete", response=body)
     except EngineError as e:
-        err = engine_error(e)
-        await emit("response.failed", response=reply.body("failed", error={"code": err.code or "server_error",
+        err = api_error(e)
+        await emit("response.failed", response=shown.body("failed", error={"code": err.code or "server_error",
                                                                              "message": err.message}))
     except (ConnectionResetError, asyncio.CancelledError):
-        run.handle.cancel()
+        reply.cancel()
         raise
     await response.write_eof()
     return response

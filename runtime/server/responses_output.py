@@ -10,7 +10,9 @@ and ``response.output_item.done``.
 
 from __future__ import annotations
 
+import json
 import uuid
+from collections.abc import Callable
 
 from runtime.server.output_events import ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
 
@@ -23,12 +25,23 @@ def _new_id(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex}"
 
 
+def _no_logprobs() -> list[dict]:
+    return []
+
+
 class OutputItems:
-    def __init__(self, emit=_quiet) -> None:
+    """``tool_kinds``: how calls of non-plain tools come back (``responses_schemas.translate_tools``);
+    ``logprobs``: the logprobs of the tokens read since its last call, in the wire's shape."""
+
+    def __init__(self, emit=_quiet, tool_kinds: dict[str, tuple[str, str]] | None = None,
+                 logprobs: Callable[[], list[dict]] = _no_logprobs) -> None:
         self.emit = emit
+        self.tool_kinds = tool_kinds or {}
+        self.logprobs = logprobs
         self.items: list[dict] = []  # finished items
         self.item: dict | None = None  # the open one
         self.buf = ""  # its text or arguments so far
+        self.text_logprobs: list[dict] = []  # of the open message
 
     @property
     def index(self) -> int:
@@ -51,13 +64,20 @@ class OutputItems:
             return
         kind, where, text = item["type"], self._where(), self.buf
         if kind == "message":
-            await self.emit("response.output_text.done", **where, content_index=0, text=text, logprobs=[])
+            lps, self.text_logprobs = self.text_logprobs, []
+            await self.emit("response.output_text.done", **where, content_index=0, text=text, logprobs=lps)
             part = {"type": "output_text", "text": text, "annotations": []}
             await self.emit("response.content_part.done", **where, content_index=0, part=part)
-            item["content"] = [{**part, "logprobs": []}]
+            item["content"] = [{**part, "logprobs": lps}]
         elif kind == "reasoning":
             await self.emit("response.reasoning_text.done", **where, content_index=0, text=text)
             item["content"] = [{"type": "reasoning_text", "text": text}]
+        elif kind == "custom_tool_call":
+            try:
+                item["input"] = json.loads(text).get("input", "")
+            except (ValueError, AttributeError, RecursionError):
+                item["input"] = text
+            await self.emit("response.custom_tool_call_input.done", **where, input=item["input"])
         else:
             await self.emit("response.function_call_arguments.done", **where, name=item["name"], arguments=text)
             item["arguments"] = text
@@ -72,21 +92,34 @@ class OutputItems:
             if kind != "message":
                 await self.open_message()
             self.buf += e.text
-            await self.emit("response.output_text.delta", **self._where(), content_index=0, delta=e.text, logprobs=[])
+            lps = self.logprobs()
+            self.text_logprobs += lps
+            await self.emit("response.output_text.delta", **self._where(), content_index=0, delta=e.text, logprobs=lps)
         elif isinstance(e, ReasoningDelta) and e.text:
             if kind != "reasoning":
                 await self.open({"id": _new_id("rs"), "type": "reasoning", "summary": [], "content": [],
                                  "status": "in_progress"})
             self.buf += e.text
+            self.logprobs()  # a reasoning token's logprobs have no place in the Responses format
             await self.emit("response.reasoning_text.delta", **self._where(), content_index=0, delta=e.text)
         elif isinstance(e, ToolCallStart):
-            await self.open({"id": _new_id("fc"), "type": "function_call", "call_id": e.id, "name": e.name,
-                             "arguments": "", "status": "in_progress"})
+            self.logprobs()
+            how, namespace = self.tool_kinds.get(e.name, ("function", ""))
+            if how == "custom":
+                await self.open({"id": _new_id("ctc"), "type": "custom_tool_call", "call_id": e.id, "name": e.name,
+                                 "input": "", "status": "in_progress"})
+                return
+            item = {"id": _new_id("fc"), "type": "function_call", "call_id": e.id, "name": e.name,
+                    "arguments": "", "status": "in_progress"}
+            if how == "namespace":
+                item["namespace"] = namespace
+            await self.open(item)
         elif isinstance(e, ToolCallArgsDelta):
             self.buf += e.fragment
-            await self.emit("response.function_call_arguments.delta", **self._where(), delta=e.fragment)
+            if kind == "function_call":  # a custom tool's input is sent whole, when the call ends
+                await self.emit("response.function_call_arguments.delta", **self._where(), delta=e.fragment)
         elif isinstance(e, ToolCallEnd):
-            await self.close()
+            await self.close("completed" if e.complete else "incomplete")
 
     async def open_message(self) -> None:
         await self.open({"id": _new_id("msg"), "type": "message", "status": "in_progress", "role": "assistant",
@@ -101,7 +134,7 @@ class OutputItems:
 
     @property
     def calls(self) -> list[dict]:
-        return [i for i in self.items if i["type"] == "function_call"]
+        return [i for i in self.items if i["type"] in ("function_call", "custom_tool_call")]
 
     def text(self, kind: str) -> str:
         key = "output_text" if kind == "message" else "reasoning_text"

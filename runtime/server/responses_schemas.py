@@ -5,10 +5,27 @@
 ``instructions`` the system message; function tools, ``tool_choice`` and ``text.format`` the
 chat API's ``tools``, ``tool_choice`` and ``response_format``. Earlier turns named by
 ``previous_response_id`` are put in front by ``responses_api``.
+
+What agents send beyond function tools is accepted with a fixed meaning (Codex sends most of it):
+
+- ``namespace`` tools: their function tools are offered by their own names, and a call of one
+  comes back with its ``namespace``;
+- ``custom`` (freeform) tools: offered as a function of one string, ``input``; a call comes back
+  as a ``custom_tool_call`` with that input;
+- hosted tools (``web_search``, ``file_search``, ``code_interpreter``, ``image_generation``,
+  ``computer_use*``, ``mcp``, ``local_shell``, ``tool_search``, ...) are not offered to the model:
+  nothing here would run them;
+- input items of those tools and of OpenAI's own features (``reasoning``, ``compaction``,
+  ``*_call`` items of hosted tools) are not shown to the model (an ``item_reference`` is a 400:
+  nothing here looks items up by id);
+  ``custom_tool_call`` / ``custom_tool_call_output`` are, like function calls and their outputs;
+- an image or file inside a tool's output becomes a short note in its text (the models served
+  here read text only; an image the user sends directly is still a 400).
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +41,12 @@ _TEXT_PARTS = {"input_text", "output_text", "text", "refusal"}
 EFFORTS = {"none", "minimal", "low", "medium", "high", "xhigh"}
 _REFUSED = {"background": "background responses", "conversation": "conversations (use previous_response_id)",
             "prompt": "prompt templates"}
+_MEDIA_PARTS = {"input_image", "input_file", "input_audio"}
+#: the one parameter a custom (freeform) tool is offered with
+CUSTOM_INPUT = {"type": "object", "properties": {"input": {"type": "string"}}, "required": ["input"],
+                "additionalProperties": False}
+#: input items with nothing for the model to read again
+_UNSHOWN_ITEMS = {"reasoning", "compaction", "additional_tools"}
 
 
 @dataclass(slots=True)
@@ -42,13 +65,16 @@ class ResponsesRequest:
     reasoning_effort: str | None = None
     metadata: dict = field(default_factory=dict)
     max_output_tokens: int | None = None
+    #: how a call of a tool comes back: ``("namespace", ns)`` or ``("custom", "")`` by tool name
+    tool_kinds: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     @property
     def uses_tools(self) -> bool:
         return bool(self.tools) or any(m["role"] == "tool" or m.get("tool_calls") for m in self.input_messages)
 
 
-def _part_text(content: Any, where: str) -> str:
+def _part_text(content: Any, where: str, *, media: bool = False) -> str:
+    """Text parts as one string; ``media``: image, file and audio parts become a note (a tool's output)."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -58,7 +84,9 @@ def _part_text(content: Any, where: str) -> str:
         kind = p.get("type") if isinstance(p, dict) else None
         if kind in _TEXT_PARTS and isinstance(p.get("text", p.get("refusal")), str):
             texts.append(p.get("text", p.get("refusal")))
-        elif kind in ("input_image", "input_file", "input_audio"):
+        elif kind in _MEDIA_PARTS and media:
+            texts.append(f"[{kind.removeprefix('input_')} not shown: this model reads text only]")
+        elif kind in _MEDIA_PARTS:
             raise bad_request(f"'{where}[{j}]': the models served here take text only, not {kind}", f"{where}[{j}]")
         else:
             raise bad_request(f"'{where}[{j}]' must be a text part (input_text or output_text)", f"{where}[{j}]")
@@ -66,11 +94,12 @@ def _part_text(content: Any, where: str) -> str:
 
 
 def _function_call(item: dict, where: str) -> dict:
-    for key in ("call_id", "name", "arguments"):
+    custom = item.get("type") == "custom_tool_call"
+    for key in ("call_id", "name", "input" if custom else "arguments"):
         if not isinstance(item.get(key), str):
             raise bad_request(f"'{where}.{key}' must be a string", f"{where}.{key}")
-    return {"id": item["call_id"], "type": "function",
-            "function": {"name": item["name"], "arguments": item["arguments"]}}
+    arguments = json.dumps({"input": item["input"]}, ensure_ascii=False) if custom else item["arguments"]
+    return {"id": item["call_id"], "type": "function", "function": {"name": item["name"], "arguments": arguments}}
 
 
 def translate_input(raw: Any) -> list[dict]:
@@ -87,36 +116,55 @@ def translate_input(raw: Any) -> list[dict]:
             if item.get("role") not in ROLES:
                 raise bad_request(f"'{where}.role' must be one of {sorted(ROLES)}", f"{where}.role")
             out.append({"role": item["role"], "content": _part_text(item.get("content", ""), f"{where}.content")})
-        elif kind == "function_call":
+        elif kind in ("function_call", "custom_tool_call"):
             call = _function_call(item, where)
             if out and out[-1]["role"] == "assistant" and out[-1].get("tool_calls"):
                 out[-1]["tool_calls"].append(call)
             else:
                 out.append({"role": "assistant", "content": "", "tool_calls": [call]})
-        elif kind == "function_call_output":
+        elif kind in ("function_call_output", "custom_tool_call_output"):
             if not isinstance(item.get("call_id"), str):
                 raise bad_request(f"'{where}.call_id' must be a string", f"{where}.call_id")
             out.append({"role": "tool", "tool_call_id": item["call_id"],
-                        "content": _part_text(item.get("output", ""), f"{where}.output")})
-        elif kind == "reasoning":
-            continue  # earlier reasoning is not re-read by chat templates
+                        "content": _part_text(item.get("output", ""), f"{where}.output", media=True)})
+        elif kind in _UNSHOWN_ITEMS or (isinstance(kind, str) and kind.endswith(("_call", "_call_output"))):
+            continue  # reasoning is not re-read by chat templates; hosted tools' items ran elsewhere
         else:
             raise bad_request(f"'{where}': item type {kind!r} is not supported by this server", where)
     return out
 
 
-def translate_tools(tools: Any) -> list[dict]:
-    """Responses function tools (flat ``name`` / ``parameters``) as chat function tools."""
-    out = []
+def _tool_name(t: dict, where: str) -> str:
+    if not isinstance(t.get("name"), str) or not t["name"]:
+        raise bad_request(f"'{where}.name' must be a non-empty string", f"{where}.name")
+    return t["name"]
+
+
+def translate_tools(tools: Any) -> tuple[list[dict], dict[str, tuple[str, str]]]:
+    """Responses tools as chat function tools, and how each non-plain one's calls come back
+    (see the module doc: namespaces flattened, custom tools as one string, hosted tools left out)."""
+    out: list[dict] = []
+    kinds: dict[str, tuple[str, str]] = {}
     for i, t in enumerate(tool_list(tools, "'tools' must be a list")):
-        if not isinstance(t, dict) or t.get("type") != "function":
-            kind = t.get("type") if isinstance(t, dict) else None
-            raise bad_request(f"'tools[{i}]': tool type {kind!r} is not available on this server (function tools only)",
-                              f"tools[{i}]")
-        if not isinstance(t.get("name"), str) or not t["name"]:
-            raise bad_request(f"'tools[{i}].name' must be a non-empty string", f"tools[{i}].name")
-        out.append(function_tool(t["name"], t.get("parameters"), t.get("description"), t.get("strict")))
-    return out
+        where = f"tools[{i}]"
+        if not isinstance(t, dict) or not isinstance(t.get("type"), str):
+            raise bad_request(f"'{where}' must be a tool object with a 'type'", f"{where}.type")
+        kind = t["type"]
+        if kind == "function":
+            out.append(function_tool(_tool_name(t, where), t.get("parameters"), t.get("description"), t.get("strict")))
+        elif kind == "custom":
+            name = _tool_name(t, where)
+            out.append(function_tool(name, CUSTOM_INPUT, t.get("description")))
+            kinds[name] = ("custom", "")
+        elif kind == "namespace":
+            namespace = _tool_name(t, where)
+            inner, inner_kinds = translate_tools(t.get("tools"))
+            for tool in inner:
+                name = tool["function"]["name"]
+                kinds[name] = inner_kinds.get(name, ("namespace", namespace))
+            out += inner
+        # any other type is a hosted tool (web_search, file_search, mcp, ...): not offered
+    return out, kinds
 
 
 def translate_tool_choice(choice: Any) -> str | dict | None:
@@ -169,8 +217,6 @@ def parse_responses(body: Any) -> ResponsesRequest:
     for name, what in _REFUSED.items():
         if body.get(name) not in (None, False):
             raise bad_request(f"'{name}': {what} are not supported by this server", name)
-    if body.get("top_logprobs"):
-        raise bad_request("'top_logprobs' (logprobs) is not supported by this server", "top_logprobs")
     model, instructions = _optional_str(body, "model"), _optional_str(body, "instructions")
     max_tokens = int_option(body, "max_output_tokens", limit="max_tokens")
     top_k = int_option(body, "top_k")
@@ -182,11 +228,13 @@ def parse_responses(body: Any) -> ResponsesRequest:
     if not isinstance(metadata, dict):
         raise bad_request("'metadata' must be an object", "metadata")
     store = body.get("store")
-    gen = GenerationRequest(model, params, stream=boolean(body, "stream"),
-                            extra={"max_tokens_param": "max_output_tokens"})
+    top = int_option(body, "top_logprobs", limit="top_logprobs")
+    params.logprobs, params.top_logprobs = top is not None, top or 0
+    gen = GenerationRequest(model, params, stream=boolean(body, "stream"))
+    tools, tool_kinds = translate_tools(body.get("tools"))
     return ResponsesRequest(
         gen, inputs, instructions or None, _optional_str(body, "previous_response_id"),
-        store=True if store is None else boolean(body, "store"), tools=translate_tools(body.get("tools")),
+        store=True if store is None else boolean(body, "store"), tools=tools, tool_kinds=tool_kinds,
         tool_choice=translate_tool_choice(body.get("tool_choice")),
         parallel_tool_calls=True if body.get("parallel_tool_calls") is None else boolean(body, "parallel_tool_calls"),
         response_format=translate_text_format(body.get("text")), reasoning_effort=_reasoning(body),

@@ -2,7 +2,8 @@
 
 One JSON file per response under ``<data dir>/responses/``: the response object as the API
 returned it, and the conversation that led to it (OpenAI-shaped messages, the reply included,
-the instructions not: a continued response takes its own). Bounded three ways: at most
+the instructions not: a continued response takes its own), owner-only (0600 in a 0700
+folder). Bounded three ways: at most
 ``max_count`` files and ``max_bytes`` in all (oldest go first), none older than
 ``retention_s``. Ids are checked against the shape Hearth gives them, so a request can never
 name a path.
@@ -11,11 +12,12 @@ name a path.
 from __future__ import annotations
 
 import json
-import os
 import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from runtime.private_files import private_dir, write_private
 
 ID_RE = re.compile(r"resp_[0-9a-f]{32}")
 DEFAULT_MAX_COUNT = 1000
@@ -42,10 +44,8 @@ class ResponseStore:
         path = self._path(rid)
         if path is None:
             raise ValueError(f"not a response id: {rid!r}")
-        self.root.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"response": response, "conversation": conversation}, ensure_ascii=False))
-        os.replace(tmp, path)
+        private_dir(self.root)  # the conversations are the user's: owner-only, like the chat database
+        write_private(path, json.dumps({"response": response, "conversation": conversation}, ensure_ascii=False))
         self.prune()
 
     def get(self, rid: str) -> StoredResponse | None:

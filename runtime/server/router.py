@@ -9,8 +9,12 @@ the request waits (up to ``--load-wait`` seconds) for busy models to finish, the
 model that is loading wait for that load, and requests for a resident model never wait for
 any load (they take the lock-free path).
 
-An engine is keyed by model id and the context asked for (Ollama's ``num_ctx``, else
-``--ctx``); a request that names no context takes any resident engine of that model.
+One engine per model file, at the context asked for (Ollama's ``num_ctx``, else ``--ctx``, else
+the one the fit plan chose: the trained context up to 32768 where memory holds it): a
+request for a smaller context (or none) uses it, and one for a larger context reloads the model
+with that context once its engine has no request in flight (waiting for that, as for room, up
+to ``--load-wait``). Each distinct ``num_ctx`` used to start another worker of the same model,
+each kept for its own keep-alive: a few requests could hold gigabytes.
 """
 
 from __future__ import annotations
@@ -47,9 +51,11 @@ StartFn = Callable[[Any, Any, int], Awaitable[Engine]]
 
 class Router:
     def __init__(self, plan: PlanFn, start: StartFn, budget: Callable[[], Awaitable[Budget]],
-                 default_ctx: int, default_keep_alive: float, load_wait: float = 60.0) -> None:
+                 default_ctx: int | None, default_keep_alive: float, load_wait: float = 60.0, *,
+                 unplanned_ctx: int) -> None:
         self._plan, self._start, self._budget = plan, start, budget
         self.default_ctx, self.default_keep_alive, self.load_wait = default_ctx, default_keep_alive, load_wait
+        self.unplanned_ctx = unplanned_ctx  #: the context with no default and no plan (the probe failed)
         self.residents: list[Resident] = []
         self.loads: Counter[str] = Counter()
         self.unloads: Counter[str] = Counter()
@@ -58,9 +64,20 @@ class Router:
 
     # -- lookup ---------------------------------------------------------------------------
     def find(self, model_id: str, ctx: int | None = None) -> Resident | None:
-        """The resident engine for ``model_id`` (at ``ctx`` when given), most recently used first."""
-        found = [r for r in self.residents if r.model_id == model_id and (ctx is None or r.ctx == ctx)]
+        """The resident engine for ``model_id`` (with a context of at least ``ctx`` when given),
+        most recently used first."""
+        found = [r for r in self.residents if r.model_id == model_id and (ctx is None or r.ctx >= ctx)]
         return max(found, key=lambda r: (r.engine.alive, r.last_used), default=None)
+
+    def of(self, model: Any) -> list[Resident]:
+        """The resident engines of ``model``'s file (named by its id or by its path)."""
+        path = str(model.path)
+        return [r for r in self.residents if r.model_id == model.id or r.path == path]
+
+    def _serving(self, model: Any, ctx: int | None) -> Resident | None:
+        """A live engine of ``model`` whose context is at least ``ctx`` (None: any context)."""
+        found = [r for r in self.of(model) if r.engine.alive and (ctx is None or r.ctx >= ctx)]
+        return max(found, key=lambda r: r.last_used, default=None)
 
     def latest(self) -> Resident | None:
         return max(self.residents, key=lambda r: r.last_used, default=None)
@@ -75,9 +92,11 @@ class Router:
     # -- acquiring -------------------------------------------------------------------------
     async def acquire(self, model: Any, ctx: int | None = None, keep_alive: float | None = None,
                       pin: bool | None = None) -> Resident:
-        """The resident engine for ``model`` (a ``ResolvedModel``), loaded if needed."""
-        r = self.find(model.id, ctx)
-        if r is not None and r.engine.alive:
+        """The resident engine for ``model`` (a ``ResolvedModel``), loaded if needed. One engine
+        per model file: one with a larger context serves a smaller ``ctx``; a larger ``ctx``
+        reloads the model with it once its engine is idle (waiting up to ``load_wait``)."""
+        r = self._serving(model, ctx)
+        if r is not None:
             r.touch(keep_alive, pin)
             return r
         want = ctx or self.default_ctx
@@ -85,21 +104,32 @@ class Router:
         plan = need = None
         while True:
             async with self._lock:
-                r = self.find(model.id, ctx)
-                if r is not None and r.engine.alive:  # loaded while this request waited
+                r = self._serving(model, ctx)
+                if r is not None:  # loaded while this request waited
                     r.touch(keep_alive, pin)
                     return r
-                if plan is None:
-                    plan = await self._plan(model, want)
-                    if plan is not None and not plan.fits:
-                        raise ModelDoesNotFit(plan.message)
-                    need = Need.of(plan)
-                budget = await self._budget()
-                if not budget.fits(need, 1):
-                    raise ModelDoesNotFit(self._too_big(model.id, need, budget))
-                if await self._make_room(need, budget):
-                    return await self._load(model, plan, need, want, keep_alive, pin)
+                smaller = [x for x in self.of(model) if x.engine.alive]  # replaced by the larger context
+                if not any(x.busy for x in smaller):
+                    if need is None:
+                        plan = await self._plan(model, want)
+                        if plan is not None and not plan.fits:
+                            raise ModelDoesNotFit(plan.message)
+                        need = Need.of(plan)
+                        if want is None:  # the default context: the plan chose it
+                            want = plan.ctx if plan is not None else self.unplanned_ctx
+                    budget = await self._budget()
+                    if not budget.fits(need, 1):
+                        raise ModelDoesNotFit(self._too_big(model.id, need, budget))
+                    if await self._make_room(need, budget, smaller):
+                        for x in smaller:  # the model keeps what it was given
+                            keep_alive = x.keep_alive if keep_alive is None else keep_alive
+                            pin = x.pinned if pin is None else pin
+                        return await self._load(model, plan, need, want, keep_alive, pin)
             if time.monotonic() >= deadline:
+                if smaller and any(x.busy for x in smaller):
+                    raise NoRoom(f"{model.id} is answering requests with a {max(x.ctx for x in smaller)}-token "
+                                 f"context; it is reloaded with {want} tokens once they finish: try again then",
+                                 retry_after=5)
                 busy = ", ".join(r.model_id for r in self.residents if r.busy or r.pinned) or "none"
                 raise NoRoom(f"{model.id} does not fit beside the loaded models that are busy or pinned "
                              f"({busy}); try again when their requests finish", retry_after=5)
@@ -119,13 +149,14 @@ class Router:
         log.info("loaded %s (ctx %d); resident: %s", model.id, ctx, ", ".join(x.model_id for x in self.residents))
         return r
 
-    async def _make_room(self, need: Need, budget: Budget) -> bool:
-        """Unload dead engines, then idle unpinned ones (least recently used first) until
-        ``need`` fits; unloads nothing when even that would not be enough."""
+    async def _make_room(self, need: Need, budget: Budget, replaced: list[Resident] = ()) -> bool:
+        """Unload dead engines, the ``replaced`` ones (the same model at a smaller context),
+        then idle unpinned ones (least recently used first) until ``need`` fits; unloads
+        nothing when even that would not be enough."""
         for r in [r for r in self.residents if not r.engine.alive]:
             await self._drop(r)
-        keep = list(self.residents)
-        victims: list[Resident] = []
+        keep = [r for r in self.residents if r not in replaced]
+        victims: list[Resident] = list(replaced)
         for r in sorted((r for r in keep if not r.busy and not r.pinned), key=lambda r: r.last_used):
             if budget.fits(self.used(keep).plus(need), len(keep) + 1):
                 break
@@ -134,7 +165,7 @@ class Router:
         if not budget.fits(self.used(keep).plus(need), len(keep) + 1):
             return False
         for r in victims:
-            log.info("unloading %s (idle) to make room", r.model_id)
+            log.info("unloading %s (idle, context %d) to make room", r.model_id, r.ctx)
             await self._drop(r)
         return True
 

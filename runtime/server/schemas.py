@@ -6,7 +6,7 @@ the wrong type or out of range is a 400 that names the field.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from runtime.sampling_params import DEFAULT_TOP_K, SamplingParams
@@ -33,7 +33,8 @@ class GenerationRequest:
     tokens: list[int] | None = None
     echo: bool = False
     n: int = 1
-    extra: dict[str, Any] = field(default_factory=dict)
+    #: the context the client asked the model to be loaded with (Ollama's ``num_ctx``)
+    num_ctx: int | None = None
     keep_alive: float | None = None  # seconds; None: the service default
     #: constrained decoding (``runtime.engine.constraint.ConstraintSpec``), None: free text
     constraint: Any = None
@@ -46,6 +47,9 @@ class GenerationRequest:
     #: reasoning: None (the template's default), True / False; effort "low" / "medium" / "high"
     think: bool | None = None
     reasoning_effort: str | None = None
+    #: at most this many tokens of reasoning (Anthropic's ``thinking.budget_tokens``); None: the
+    #: effort's budget (``generation.EFFORT_BUDGETS``), or none
+    reasoning_budget: int | None = None
 
 
 def _draft(body: dict) -> str | None:
@@ -113,7 +117,7 @@ def parse_completion(body: Any) -> GenerationRequest:
         prompt = prompt[0]
     if isinstance(prompt, str):
         req.prompt = v.text(prompt, "prompt", empty=False)
-    elif isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
+    elif isinstance(prompt, list) and prompt and type(prompt[0]) is int:  # token_ids checks them all
         req.tokens = v.token_ids(prompt, "prompt")  # the vocabulary is checked once the model is known
     else:
         raise bad_request("'prompt' must be a non-empty string, a list of one string, or a list of token ids", "prompt")

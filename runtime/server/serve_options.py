@@ -47,6 +47,17 @@ def add_api_args(p: argparse.ArgumentParser) -> None:
                    help="requests one client address may have in flight or queued; more get 429 (default %(default)s)")
     g.add_argument("--max-body-mb", type=float, default=sec.max_body_bytes / (1024 * 1024), metavar="MB",
                    help="largest request body in MiB; larger ones get 413 (default %(default)s)")
+    g.add_argument("--header-timeout", type=_positive, default=sec.header_timeout, metavar="SECONDS",
+                   help="a new connection that has not sent a whole request head by then is closed "
+                        "(default %(default)s)")
+    g.add_argument("--body-timeout", type=_positive, default=sec.body_timeout, metavar="SECONDS",
+                   help="a request body that stops arriving for this long is dropped with its connection "
+                        "(default %(default)s)")
+    g.add_argument("--idle-connection-timeout", type=_positive, default=sec.keepalive_timeout, metavar="SECONDS",
+                   help="how long an idle connection is kept open for its next request (default %(default)s)")
+    g.add_argument("--max-connections", type=_count, default=sec.max_connections, metavar="N",
+                   help="open connections at most; a new one closes the oldest idle one, and "
+                        f"{sec.reserved_connections} more are kept for /health and the app (default %(default)s)")
     g.add_argument("--ollama-port", type=int, nargs="?", const=OLLAMA_PORT, default=None, metavar="PORT",
                    help=f"also serve the same API on this port (Ollama's is {OLLAMA_PORT}, the value without one), "
                         "for tools that expect Ollama there; off by default, refused at start when the port is taken")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import asdict
 
 from aiohttp import web
@@ -23,16 +24,33 @@ def _detailed(request: web.Request) -> bool:
     return is_loopback(config.host) and host_is_loopback(request)
 
 
+async def root(request: web.Request) -> web.Response:
+    """``GET /`` (and ``HEAD /``): clients probe the base URL before they send anything
+    (Claude Code sends ``HEAD /``; Ollama's clients expect ``GET /`` to answer 200)."""
+    return web.Response(text="Hearth is running")
+
+
 async def health(request: web.Request) -> web.Response:
     """200 while the service runs; ``engine.state`` says whether the most recently used
     model's worker is up or crashed (idle: none loaded), ``engine.models`` every resident one."""
     status = request.app[MANAGER].status()
     if not _detailed(request):
         return web.json_response({"status": "error" if status["state"] == "crashed" else "ok", "service": "hearth"})
-    from runtime.remote.api import health_summary
+    from runtime.server.remotes_api import health_summary
 
-    return web.json_response({"status": "ok", "service": "hearth", "version": __version__, "engine": status,
-                              "remotes": health_summary(request.app)})
+    body = {"status": "ok", "service": "hearth", "version": __version__, "engine": status,
+            "remotes": health_summary(request.app)}
+    rpc = request.app[CONFIG].engine.rpc
+    if rpc:  # the RPC workers lending memory (hearth serve --rpc) and the models using them
+        from runtime.hardware.rpc_workers import worker_states
+
+        users: dict[str, list[str]] = {}
+        for r in request.app[MANAGER].router.residents:
+            if r.engine.alive:
+                for endpoint in getattr(r.plan, "rpc", ()):
+                    users.setdefault(endpoint, []).append(r.model_id)
+        body["rpc"] = await asyncio.to_thread(worker_states, rpc, users)
+    return web.json_response(body)
 
 
 async def identity_proof(request: web.Request) -> web.Response:

@@ -1,8 +1,19 @@
-"""Server-Sent Events: ``data: {json}\\n\\n`` frames, ending with ``data: [DONE]``."""
+"""Server-Sent Events: ``data: {json}\\n\\n`` frames, ending with ``data: [DONE]``.
+
+A stream that has sent nothing for ``KEEPALIVE_SECONDS`` (a long prompt being computed, a
+model being loaded) sends a keep-alive: an SSE comment, or the format's own event (Anthropic's
+``ping``; the Responses API's ``response.in_progress`` again, since Codex's idle timer counts
+events and not comments). Clients drop a stream that stays silent too long (Claude Code after 300 s, proxies
+after 60 s or less) and send the whole request again, which only makes the wait longer.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import time
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -44,7 +55,55 @@ class TextFrames:
         return self._prefix + json.dumps(text, ensure_ascii=False).encode() + self._suffix
 
 
-async def open_stream(request: web.Request) -> web.StreamResponse:
-    response = web.StreamResponse(headers=SSE_HEADERS)
+#: seconds of silence after which a stream sends a keep-alive
+KEEPALIVE_SECONDS = 5.0
+#: an SSE comment: every SSE parser skips it
+COMMENT = b": keep-alive\n\n"
+
+
+class EventStream(web.StreamResponse):
+    """An SSE response that sends ``keepalive`` whenever ``interval`` seconds pass without a write."""
+
+    def __init__(self, keepalive: bytes | Callable[[], bytes] = COMMENT, interval: float = KEEPALIVE_SECONDS) -> None:
+        super().__init__(headers=SSE_HEADERS)
+        self._keepalive, self._interval = keepalive, interval
+        self._last = time.monotonic()
+        self._beat: asyncio.Task | None = None
+
+    async def prepare(self, request: web.BaseRequest):
+        writer = await super().prepare(request)
+        self._last = time.monotonic()
+        self._beat = asyncio.create_task(self._beats())
+        return writer
+
+    async def write(self, data: bytes | bytearray | memoryview) -> None:
+        self._last = time.monotonic()
+        await super().write(data)
+
+    async def write_eof(self, data: bytes = b"") -> None:
+        self.stop_keepalive()
+        await super().write_eof(data)
+
+    def stop_keepalive(self) -> None:
+        if self._beat is not None:
+            self._beat.cancel()
+            self._beat = None
+
+    async def _beats(self) -> None:
+        # Each frame is one write of whole bytes, so a keep-alive never lands inside a frame.
+        with contextlib.suppress(ConnectionError, RuntimeError, asyncio.CancelledError):
+            while True:
+                await asyncio.sleep(max(0.05, self._last + self._interval - time.monotonic()))
+                if time.monotonic() - self._last >= self._interval:
+                    ka = self._keepalive
+                    await self.write(ka if isinstance(ka, bytes) else ka())
+
+
+async def open_stream(request: web.Request, keepalive: bytes | Callable[[], bytes] = COMMENT) -> EventStream:
+    """A prepared SSE response; its keep-alives stop when the handler ends, however it ends."""
+    response = EventStream(keepalive)
     await response.prepare(request)
+    task = asyncio.current_task()
+    if task is not None:
+        task.add_done_callback(lambda _: response.stop_keepalive())
     return response

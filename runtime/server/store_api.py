@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,10 +17,10 @@ from aiohttp import web
 
 from runtime.server import sse
 from runtime.server.app_keys import CONFIG, MANAGER
-from runtime.api_key import is_loopback
 from runtime.server.errors import ApiError, bad_request
 from runtime.server.local_models import delete_local, local_models
-from runtime.import_confirm import CONFIRM_HEADER, confirmed, ensure_token
+from runtime.import_confirm import ensure_token
+from runtime.server.security import require_user_act
 from runtime.store import hub
 from runtime.store.catalog import CatalogEntry, load_catalog
 from runtime.store.downloads import DownloadManager, DownloadNotFound, NotEnoughSpace
@@ -88,20 +89,10 @@ async def delete_model(request: web.Request) -> web.Response:
     return web.json_response(await delete_local(request.app, request.match_info["id"]))
 
 
-def _import_consented(request: web.Request) -> None:
-    """An import over the API is the user's own act (see ``runtime.import_confirm``)."""
-    config = request.app[CONFIG]
-    if config.security.api_key:  # the guard checked the request carried it
-        return
-    if is_loopback(request.remote or "") and confirmed(request.headers.get(CONFIRM_HEADER), config.data_dir):
-        return
-    raise ApiError(403, "importing a file over the API needs the user's confirmation: import it in the app, "
-                        f"run `hearth import PATH`, or send {CONFIRM_HEADER} with the data directory's "
-                        "import token from this machine", code="import_not_confirmed")
-
-
 async def import_model(request: web.Request) -> web.Response:
-    _import_consented(request)
+    # importing makes a file usable by every later request: the user's own act
+    require_user_act(request, "importing a file", "import it in the app or run `hearth import PATH`",
+                     "import_not_confirmed")
     path = await _body(request, "path")
     try:
         model = await asyncio.to_thread(_registry(request).import_file, path)
@@ -114,7 +105,7 @@ async def import_model(request: web.Request) -> web.Response:
 
 # --- catalog ------------------------------------------------------------------------------
 def _shape(entry: CatalogEntry, data_dir: Path):
-    from runtime.store.model_shape import catalog_shape, shape_of_file
+    from runtime.hardware.model_shape import catalog_shape, shape_of_file
 
     try:
         return shape_of_file(resolve_model(entry.id, data_dir).path), True
@@ -134,7 +125,7 @@ def _fit(entry: CatalogEntry, hw, config) -> tuple[dict | None, bool]:
         if shape is None or hw is None:
             return None, local
         e = config.engine
-        plan = plan_fit(shape, hw, ctx=min(e.ctx, shape.ctx_train or e.ctx),
+        plan = plan_fit(shape, hw, ctx=min(e.ctx, shape.ctx_train or e.ctx) if e.ctx else None,
                         kv_type=e.kv_type, n_seq=e.parallel, n_batch=e.n_batch)
     except (ValueError, ArithmeticError) as e:
         return {"verdict": None, "fits": None, "message": str(e)}, False
@@ -258,6 +249,58 @@ async def repo_files(request: web.Request) -> web.Response:
     return web.json_response({"repo": remote.repo_id, "commit": remote.commit, "files": files})
 
 
+#: a model card is read up to this many bytes; a longer one is cut there (``truncated``)
+CARD_MAX_BYTES = 256 * 1024
+_REPO_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+
+
+def _fetch_card(repo: str) -> tuple[str, bool] | None:
+    """A repository's README.md on the hub, at most ``CARD_MAX_BYTES`` of it, through the hub
+    client's session and its download timeout; None when the repository or its card is missing.
+    Blocking: call it from a thread."""
+    import httpx2
+    from huggingface_hub import constants, hf_hub_url
+    from huggingface_hub.utils import build_hf_headers, get_session
+
+    from runtime.store.hf_cache import hub_endpoint
+
+    url = hf_hub_url(repo, "README.md", endpoint=hub_endpoint())
+    timeout = httpx2.Timeout(constants.HF_HUB_DOWNLOAD_TIMEOUT)
+    try:
+        with get_session().stream("GET", url, headers=build_hf_headers(), timeout=timeout,
+                                  follow_redirects=True) as r:
+            if r.status_code in (401, 404):  # missing (a private repository answers 401 without a token)
+                return None
+            if r.status_code != 200:
+                raise hub.HubError(f"the hub answered {r.status_code} for the card of {repo}")
+            body = bytearray()
+            for chunk in r.iter_bytes():
+                body += chunk
+                if len(body) > CARD_MAX_BYTES:
+                    break
+    except (httpx2.TransportError, OSError) as e:
+        raise hub.HubUnreachable(f"cannot reach the hub at {hub_endpoint()}: {e}") from None
+    truncated = len(body) > CARD_MAX_BYTES
+    text = bytes(body[:CARD_MAX_BYTES]).decode("utf-8", errors="ignore" if truncated else "replace")
+    return text, truncated
+
+
+async def model_card(request: web.Request) -> web.Response:
+    """A hub repository's model card (its README.md as Markdown text), size-capped."""
+    repo = request.query.get("repo", "").strip()
+    if not _REPO_ID.match(repo) or ".." in repo or "--" in repo:
+        raise bad_request("'repo' must be a hub repository id: owner/name", "repo")
+    try:
+        card = await asyncio.to_thread(_fetch_card, repo)
+    except hub.HubError as e:
+        raise store_error(e) from None
+    if card is None:
+        raise ApiError(404, f"{repo} has no model card on the hub (or no such repository)", param="repo",
+                       code="model_card_not_found")
+    text, truncated = card
+    return web.json_response({"repo": repo, "card": text, "truncated": truncated})
+
+
 ROUTES = [
     ("GET", "/hearth/models", list_local),
     ("POST", "/hearth/models/pull", pull),
@@ -269,4 +312,5 @@ ROUTES = [
     ("POST", "/hearth/downloads/{id}/{action}", download_action),
     ("GET", "/hearth/search", search),
     ("GET", "/hearth/search/files", repo_files),
+    ("GET", "/hearth/search/card", model_card),
 ]

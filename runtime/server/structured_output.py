@@ -1,4 +1,4 @@
-"""Structured output: the request fields that constrain a reply, compiled into a constraint.
+"""Structured output: the request fields that constrain a reply, read into a compile job.
 
 - OpenAI ``response_format``: ``{"type": "text"}`` (free), ``{"type": "json_object"}`` (any JSON
   object), ``{"type": "json_schema", "json_schema": {"name", "schema", "strict"}}``;
@@ -6,53 +6,70 @@
 - Hearth's own fields on both APIs: ``regex`` (a regular expression) and ``grammar`` (GBNF, as
   llama.cpp's server takes it, or Lark).
 
-The schema is checked against the JSON Schema meta-schema (``jsonschema``) and compiled by the
-grammar library here, in the service: an invalid or unsupported one is a 400 naming the
-problem before any worker sees the request, never a silent fallback to free text.
-``strict`` changes nothing: every schema is enforced by the grammar.
+Reading a body only checks shapes and sizes (cheap, on the event loop); the returned
+:class:`~runtime.server.constraint_jobs.CompileJob` is compiled once the model is known
+(``tool_calls.plan_output``), in the constraint compiler's helper process: there the schema is
+checked against the JSON Schema meta-schema and the caps of ``schema_limits``, and compiled by
+the grammar library. An invalid, unsupported or oversized one is a 400 naming the field before
+any worker sees the request, never a silent fallback to free text. ``strict`` changes nothing:
+every schema is enforced by the grammar.
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-import jsonschema
-
-from runtime.engine.constraint import (
-    GBNF, JSON_OBJECT, JSON_SCHEMA, REGEX, ConstraintError, ConstraintSpec, compile_constraint,
-)
+from runtime.engine.constraint_spec import GBNF, JSON_OBJECT, JSON_SCHEMA, LARK, REGEX, ConstraintError
+from runtime.server.constraint_compiler import CRASHED, TIMEOUT, CompilerBusy, CompilerUnavailable, compiler
+from runtime.server.constraint_jobs import CompileJob, CompileResult, ToolsJob
 from runtime.server.errors import ApiError
+from runtime.server.schema_limits import MAX_GRAMMAR_BYTES, MAX_PATTERN_CHARS, MAX_SCHEMA_BYTES, TOO_LARGE
+from runtime.server.validation import json_text
+
+_CODES = {TOO_LARGE: TOO_LARGE, TIMEOUT: TIMEOUT, CRASHED: CRASHED}
 
 
 def constraint_error(e: ConstraintError) -> ApiError:
-    return ApiError(400, str(e), param=e.param, code="invalid_schema" if "schema" in (e.param or "") else e.code)
+    code = _CODES.get(e.code) or ("invalid_schema" if "schema" in (e.param or "") or "parameters" in (e.param or "")
+                                  else e.code)
+    return ApiError(400, str(e), param=e.param, code=code)
+
+
+async def compile_job(job: CompileJob | ToolsJob) -> CompileResult:
+    """The job compiled in the helper process; its error (a 400 naming the field and limit), or
+    a 503 when too many wait, raised as ``ApiError``."""
+    try:
+        result = await compiler().compile(job)
+    except CompilerBusy as e:
+        raise ApiError(503, str(e), type="server_error", code="compiler_busy", headers={"Retry-After": "2"}) from None
+    except CompilerUnavailable as e:
+        raise ApiError(503, str(e), type="server_error", code="compiler_unavailable") from None
+    if result.error is not None:
+        raise constraint_error(result.error)
+    return result
 
 
 def check_schema(schema: Any, param: str) -> dict:
-    """A JSON schema as a dict, checked against its meta-schema; ``ApiError`` otherwise."""
+    """A JSON schema as a dict (JSON text of at most ``MAX_SCHEMA_BYTES`` is parsed with the
+    body's depth and number limits); ``ApiError`` otherwise. Its size, caps and meta-schema are
+    checked when it is compiled, in the helper process (measuring a big schema here would hold
+    the event loop)."""
     if isinstance(schema, str):
+        if len(schema) > MAX_SCHEMA_BYTES:
+            raise ApiError(400, f"'{param}' is {len(schema)} characters; a schema is limited to {MAX_SCHEMA_BYTES}",
+                           param=param, code=TOO_LARGE)
         try:
-            schema = json.loads(schema)
-        except json.JSONDecodeError as e:
+            schema = json_text(schema)
+        except ValueError as e:
             raise ApiError(400, f"'{param}' is not valid JSON: {e}", param=param, code="invalid_schema") from None
     if not isinstance(schema, dict):
         raise ApiError(400, f"'{param}' must be a JSON schema (an object)", param=param, code="invalid_schema")
-    try:
-        jsonschema.validators.validator_for(schema).check_schema(schema)
-    except jsonschema.SchemaError as e:
-        where = "/".join(str(p) for p in e.absolute_path)
-        raise ApiError(400, f"'{param}' is not a valid JSON schema: {e.message}" + (f" (at {where})" if where else ""),
-                       param=param, code="invalid_schema") from None
     return schema
 
 
-def schema_constraint(schema: Any, param: str) -> tuple[ConstraintSpec, dict]:
+def schema_constraint(schema: Any, param: str) -> tuple[CompileJob, dict]:
     schema = check_schema(schema, param)
-    try:
-        return compile_constraint(JSON_SCHEMA, schema, param), schema
-    except ConstraintError as e:
-        raise ApiError(400, str(e), param=param, code="invalid_schema") from None
+    return CompileJob(JSON_SCHEMA, schema, param), schema
 
 
 def extension_fields(body: dict) -> dict:
@@ -61,22 +78,23 @@ def extension_fields(body: dict) -> dict:
     return {k: body[k] for k in ("regex", "grammar") if body.get(k) is not None}
 
 
-def _extensions(body: dict) -> ConstraintSpec | None:
-    for name, kind in (("regex", REGEX), ("grammar", GBNF)):
+def _extensions(body: dict) -> CompileJob | None:
+    for name, limit in (("regex", MAX_PATTERN_CHARS), ("grammar", MAX_GRAMMAR_BYTES)):
         v = body.get(name)
         if v is None:
             continue
         if not isinstance(v, str) or not v:
             raise ApiError(400, f"'{name}' must be a non-empty string", param=name)
-        try:
-            return compile_constraint(kind, v, name)
-        except ConstraintError as e:
-            raise constraint_error(e) from None
+        if len(v) > limit:
+            raise ApiError(400, f"'{name}' is {len(v)} characters; the limit is {limit}", param=name, code=TOO_LARGE)
+        if name == "regex":
+            return CompileJob(REGEX, v, name)
+        return CompileJob(GBNF if "::=" in v else LARK, v, name)
     return None
 
 
-def openai_constraint(body: dict) -> tuple[ConstraintSpec | None, dict | None]:
-    """The constraint of an OpenAI body, and the JSON schema replies must validate against."""
+def openai_constraint(body: dict) -> tuple[CompileJob | None, dict | None]:
+    """The constraint of an OpenAI body (to compile), and the JSON schema replies must match."""
     rf = body.get("response_format")
     if rf is None:
         return _extensions(body), None
@@ -86,7 +104,7 @@ def openai_constraint(body: dict) -> tuple[ConstraintSpec | None, dict | None]:
     if kind == "text":
         return _extensions(body), None
     if kind == "json_object":
-        return compile_constraint(JSON_OBJECT, None), {"type": "object"}
+        return CompileJob(JSON_OBJECT, None, "response_format"), {"type": "object"}
     if kind == "json_schema":
         js = rf.get("json_schema")
         if not isinstance(js, dict):
@@ -107,7 +125,7 @@ def openai_constraint(body: dict) -> tuple[ConstraintSpec | None, dict | None]:
                    param="response_format.type")
 
 
-def ollama_constraint(body: dict) -> tuple[ConstraintSpec | None, dict | None]:
+def ollama_constraint(body: dict) -> tuple[CompileJob | None, dict | None]:
     """Ollama's ``format``: "json" (any JSON value that is an object) or a JSON schema."""
     fmt = body.get("format")
     if fmt in (None, ""):
@@ -115,7 +133,7 @@ def ollama_constraint(body: dict) -> tuple[ConstraintSpec | None, dict | None]:
         options = body.get("options") if isinstance(body.get("options"), dict) else {}
         return _extensions({k: body.get(k, options.get(k)) for k in ("regex", "grammar")}), None
     if fmt == "json":
-        return compile_constraint(JSON_OBJECT, None), {"type": "object"}
+        return CompileJob(JSON_OBJECT, None, "format"), {"type": "object"}
     if isinstance(fmt, dict):
         return schema_constraint(fmt, "format")
     raise ApiError(400, "'format' must be \"json\" or a JSON schema object", param="format")

@@ -7,24 +7,40 @@ same shape); ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or
 ``{"type": "function", "function": {"name": ...}}``.
 
 Once the engine (and so the chat template) is known, :func:`plan_output` picks the family's
-:class:`~runtime.server.tool_formats.ToolFormat`, sets the constraint (``required`` / named:
-the call grammar from the first token; ``auto``: the same grammar lazily from the family's
-trigger; ``none``: no tools are shown to the model), and rewrites the messages for templates
-that do not render tools themselves (tool descriptions in the system message, earlier calls in
-the family's markup, tool results as user turns).
+:class:`~runtime.server.tool_formats.ToolFormat`, has the constraint compiled (``required`` /
+named: the call grammar from the first token; ``auto``: the same grammar lazily from the family's
+trigger, or, beside a JSON response format, one grammar from the first token: calls or an answer
+that matches the format; ``none``: no tools are shown to the model), and rewrites the messages
+for templates that do not render tools themselves (tool descriptions in the system message,
+earlier calls in the family's markup, tool results as user turns).
+
+Tool schemas are compiled in the constraint compiler's helper process; one the grammar cannot
+enforce is relaxed (``tool_relax``) rather than refused, and the reply's
+``x-hearth-relaxed-tools`` header names it.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.engine.constraint import LARK, ConstraintError, compile_constraint
+from aiohttp import web
+
+from runtime.server.constraint_jobs import CompileJob, ToolsJob
 from runtime.server.errors import ApiError, bad_request
-from runtime.server.structured_output import check_schema
+from runtime.server.schema_limits import MAX_TOOLS, TOO_LARGE
+from runtime.server.structured_output import check_schema, compile_job
 from runtime.server.tool_formats import ToolFormat, detect_format, supports_tools
+from runtime.server.validation import json_field
+
+log = logging.getLogger("hearth.server")
+#: the response header that names the tools whose schemas were relaxed to compile
+RELAXED_HEADER = "x-hearth-relaxed-tools"
+#: where ``plan_output`` leaves their names on the request
+RELAXED_TOOLS = "hearth.relaxed_tools"
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 THINK = ("<think>", "</think>")
@@ -39,6 +55,8 @@ class OutputPlan:
     tools: list[dict]
     think: tuple[str, str] | None
     in_reasoning: bool = False
+    #: the chat template renders the tools itself (they go to it as a template variable)
+    native_tools: bool = False
 
 
 def apply_tools(req, body: dict, raw_messages: list | None) -> None:
@@ -60,6 +78,8 @@ def parse_tools(body: dict) -> list[dict] | None:
         return None
     if not isinstance(raw, list):
         raise bad_request("'tools' must be a list of function tools", "tools")
+    if len(raw) > MAX_TOOLS:
+        raise ApiError(400, f"'tools' has {len(raw)} tools; the limit is {MAX_TOOLS}", param="tools", code=TOO_LARGE)
     tools, names = [], set()
     for i, t in enumerate(raw):
         where = f"tools[{i}]"
@@ -143,50 +163,66 @@ def _history_call(c: Any, where: str) -> dict:
         raise bad_request(f"{where} must be {{\"type\": \"function\", \"function\": {{\"name\", \"arguments\"}}}}", where)
     args = fn.get("arguments", {})
     if isinstance(args, str):
-        try:
-            args = json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError:
-            raise bad_request(f"{where}.function.arguments is not valid JSON", f"{where}.function.arguments") from None
+        args = json_field(args, f"{where}.function.arguments") if args.strip() else {}
     if not isinstance(args, dict):
         raise bad_request(f"{where}.function.arguments must be a JSON object", f"{where}.function.arguments")
     return {"id": c.get("id") or "", "type": "function", "function": {"name": fn["name"], "arguments": args}}
 
 
-def plan_output(req, template: str | None) -> OutputPlan | None:
+async def plan_output(req, template: str | None, request: web.Request | None = None) -> OutputPlan | None:
     """Tools and reasoning for ``req`` on a model with ``template``; rewrites ``req.messages``
-    and sets ``req.constraint`` for tool calls. None: plain text (the fast path)."""
-    if req.messages is None:
-        return None  # raw completions: the client owns the format
+    and compiles ``req.constraint`` (a response format's, or the tool calls'). None: plain text
+    (the fast path). ``request``: where to note the relaxed tools for the reply's header."""
+    answer = req.constraint if isinstance(req.constraint, CompileJob) else None
+    if req.messages is None:  # raw completions: the client owns the format
+        if answer is not None:
+            req.constraint = (await compile_job(answer)).spec
+        return None
     think = THINK if template and "<think>" in template else None
     choice = req.tool_choice
     tools = req.tools if req.tools and choice != "none" else None
-    if tools and req.constraint is not None:
-        raise bad_request("'response_format' cannot be combined with 'tools' (unless tool_choice is \"none\")",
-                          "response_format")
     if not tools:
+        if answer is not None:
+            req.constraint = (await compile_job(answer)).spec
         if not supports_tools(template) and any(m.get("tool_calls") or m.get("role") == "tool" for m in req.messages):
             # earlier calls and results still reach a template that cannot render them
             req.messages = render_for(req.messages, detect_format(template), [], native=False)
         if think is None:
             return None
         return OutputPlan(None, [], think, in_reasoning=req.think is not False and _opens_thinking(template))
+    if answer is not None and answer.answer_schema is None:
+        raise bad_request(f"'{answer.param}' cannot be combined with 'tools' (a JSON response format can; or set "
+                          "tool_choice to \"none\")", answer.param)
     fmt = detect_format(template)
     if isinstance(choice, dict):
         offered = [t for t in tools if t["function"]["name"] == choice["function"]["name"]]
     else:
         offered = tools
-    try:
-        spec = compile_constraint(LARK, fmt.grammar(offered, req.parallel_tool_calls and not isinstance(choice, dict)),
-                                  "tools", trigger=None if choice != "auto" else fmt.trigger)
-    except ConstraintError as e:
-        raise ApiError(400, f"the tools' parameter schemas cannot be enforced: {e}", param="tools",
-                       code="invalid_schema") from None
-    req.constraint = spec
+    index = {id(t): i for i, t in enumerate(req.tools)}
+    # what the grammar needs of each tool (descriptions change nothing, and would split the cache)
+    shapes = [{"type": "function", "function": {k: v for k, v in t["function"].items() if k in ("name", "parameters")}}
+              for t in offered]
+    job = ToolsJob(fmt.name, shapes, [f"tools[{index[id(t)]}].function.parameters" for t in offered],
+                   parallel=req.parallel_tool_calls and not isinstance(choice, dict),
+                   # a required call ignores the response format: it is for the answer after the results
+                   lazy=choice == "auto" and answer is None, answer=answer if choice == "auto" else None)
+    result = await compile_job(job)
+    if result.relaxed:
+        log.info("tool schemas relaxed to what the grammar can enforce: %s", ", ".join(result.relaxed))
+        if request is not None:
+            request[RELAXED_TOOLS] = result.relaxed
+    req.constraint = result.spec
     native = supports_tools(template)
-    req.extra["template_tools"] = native
     if req.messages is not None:
         req.messages = render_for(req.messages, fmt, tools, native)
-    return OutputPlan(fmt, tools, think, in_reasoning=False)
+    return OutputPlan(fmt, tools, think, in_reasoning=False, native_tools=native)
+
+
+async def relaxed_tools_header(request: web.Request, response: web.StreamResponse) -> None:
+    """``on_response_prepare``: name the tools whose schemas were relaxed (tool by tool)."""
+    names = request.get(RELAXED_TOOLS)
+    if names:
+        response.headers[RELAXED_HEADER] = ", ".join(names)
 
 
 def _opens_thinking(template: str) -> bool:
@@ -233,21 +269,16 @@ def system_prompt(fmt: ToolFormat, tools: list[dict]) -> str:
 
 
 def call_checker(tools: list[dict]):
-    """``accept(name, arguments)`` for the output parser: the function exists and the
-    arguments validate against its parameters schema (``jsonschema``)."""
-    import jsonschema
+    """``accept(name, arguments)`` for the output parser: the function is one of ``tools``.
 
-    schemas = {t["function"]["name"]: t["function"].get("parameters") for t in tools}
+    The arguments are not validated against the tool's schema here: the grammar already
+    enforced it from the call's first token, and running a schema (its ``pattern`` keywords in
+    Python's backtracking ``re``, nested ``anyOf`` keywords) on the event loop costs what the caller
+    chooses. A call the grammar did not see (a family's second marker) is passed on as the model
+    wrote it, for the client to check, as every other server does."""
+    names = {t["function"]["name"] for t in tools}
 
     def accept(name: str, arguments: dict) -> bool:
-        if name not in schemas:
-            return False
-        if schemas[name] is None:
-            return True
-        try:
-            jsonschema.validate(arguments, schemas[name])
-        except jsonschema.ValidationError:
-            return False
-        return True
+        return name in names and isinstance(arguments, dict)
 
     return accept

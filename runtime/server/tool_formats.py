@@ -28,7 +28,9 @@ import ast
 import json
 from dataclasses import dataclass
 
-from runtime.engine.constraint import JSON_OPTIONS
+from runtime.engine.constraint_spec import JSON_OPTIONS
+from runtime.server.tool_relax import rebase
+from runtime.server.validation import json_text
 
 #: the most calls one reply may hold when parallel calls are allowed
 MAX_PARALLEL = 4
@@ -120,20 +122,27 @@ class ToolFormat:
         return calls
 
     # -- grammar --------------------------------------------------------------------
-    def grammar(self, tools: list[dict], parallel: bool) -> str:
+    def grammar(self, tools: list[dict], parallel: bool, answer: dict | None = None) -> str:
         """Lark text for one reply made of calls to ``tools`` (OpenAI function tools); it
-        starts with :attr:`trigger`."""
+        starts with :attr:`trigger`. ``answer``: a JSON schema the reply may match instead of
+        making calls (a response format beside tools)."""
         call = "call: %json " + json.dumps(_call_schema(tools, self.args_key))
         n = MAX_PARALLEL if parallel and self.name != "llama3" else 1
         calls = _repeat("call", _lit(", "), n)
+        rules = []
         if self.name in ("generic", "gemma"):
-            return f"start: {_lit('{' + chr(34) + 'tool_calls' + chr(34) + ': [')} {calls} {_lit(']}')}\n{call}"
-        if self.list_body:
-            return f"start: {_lit(self.starts[0] + '[')} {calls} {_lit(']' + (self.end or ''))}\n{call}"
-        if self.name == "llama3":
-            return f"start: call\n{call}"
-        one = f"{_lit(self.starts[0] + chr(10))} call {_lit(chr(10) + (self.end or ''))}"
-        return f"start: {_repeat('one', _lit(chr(10)), n)}\none: {one}\n{call}"
+            body = f"{_lit('{' + chr(34) + 'tool_calls' + chr(34) + ': [')} {calls} {_lit(']}')}"
+        elif self.list_body:
+            body = f"{_lit(self.starts[0] + '[')} {calls} {_lit(']' + (self.end or ''))}"
+        elif self.name == "llama3":
+            body = "call"
+        else:
+            body = _repeat("one", _lit(chr(10)), n)
+            rules.append(f"one: {_lit(self.starts[0] + chr(10))} call {_lit(chr(10) + (self.end or ''))}")
+        if answer is None:
+            return "\n".join([f"start: {body}", *rules, call])
+        answer_rule = "answer: %json " + json.dumps({**answer, "x-guidance": JSON_OPTIONS})
+        return "\n".join(["start: calls | answer", f"calls: {body}", *rules, call, answer_rule])
 
     @property
     def trigger(self) -> str:
@@ -160,20 +169,65 @@ def _lit(s: str) -> str:
 
 
 def _call_schema(tools: list[dict], args_key: str) -> dict:
-    options = []
-    for t in tools:
+    """One JSON schema for a call to any of ``tools``. A tool's parameters that use local
+    ``$ref`` keywords (``#/$defs/...``, as pydantic writes them) move to ``$defs.toolN`` of the call's
+    schema, their references rebased, since a ``$ref`` resolves against the document's root."""
+    options, defs = [], {}
+    for i, t in enumerate(tools):
         fn = t["function"]
         params = fn.get("parameters") or {"type": "object", "properties": {}}
+        if '"$ref"' in json.dumps(params):
+            defs[f"tool{i}"] = rebase(params, f"#/$defs/tool{i}")
+            params = {"$ref": f"#/$defs/tool{i}"}
         options.append({"type": "object", "properties": {"name": {"const": fn["name"]}, args_key: params},
                         "required": ["name", args_key], "additionalProperties": False})
     schema: dict = options[0] if len(options) == 1 else {"anyOf": options}
+    if defs:
+        schema = {**schema, "$defs": defs}
     return {**schema, "x-guidance": JSON_OPTIONS}
 
 
 def _loads(text: str):
+    """A call's JSON as the model wrote it, or None: malformed, or past the body's depth and
+    number limits (a deep or huge value is never worth a stack or a quadratic parse)."""
     try:
-        return json.loads(text)
+        return json_text(text)
     except ValueError:
+        return None
+
+
+class JsonEnd:
+    """Finds where a JSON object ends, fed the text as it grows (each character read once)."""
+
+    __slots__ = ("pos", "depth", "in_str", "esc")
+
+    def __init__(self, pos: int) -> None:
+        self.pos, self.depth, self.in_str, self.esc = pos, 0, False, False
+
+    def end(self, text: str) -> int | None:
+        """The index just past the object in ``text``, or None while it is still open."""
+        depth, in_str, esc = self.depth, self.in_str, self.esc
+        i = self.pos
+        n = len(text)
+        while i < n:
+            ch = text[i]
+            i += 1
+            if in_str:
+                if esc:
+                    esc = False
+                elif ch == "\\":
+                    esc = True
+                elif ch == '"':
+                    in_str = False
+            elif ch == '"':
+                in_str = True
+            elif ch in "[{":
+                depth += 1
+            elif ch in "]}":
+                depth -= 1
+                if depth == 0:
+                    return i
+        self.pos, self.depth, self.in_str, self.esc = i, depth, in_str, esc
         return None
 
 
@@ -181,31 +235,14 @@ def _json_end(text: str) -> int | None:
     """The end of the JSON object or array at the start of ``text``, or None if incomplete."""
     if not text or text[0] not in "[{":
         return None
-    depth, in_str, esc = 0, False, False
-    for i, ch in enumerate(text):
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
-            depth += 1
-        elif ch in "]}":
-            depth -= 1
-            if depth == 0:
-                return i + 1
-    return None
+    return JsonEnd(0).end(text)
 
 
 def _python_calls(body: str) -> list[tuple[str, dict]] | None:
     """``name(key=value, ...)`` lines (Gemma's tool_code, Llama's built-in ``x.call(...)``)."""
     try:
         tree = ast.parse(body.strip(), mode="exec")
-    except SyntaxError:
+    except (SyntaxError, RecursionError, MemoryError):  # deeply nested text: not a call
         return None
     calls = []
     for stmt in tree.body:
@@ -221,7 +258,7 @@ def _python_calls(body: str) -> list[tuple[str, dict]] | None:
             return None
         try:
             args = {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
-        except ValueError:
+        except (ValueError, TypeError, SyntaxError, RecursionError, MemoryError):
             return None
         calls.append((name, args))
     return calls or None

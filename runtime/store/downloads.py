@@ -71,6 +71,7 @@ class DownloadManager:
         self._subscribers: set[asyncio.Queue] = set()
         self._session: aiohttp.ClientSession | None = None
         self._done: dict[str, asyncio.Event] = {}
+        self._cleanups: set[asyncio.Task] = set()  #: partial files deleted once a cancelled fetch ends
         self.load_problem: str | None = None  #: the download list was damaged (what happened)
 
     # --- lifecycle --------------------------------------------------------------------------
@@ -98,7 +99,7 @@ class DownloadManager:
         tasks = list(self._tasks.values()) + [f.task for f in self._fetches.values()]
         for t in tasks:
             t.cancel()
-        for t in tasks:
+        for t in tasks + list(self._cleanups):
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await t
         self._save()
@@ -202,14 +203,24 @@ class DownloadManager:
         if d.state in FINAL:
             return d
         d.state = "cancelled"
-        self._stop(d)
+        stopped = self._stop(d)
+        mine = [self._cached(d, j) for j in d.files if not self._shared(d, j)]
+        for cached in mine:
+            cached.incomplete.unlink(missing_ok=True)
         for j in d.files:
-            part = self._cached(d, j).incomplete
-            if not self._shared(d, j):
-                part.unlink(missing_ok=True)
             j.progress.done = 0
+        if stopped:  # a cancelled fetch still writes what it had received: delete that once it has ended
+            task = asyncio.get_running_loop().create_task(self._discard_after(stopped, mine))
+            self._cleanups.add(task)
+            task.add_done_callback(self._cleanups.discard)
         self._finish(d)
         return d
+
+    async def _discard_after(self, stopped: list[asyncio.Task], files: list[CachedFile]) -> None:
+        await asyncio.gather(*stopped, return_exceptions=True)
+        for cached in files:
+            if cached.blob not in self._fetches:  # not fetched again meanwhile
+                cached.incomplete.unlink(missing_ok=True)
 
     async def wait(self, download_id: str) -> Download:
         """Wait until the download completes, fails or is cancelled."""
@@ -242,10 +253,13 @@ class DownloadManager:
     def _schedule(self, d: Download) -> None:
         self._tasks[d.id] = asyncio.get_running_loop().create_task(self._run(d), name=f"download-{d.id}")
 
-    def _stop(self, d: Download) -> None:
+    def _stop(self, d: Download) -> list[asyncio.Task]:
+        """Cancel ``d``'s task and the fetches only it waits for; returns the tasks cancelled."""
+        stopped = []
         task = self._tasks.pop(d.id, None)
         if task is not None:
             task.cancel()
+            stopped.append(task)
         for j in d.files:
             blob = self._cached(d, j).blob
             f = self._fetches.get(blob)
@@ -253,7 +267,9 @@ class DownloadManager:
                 f.waiters.discard(d.id)
                 if not f.waiters:
                     f.task.cancel()
+                    stopped.append(f.task)
                     self._fetches.pop(blob, None)
+        return stopped
 
     async def _run(self, d: Download) -> None:
         try:

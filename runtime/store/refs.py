@@ -70,6 +70,15 @@ def _hub_filename(name: str, text: str) -> str:
     return name
 
 
+def _is_file(ref: str) -> bool:
+    """Whether ``ref`` names an existing file; a name the OS cannot even look up (longer than
+    a file name may be, a NUL byte) names none."""
+    try:
+        return Path(ref).expanduser().is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def parse_ref(text: str, catalog_ids: set[str] | frozenset[str] = frozenset(), *, probe: bool = True) -> ModelRef:
     """Parse ``text``; raises ``BadReference`` with the accepted forms.
 
@@ -77,7 +86,7 @@ def parse_ref(text: str, catalog_ids: set[str] | frozenset[str] = frozenset(), *
     so what a request names never depends on which files exist."""
     ref = normalise_ref(text)
     dotdot = ".." in ref.replace("\\", "/").split("/")  # a '..' segment makes any reference a path
-    if _looks_like_path(ref) or dotdot or (probe and Path(ref).expanduser().is_file()):
+    if _looks_like_path(ref) or dotdot or (probe and _is_file(ref)):
         return ModelRef("path", text, path=Path(ref).expanduser())
     name, quant = ref, None
     if ":" in ref:

@@ -15,7 +15,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from runtime.private_files import move_aside, write_private
+from runtime.first_use import sole_writer
+from runtime.private_files import move_aside, private_dir, write_private
 from runtime.store.catalog import CatalogEntry, load_catalog
 from runtime.store.embedded import embedded_path
 from runtime.store.gguf_file import InvalidModelFile, read_header
@@ -195,6 +196,11 @@ class Registry:
         header = read_header(p)  # magic, metadata, tensor extents: refuses text and truncated files
         if header.architecture is None:
             raise InvalidModelFile(f"{p.name} has no general.architecture: it is not a model llama.cpp can run")
+        private_dir(self.data_dir)
+        with sole_writer(self._imports_path()):  # two imports at once must not lose one another's row
+            return self._add_import(p, header)
+
+    def _add_import(self, p: Path, header) -> LocalModel:
         rows = self._imports()
         for m in self.imported():
             if m.path == str(p):
@@ -220,7 +226,8 @@ class Registry:
         """Remove a model; returns ``{"id", "freed_bytes", "note"}``. An imported file is only forgotten."""
         m = self.find(model_id)
         if m.source == "imported":
-            self._write_imports([r for r in self._imports() if r["id"] != m.id])
+            with sole_writer(self._imports_path()):
+                self._write_imports([r for r in self._imports() if r["id"] != m.id])
             return {"id": m.id, "freed_bytes": 0, "note": f"forgotten; the file {m.path} was left in place"}
         if m.source == "embedded":
             size = Path(m.path).stat().st_size

@@ -17,6 +17,7 @@ by the user at the terminal), any file may be named.
 from __future__ import annotations
 
 import os
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -32,6 +33,13 @@ from runtime.store.refs import BadReference, ModelRef, normalise_ref, parse_ref
 
 class UnknownModel(LookupError):
     pass
+
+
+#: True while the service answers a request that must not write (a GET): an embedded model that
+#: is not yet in the data directory is then "not yet available" instead of copied there (a web
+#: page's <img> must not make the service write hundreds of MiB). Threads started with
+#: ``asyncio.to_thread`` see the request's value.
+READ_ONLY: ContextVar[bool] = ContextVar("hearth_read_only", default=False)
 
 
 class ModelPathRefused(PermissionError):
@@ -94,6 +102,9 @@ def _catalog(entry: CatalogEntry, quant: str | None, data_dir: Path) -> Resolved
             raise UnknownModel(f"{entry.id} ships as {entry.default_quant} only")
         path = embedded_path(entry, data_dir)
         if not path.is_file():
+            if READ_ONLY.get():
+                raise UnknownModel(f"model {entry.id} is not yet available: it is placed in the data directory on "
+                                   "its first use (a chat, or loading it)")
             path = ensure_embedded(entry, data_dir)
         return ResolvedModel(entry.id, path)
     quant = quant or entry.default_quant

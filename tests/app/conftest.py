@@ -56,6 +56,15 @@ def service(smollm2_path):
     s.stop()
 
 
+@pytest.fixture(autouse=True)
+def _clean_application(qapp):
+    """Each test starts from a bare application: a style sheet set on the whole application
+    (by a test of one widget) would override every window's theme in the tests after it."""
+    yield
+    if qapp.styleSheet():
+        qapp.setStyleSheet("")
+
+
 @pytest.fixture()
 def make_app(qapp, driver, tmp_path):
     """Build ``HearthApp`` instances on a data directory; each is shut down after the test."""

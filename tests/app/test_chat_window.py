@@ -42,7 +42,7 @@ def test_answer_streams_into_the_view_and_survives_a_restart(service, driver, ma
     assert answer.meta["model"] == "smollm2-135m"
     assert answer.meta["completion_tokens"] > 0 and answer.meta["ttft_s"] > 0
     assert answer.meta["cached_tokens"] >= 0 and answer.meta["prompt_tokens"] > 0
-    widget = h.chat_page.view.widgets[1]
+    widget = h.chat_page.view.widget_at(1)
     assert answer.content.split()[0] in widget.body.text()
     assert "smollm2-135m" in widget.stats.text() and "tok/s" in widget.stats.text()
     title = h.chat.current.title
@@ -58,9 +58,10 @@ def test_answer_streams_into_the_view_and_survives_a_restart(service, driver, ma
     convs = again.chat.conversations.items()
     assert [c.title for c in convs] == [title]
     again.chat.select(convs[0].id)
-    texts = [w.message.content for w in again.chat_page.view.widgets]
+    view = again.chat_page.view
+    texts = [view.widget_at(i).message.content for i in range(again.chat.messages.rowCount())]
     assert texts == ["Name three colours of the rainbow.", answer.content]
-    assert again.chat_page.view.widgets[1].stats.text()  # the numbers were saved too
+    assert again.chat_page.view.widget_at(1).stats.text()  # the numbers were saved too
 
 
 def test_stop_mid_stream_keeps_the_partial_answer(service, driver, make_app):
@@ -74,7 +75,7 @@ def test_stop_mid_stream_keeps_the_partial_answer(service, driver, make_app):
     _wait_answer(h, driver, 30)
     stopped = h.chat.messages.item(1)
     assert stopped.meta["finish"] == "stopped"
-    assert "stopped" in h.chat_page.view.widgets[1].stats.text()
+    assert "stopped" in h.chat_page.view.widget_at(1).stats.text()
     assert h.store.messages(h.chat.current.id)[1].content == stopped.content
     driver.until(lambda: all(m.get("running", 0) == 0 for m in service.stats()["models"]), 30,
                  "the service to drop the stopped request")
@@ -90,7 +91,7 @@ def test_regenerate_then_edit_and_resend(service, driver, make_app):
     first_answer = h.chat.messages.item(1)
 
     # regenerate: the last answer is replaced by a new one
-    last = h.chat_page.view.widgets[-1]
+    last = h.chat_page.view.widget_at(-1)
     assert last.regen_button.isVisibleTo(last)
     last.regen_button.click()
     assert h.chat.busy
@@ -104,7 +105,7 @@ def test_regenerate_then_edit_and_resend(service, driver, make_app):
     _send(h, driver, "And in French?")
     _wait_answer(h, driver)
     assert len(h.chat.messages.items()) == 4
-    first = h.chat_page.view.widgets[0]
+    first = h.chat_page.view.widget_at(0)
     first.edit_button.click()
     assert first.editor.isVisibleTo(first)
     first.editor.setPlainText("Say hello.")
@@ -115,7 +116,8 @@ def test_regenerate_then_edit_and_resend(service, driver, make_app):
     assert [(m.role, m.content if m.role == "user" else None) for m in msgs] == \
         [("user", "Say hello."), ("assistant", None)]
     assert msgs[1].content.strip()
-    assert [w.message.id for w in h.chat_page.view.widgets] == [m.id for m in msgs]
+    view = h.chat_page.view
+    assert [view.widget_at(i).message.id for i in range(len(msgs))] == [m.id for m in msgs]
 
 
 def test_unknown_model_is_explained_in_the_window(service, driver, make_app):

@@ -121,7 +121,7 @@ def test_a_chat_with_a_document_cites_it_and_the_library_survives_a_restart(serv
     answer = h.chat.messages.items()[-1]
     assert answer.meta["finish"] in ("stop", "length"), answer.meta
     assert FACT in answer.meta["citations"][0]["text"]
-    widget = h.chat_page.view.widgets[-1]
+    widget = h.chat_page.view.widget_at(-1)
     assert widget.citations.isVisibleTo(h.chat_page.view) and "harbour-history.md" in widget.citations.text()
     widget.citations.linkActivated.emit("cite:0")
     assert FACT in h.chat_page.passage.text.toPlainText()

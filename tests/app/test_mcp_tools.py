@@ -84,7 +84,7 @@ def test_a_forced_tool_call_is_approved_run_and_answered(service, driver, make_a
     assert "AZURE-7731" in call["result"] and call["seconds"] is not None and call["server"] == "tester"
     assert isinstance(json.loads(call["arguments"] or "{}"), dict)
     assert answer.content.strip() and answer.meta["finish"] in ("stop", "length")
-    widget = h.chat_page.view.widgets[-1]
+    widget = h.chat_page.view.widget_at(-1)
     assert widget.tool_calls.isVisible() and "lookup_code" in widget.tool_calls.text()
     assert "AZURE-7731" in widget.tool_calls.text()
     assert h.chat.current.options["allowed_tools"] == ["lookup_code"]

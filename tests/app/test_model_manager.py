@@ -78,6 +78,8 @@ def test_pull_progress_pause_resume_cancel_delete_import(loopback_hub, tmp_path,
     lrow = _row_widget(page.local_list, local.id, "model")
     assert "MB on disk" in lrow.detail.text() and lrow.button.isEnabled()
     lrow.button.click()
+    assert "Delete model" in page.confirmation.yes_button.text()  # a downloaded file: asked first
+    page.confirmation.yes_button.click()
     driver.until(lambda: all(m.repo != other for m in h.models.local.items()), 30, "the delete")
 
     # import a .gguf file chosen in the file dialog: the app confirms it with the service's import
@@ -93,6 +95,7 @@ def test_pull_progress_pause_resume_cancel_delete_import(loopback_hub, tmp_path,
     imported = next(m for m in h.models.local.items() if m.id not in before)
     assert imported.source == "imported" and imported.path.endswith("Mine-Q8_0.gguf")
     _row_widget(page.local_list, imported.id, "model").button.click()
+    page.confirmation.yes_button.click()
     driver.until(lambda: imported.id not in {m.id for m in h.models.local.items()}, 30, "removing the import")
 
     # a bad reference is explained in the window

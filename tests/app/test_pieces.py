@@ -6,7 +6,7 @@ from app.chat import _numbers, _title, acceptance_rate
 from app.errors import ApiProblem, NotHearth, ServiceUnreachable, explain
 from app.models import fit_badge
 from app.settings import AppSettings, SettingsStore
-from app.ui.markdown import hard_breaks, markdown_html
+from app.ui.markdown import markdown_html
 from app.ui.message_view import stats_line
 from app.ui.server_page import counters
 
@@ -20,7 +20,15 @@ def test_settings_round_trip_and_damage(tmp_path):
     assert store.load() == s
     (tmp_path / "s.json").write_text('{"port": "not a number", "ctx": true, "parallel": 2}')
     t = store.load()
-    assert (t.port, t.ctx, t.parallel) == (4327, 8192, 2)  # wrong types ignored, good ones kept
+    assert (t.port, t.ctx, t.parallel) == (4327, 0, 2)  # wrong types ignored, good ones kept
+    # a file from before the service chose the context: its fixed defaults become that choice,
+    # a context the user set stays
+    (tmp_path / "s.json").write_text('{"ctx": 8192, "kv_type": "f16", "parallel": 2}')
+    assert (store.load().ctx, store.load().kv_type) == (0, "")
+    (tmp_path / "s.json").write_text('{"ctx": 16384, "kv_type": "q8_0"}')
+    assert (store.load().ctx, store.load().kv_type) == (16384, "q8_0")
+    (tmp_path / "s.json").write_text('{"ctx": 8192, "kv_type": "f16", "version": 2}')
+    assert (store.load().ctx, store.load().kv_type) == (8192, "f16")
     (tmp_path / "s.json").write_text("{broken")
     assert store.load() == AppSettings() and (tmp_path / "s.damaged").exists()
 
@@ -30,9 +38,10 @@ def test_settings_validation_and_serve_args():
     assert "port" in AppSettings(port=0).validate()
     assert "KV type" in AppSettings(kv_type="q2").validate()
     s = AppSettings(default_model="gemma-3-270m", draft_model="smollm2-135m", ctx=4096, parallel=2)
-    assert s.serve_args() == ["--model", "gemma-3-270m", "--ctx", "4096", "--parallel", "2", "--kv-type", "f16",
-                              "--draft", "smollm2-135m"]
-    assert "--draft" not in AppSettings().serve_args()  # an empty setting adds no flag
+    assert s.serve_args() == ["--model", "gemma-3-270m", "--ctx", "4096", "--parallel", "2", "--draft", "smollm2-135m"]
+    # an empty setting adds no flag: the service's own choice (the context and KV type per model)
+    assert not {"--draft", "--ctx", "--kv-type"} & set(AppSettings().serve_args())
+    assert "context" in AppSettings(ctx=100).validate()
 
 
 def test_hearth_serve_accepts_every_flag_the_app_sends():
@@ -67,13 +76,12 @@ def test_titles_are_one_short_line():
     assert len(long) <= 48 and long.endswith("…")
 
 
-def test_markdown_renders_code_and_keeps_line_breaks(qapp):
+def test_markdown_renders_code(qapp):
     html = markdown_html("Roses\nViolets\n\n```python\nprint('hi')\nx = 1\n```\n\n**bold**")
-    assert ">Roses<" in html and ">Violets<" in html  # a single newline stays a line break
+    assert "Roses Violets" in html  # a single newline is a soft break (tests/app/test_markdown.py)
     assert "print(&#x27;hi&#x27;)" in html or "print('hi')" in html
     assert "background-color" in html  # the code block is shaded
     assert "font-weight" in html  # bold
-    assert hard_breaks("```\na\nb\n```") == "```\na\nb\n```  "[:-2]  # nothing added inside a fence
 
 
 def test_errors_in_plain_words():

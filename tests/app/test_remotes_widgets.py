@@ -25,7 +25,8 @@ def test_settings_add_models_badge_and_remove(driver, make_app, tmp_path):
 
     upstream = ScriptedUpstream("ok", ["big-model"])
     up_runner, up_url = driver.run(_site(upstream.app()))
-    service = create_app(ServeConfig(data_dir=tmp_path / "service", preload=False))
+    # one data directory, as when the app starts the service: its confirmation token is the app's
+    service = create_app(ServeConfig(data_dir=tmp_path / "app", preload=False))
     runner, url = driver.run(_site(service))
     try:
         h = make_app(int(url.rsplit(":", 1)[1]), data_dir=tmp_path / "app")
@@ -39,10 +40,10 @@ def test_settings_add_models_badge_and_remove(driver, make_app, tmp_path):
         assert models_box.isVisibleTo(h.models_page)
         name, badge, line = models_box.labels[0]
         host = up_url.split("//")[1]
-        assert (name.text(), badge.text()) == ("big-model", "remote")
+        assert (name.text(), badge.text()) == ("big-model@gpu-box", "remote")  # the name says where it goes
         assert f"prompts leave this computer, to {host}" in line.text()
         picker = h.chat_page.model_picker
-        assert "big-model" in [picker.itemData(i) for i in range(picker.count())]  # chat can pick it
+        assert "big-model@gpu-box" in [picker.itemData(i) for i in range(picker.count())]  # chat can pick it
         h.service.health_changed.emit(driver.run(h.client.get("/health")))
         assert "gpu-box" in h.remote_widgets["health"].text() and "up" in h.remote_widgets["health"].text()
         assert h.remote_widgets["tray"].isVisible() and "gpu-box" in h.remote_widgets["tray"].text()

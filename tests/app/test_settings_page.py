@@ -19,10 +19,11 @@ def test_settings_save_persist_and_start_on_login(driver, make_app, tmp_path):
 
     page.port.setValue(5123)
     page.model.setCurrentText("gemma-3-270m")
+    assert (page.ctx.text(), page.kv_type.currentText()) == ("Automatic", "Automatic")
     page.kv_type.setCurrentText("q8_0")
     page.login.setChecked(True)
     page.tray.setChecked(False)
-    page.theme.setChecked(False)
+    page.theme.setCurrentIndex(page.theme.findData("light"))
     page.save_button.click()
     assert calls == [True]
     assert "Restart the server" in page.message.text()
@@ -30,7 +31,7 @@ def test_settings_save_persist_and_start_on_login(driver, make_app, tmp_path):
     assert (saved.port, saved.default_model, saved.kv_type, saved.start_on_login, saved.keep_in_tray) == \
         (5123, "gemma-3-270m", "q8_0", True, False)
     assert h.client.base_url.endswith(":5123")
-    from app.ui.style import LIGHT  # no longer follows the OS: the light theme
+    from app.ui.style import LIGHT  # chosen: the light theme
 
     assert h.qapp.palette().color(QPalette.ColorRole.Window).name() == LIGHT.window
     assert h.qapp.palette().color(QPalette.ColorRole.Window).lightness() > 128
@@ -42,9 +43,39 @@ def test_settings_save_persist_and_start_on_login(driver, make_app, tmp_path):
     assert SettingsStore(tmp_path / "app-settings.json").load().host == "127.0.0.1"
     page.revert_button.click()
     assert page.host.text() == "127.0.0.1"
-    page.theme.setChecked(True)
+    page.theme.setCurrentIndex(page.theme.findData("system"))
     page.save_button.click()
     assert calls == [True]  # unchanged: not called again
+
+
+def test_the_theme_choice_is_applied_and_kept(driver, make_app, tmp_path):
+    from app.ui.style import DARK, LIGHT
+
+    h = make_app(free_port())
+    page = h.settings_page
+    assert [page.theme.itemData(i) for i in range(page.theme.count())] == ["system", "light", "dark"]
+    window = lambda: h.qapp.palette().color(QPalette.ColorRole.Window).name()  # noqa: E731
+    page.theme.setCurrentIndex(page.theme.findData("dark"))
+    page.save_button.click()
+    assert window() == DARK.window, "Dark chosen, the window is not dark"
+    assert SettingsStore(tmp_path / "app-settings.json").load().theme == "dark"
+    driver.run(h.shutdown())
+    again = make_app(free_port(), data_dir=tmp_path)  # the choice survives a restart
+    assert again.settings_page.theme.currentData() == "dark" and window() == DARK.window
+    page = again.settings_page
+    page.theme.setCurrentIndex(page.theme.findData("light"))
+    page.save_button.click()
+    assert window() == LIGHT.window
+
+
+def test_a_settings_file_from_before_the_theme_choice(tmp_path):
+    import json
+
+    path = tmp_path / "app-settings.json"
+    path.write_text(json.dumps({"theme_follows_os": False, "port": 5000}))
+    assert SettingsStore(path).load().theme == "light"
+    path.write_text(json.dumps({"theme": "purple"}))
+    assert SettingsStore(path).load().theme == "system"
 
 
 def test_start_on_login_unavailable_is_disabled(make_app):

@@ -124,3 +124,35 @@ def test_a_long_prompt_is_tokenized_off_the_step_loop_with_the_same_tokens(smoll
             await client.stop()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize("model", ["smollm2", "gemma"])
+def test_a_raw_prompt_reads_its_special_tokens_and_gets_one_bos(model, smollm2_path, gemma_path):
+    """A raw prompt written with the model's own markers (a hand-made template, fill-in-the-middle)
+    gets those tokens, as llama-server and vLLM give them, and a leading BOS written in the text
+    is not doubled by the one the tokenizer adds."""
+    path = smollm2_path if model == "smollm2" else gemma_path
+    marked = ("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n" if model == "smollm2"
+              else "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n")
+    backend = LlamaBackend(path, ContextConfig(n_ctx=256, n_seq_max=1, n_batch=64))
+    try:
+        special = backend.tokenize(marked, add_special=True, parse_special=True)
+        literal = backend.tokenize(marked, add_special=True, parse_special=False)
+        bos = backend.bos
+    finally:
+        backend.close()
+    expected = special[1:] if special[:2] == [bos, bos] else special
+    assert len(expected) < len(literal) - 4  # each marker one token, not its letters
+
+    async def main() -> int:
+        client = EngineClient(WorkerSpec(model, str(path), EngineConfig(ctx=512, parallel=1)))
+        await client.start()
+        try:
+            [handle] = await client.submit(greedy(1), prompt=marked)
+            assert [t async for t in handle]
+            return handle.prompt_tokens
+        finally:
+            await client.stop()
+
+    assert asyncio.run(main()) == len(expected)
+    assert model == "smollm2" or special[:2] == [bos, bos]  # Gemma's text starts with its BOS: one dropped

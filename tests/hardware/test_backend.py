@@ -15,7 +15,7 @@ def test_cpu_build_on_an_nvidia_machine_names_the_cuda_build():
     gpus = parse_nvidia_smi(rec.NVIDIA_SMI)
     status = backend_status(["CPU"], False, gpus, "Linux", "x86_64")
     assert status.active == "CPU" and status.suggested == "cuda"
-    assert status.install_command == f'CMAKE_ARGS="-DGGML_CUDA=on" {PIP}'
+    assert status.install_command == f'CMAKE_ARGS="-DGGML_CUDA=on -DGGML_RPC=on" {PIP}'
     # the largest GPU is the one named
     assert "NVIDIA H100 80GB HBM3" in status.message and status.install_command in status.message
 
@@ -24,7 +24,7 @@ def test_cpu_build_on_apple_silicon_names_metal():
     gpu = apple_unified_gpu("Apple M2", 16 * GIB, 9 * GIB)
     status = backend_status(["CPU"], False, [gpu], "Darwin", "arm64")
     assert status.suggested == "metal"
-    assert status.install_command == f'CMAKE_ARGS="-DGGML_METAL=on" {PIP}'
+    assert status.install_command == f'CMAKE_ARGS="-DGGML_METAL=on -DGGML_RPC=on" {PIP}'
 
 
 def test_cpu_build_with_an_amd_gpu_names_vulkan():
@@ -36,7 +36,7 @@ def test_cpu_build_with_an_amd_gpu_names_vulkan():
 
 
 def test_windows_uses_powershell_syntax():
-    assert install_command("cuda", "Windows") == f'$env:CMAKE_ARGS="-DGGML_CUDA=on"; {PIP}'
+    assert install_command("cuda", "Windows") == f'$env:CMAKE_ARGS="-DGGML_CUDA=on -DGGML_RPC=on"; {PIP}'
 
 
 def test_a_gpu_build_in_use_needs_no_advice():

@@ -71,7 +71,7 @@ def test_bad_arguments(smollm2_path):
 
 def test_context_shrinks_until_it_fits_in_ram(gemma_path):
     small = rec.machine([], 4 * GIB, int(1.2 * GIB))
-    plan = plan_fit(shape_from_gguf(gemma_path), small, ctx=32768)
+    plan = plan_fit(shape_from_gguf(gemma_path), small, ctx=32768, kv_type="f16")
     # 32768: 590 MB of KV + 330 MB of attention scores; 16384 still over 1.2 GB with margins
     assert (plan.verdict, plan.ctx) == ("cpu", 8192)
     assert plan.kv_bytes == 18 * 1 * 512 * 2 * 8192
@@ -114,7 +114,7 @@ def _expected_layers(free: int, ctx: int) -> int:
 ])
 def test_7b_layer_split_by_vram(gpu, verdict, ctx):
     hw = rec.machine([gpu], 32 * GIB, 28 * GIB)
-    plan = plan_fit(shape_from_numbers(**MISTRAL_7B_Q4_K_M), hw)
+    plan = plan_fit(shape_from_numbers(**MISTRAL_7B_Q4_K_M), hw, kv_type="f16")
     assert (plan.verdict, plan.ctx) == (verdict, ctx)
     expected = 33 if verdict == "gpu" else _expected_layers(gpu.memory_free, ctx)
     assert plan.gpu_layers == expected
@@ -134,13 +134,13 @@ def test_split_counts_for_4gb_and_2gb():
 
 def test_apple_unified_memory_counts_gpu_bytes_against_ram():
     m2 = rec.machine([rec.M2_METAL], 16 * GIB, 9 * GIB, os_name="Darwin", arch="arm64", cpu_model="Apple M2")
-    plan = plan_fit(shape_from_numbers(**MISTRAL_7B_Q4_K_M), m2)
+    plan = plan_fit(shape_from_numbers(**MISTRAL_7B_Q4_K_M), m2, kv_type="f16")
     # Metal's 10.7 GB would take context 32768; the 9 GB of free RAM it shares do not.
     assert (plan.verdict, plan.ctx, plan.gpu_layers) == ("gpu", 16384, 33)
     # Host side: token embeddings, the inputs of a batch, the vocabulary and logits, 22 MiB
-    # of runtime, 256 MiB for the GPU backend's host side.
+    # of runtime, 256 MiB for the GPU backend's host side, 32 MiB for the worker process.
     embeddings = int(32000 * 4096 * 4_368_439_584 / 7_241_465_856)
-    host = embeddings + 512 * 4096 * 4 * 2 + 22 * MIB + 120 * 32000 + 32000 * 4 * 4 + 256 * MIB
+    host = embeddings + 512 * 4096 * 4 * 2 + 22 * MIB + 120 * 32000 + 32000 * 4 * 4 + 256 * MIB + 32 * MIB
     assert plan.ram_bytes == host
     assert int((plan.gpu_bytes + plan.ram_bytes) * 1.1) + RESERVE <= m2.ram.available
     assert any("Context 32768 does not fit" in n and "RAM" in n for n in plan.notes)
@@ -187,3 +187,24 @@ def test_dicts_are_json_for_the_api(smollm2_path):
     plan = plan_fit(shape_from_gguf(smollm2_path), hw, draft=shape_from_gguf(smollm2_path))
     assert json.loads(json.dumps(plan.to_dict()))["devices"][1]["device"] == "CUDA0"
     assert json.loads(json.dumps(hw.to_dict()))["gpus"][0]["name"] == "NVIDIA GeForce RTX 4090"
+
+
+def test_default_context_is_agent_sized_and_quantizes_the_kv_only_when_that_fits_more():
+    """No context asked for: the trained context up to 32768 (a coding agent's prompt fits), at
+    f16 where that holds it, else at q8_0 where that holds more of it; asked for a type, kept."""
+    big = rec.machine([], 64 * GIB, 60 * GIB)
+    long_trained = shape_from_numbers(**{**MISTRAL_7B_Q4_K_M, "ctx_train": 131072})
+    plan = plan_fit(long_trained, big)
+    assert (plan.ctx, plan.kv_type, plan.requested_ctx) == (32768, "f16", None)
+    assert plan_fit(long_trained, big, ctx=65536).ctx == 65536  # asked for: not capped
+    # 8 GB: whole on the GPU at 16384 with f16; q8_0 halves the cells' bytes and holds 32768
+    hw = rec.machine([rec.RTX_4060], 32 * GIB, 28 * GIB)
+    f16 = plan_fit(shape_from_numbers(**MISTRAL_7B_Q4_K_M), hw, kv_type="f16")
+    auto = plan_fit(shape_from_numbers(**MISTRAL_7B_Q4_K_M), hw)
+    assert (f16.ctx, f16.kv_type) == (16384, "f16")
+    assert (auto.verdict, auto.ctx, auto.kv_type, auto.gpu_layers) == ("gpu", 32768, "q8_0", 33)
+    assert auto.kv_bytes * 2 == pytest.approx(f16.kv_bytes * 2 * 32768 / 16384 * 34 / 64, rel=0.01)
+    assert any("q8_0" in n and "16384" in n for n in auto.notes)
+    # a partial offload is capped at 8192 either way: q8_0 gains nothing there and is not taken
+    partial = plan_fit(shape_from_numbers(**MISTRAL_7B_Q4_K_M), rec.machine([rec.GTX_1650], 32 * GIB, 28 * GIB))
+    assert (partial.verdict, partial.ctx, partial.kv_type) == ("partial", 8192, "f16")

@@ -12,12 +12,12 @@ import pytest
 from runtime.config import SecurityConfig
 from runtime.remote.keys import SERVICE
 from runtime.remote.upstream import UpstreamRefused, check_transport, make_upstream, normalise_url
-from tests.remote.test_faults import CHAT, FAST, oai
+from tests.remote.test_faults import CHAT, FAST, confirmed, oai
 
 
-async def _post(url: str, body: dict) -> tuple[int, dict]:
+async def _post(url: str, body: dict, headers: dict | None = None) -> tuple[int, dict]:
     async with aiohttp.ClientSession() as s:
-        async with s.post(url, json=body) as r:
+        async with s.post(url, json=body, headers=headers) as r:
             return r.status, await r.json()
 
 
@@ -33,7 +33,7 @@ async def test_the_key_goes_to_the_keyring_and_to_the_upstream_never_to_a_file(h
     up = await scripted("ok")
     h = await hearth()
     status, body = await _post(f"{h.url}/hearth/remotes", {"name": "box", "url": up.url, "api_key": "sk-secret-1",
-                                                           "timeouts": FAST})
+                                                           "timeouts": FAST, "plain_names": True}, confirmed(h))
     assert status == 201 and body["key"] == "keyring" and "sk-secret-1" not in json.dumps(body)
     assert memory_keyring.passwords[(SERVICE, "box")] == "sk-secret-1"
     stored = (tmp_path / "data" / "remotes.json").read_text()
@@ -42,6 +42,8 @@ async def test_the_key_goes_to_the_keyring_and_to_the_upstream_never_to_a_file(h
     assert up.requests[-1]["headers"]["Authorization"] == "Bearer sk-secret-1"
     async with aiohttp.ClientSession() as s:
         async with s.delete(f"{h.url}/hearth/remotes/box") as r:
+            assert r.status == 403  # removing is the user's act too
+        async with s.delete(f"{h.url}/hearth/remotes/box", headers=confirmed(h)) as r:
             assert r.status == 200
     assert (SERVICE, "box") not in memory_keyring.passwords
 
@@ -50,12 +52,14 @@ async def test_without_a_keyring_the_key_is_refused_with_the_way_to_pass_it(hear
                                                                              monkeypatch):
     up = await scripted("ok")
     h = await hearth()
-    status, body = await _post(f"{h.url}/hearth/remotes", {"name": "box", "url": up.url, "api_key": "sk-2"})
+    status, body = await _post(f"{h.url}/hearth/remotes", {"name": "box", "url": up.url, "api_key": "sk-2"},
+                               confirmed(h))
     assert status == 400 and body["error"]["code"] == "no_keyring" and body["error"]["param"] == "api_key"
     assert "--key-from-env" in body["error"]["message"]
     assert not (tmp_path / "data" / "remotes.json").exists()  # nothing added, nothing written
     monkeypatch.setenv("BOX_KEY", "sk-from-env")
-    status, body = await _post(f"{h.url}/hearth/remotes", {"name": "box", "url": up.url, "key_env": "BOX_KEY"})
+    status, body = await _post(f"{h.url}/hearth/remotes", {"name": "box", "url": up.url, "key_env": "BOX_KEY",
+                                                           "plain_names": True}, confirmed(h))
     assert status == 201 and body["key"] == "env:BOX_KEY"
     await oai(h).chat.completions.create(**CHAT)
     assert up.requests[-1]["headers"]["Authorization"] == "Bearer sk-from-env"
@@ -85,7 +89,8 @@ async def test_remote_models_are_marked_everywhere_and_a_local_id_wins_its_name(
     up = await scripted("ok", models=["m1", "smollm2-135m"])
     h = await hearth()
     assert (await _get(f"{h.url}/hearth/remotes"))["upstreams"] == []  # off until one is added
-    status, _ = await _post(f"{h.url}/hearth/remotes", {"name": "box", "url": up.url, "timeouts": FAST})
+    status, _ = await _post(f"{h.url}/hearth/remotes", {"name": "box", "url": up.url, "timeouts": FAST,
+                                                        "plain_names": True}, confirmed(h))
     assert status == 201
     models = {m["id"]: m for m in (await _get(f"{h.url}/v1/models"))["data"]}
     host = up.url.split("//")[1]
@@ -106,8 +111,8 @@ async def test_hearths_own_key_guards_remote_models_too(hearth, scripted):
     up = await scripted("ok")
     h = await hearth(security=SecurityConfig(api_key="hearth-key-123"))
     async with aiohttp.ClientSession(headers={"Authorization": "Bearer hearth-key-123"}) as s:
-        async with s.post(f"{h.url}/hearth/remotes", json={"name": "box", "url": up.url}) as r:
-            assert r.status == 201
+        async with s.post(f"{h.url}/hearth/remotes", json={"name": "box", "url": up.url, "plain_names": True}) as r:
+            assert r.status == 201  # the API key is enough to add an upstream
     status, body = await _post(f"{h.url}/v1/chat/completions", CHAT)
     assert status == 401 and up.requests == []
     status, _ = await _post(f"{h.url}/hearth/remotes", {"name": "x", "url": up.url})
@@ -137,7 +142,8 @@ async def test_an_upstream_model_id_that_looks_like_a_path_is_served_remotely(he
     # llama-cpp-python's server names a model by its file path unless given an alias
     up = await scripted("ok", models=["/srv/models/big-model.gguf"])
     h = await hearth()
-    status, _ = await _post(f"{h.url}/hearth/remotes", {"name": "box", "url": up.url, "timeouts": FAST})
+    status, _ = await _post(f"{h.url}/hearth/remotes", {"name": "box", "url": up.url, "timeouts": FAST,
+                                                        "plain_names": True}, confirmed(h))
     assert status == 201
     reply = await oai(h).chat.completions.create(**{**CHAT, "model": "/srv/models/big-model.gguf"})
     assert reply.choices[0].message.content == "Hello world!"

@@ -18,10 +18,19 @@ FAST = {"connect": 1.0, "first_byte": 0.6, "idle": 0.6}
 CHAT = {"model": "m1", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 8}
 
 
+def confirmed(hearth) -> dict:
+    """The header the app sends for the user's own acts: the data directory's confirmation token."""
+    from runtime.import_confirm import CONFIRM_HEADER, load_token
+    from runtime.server.app_keys import CONFIG
+
+    return {CONFIRM_HEADER: load_token(hearth.app[CONFIG].data_dir)}
+
+
 async def add(hearth, name: str, url: str, **extra) -> dict:
+    """Add an upstream as the user does (confirmed), serving its models by their plain names."""
     async with aiohttp.ClientSession() as s:
-        async with s.post(f"{hearth.url}/hearth/remotes",
-                          json={"name": name, "url": url, "timeouts": FAST, **extra}) as r:
+        async with s.post(f"{hearth.url}/hearth/remotes", headers=confirmed(hearth),
+                          json={"name": name, "url": url, "timeouts": FAST, "plain_names": True, **extra}) as r:
             assert r.status == 201, await r.text()
             return await r.json()
 
@@ -46,7 +55,7 @@ async def test_connection_refused_is_a_502_and_the_upstream_is_down(hearth):
     h = await hearth()
     async with aiohttp.ClientSession() as s:  # added while unreachable: kept, with the error
         async with s.post(f"{h.url}/hearth/remotes", json={"name": "gone", "url": f"http://127.0.0.1:{free_port()}",
-                                                          "timeouts": FAST}) as r:
+                                                          "timeouts": FAST}, headers=confirmed(h)) as r:
             assert r.status == 201 and "cannot be reached" in (await r.json())["error"]
     assert (await health(h, "gone"))["state"] == "down"
 
@@ -67,7 +76,8 @@ async def test_error_statuses_reach_each_wire_format_clearly(hearth, scripted):
         await ollama.AsyncClient(host=h.url).chat(model="m-429", messages=CHAT["messages"])
     assert oe.value.status_code == 429 and "rate limiting" in oe.value.error
     status, headers, body = await post(h, "/api/chat", {"model": "m-429", "messages": CHAT["messages"]})
-    assert status == 429 and headers["Retry-After"] == "7" and "slow down" in body["error"]
+    assert status == 429 and headers["Retry-After"] == "7" and "rate limiting" in body["error"]
+    assert "slow down" not in body["error"]  # the upstream's own words stay in the service log
     # Anthropic: 503 is its overloaded_error
     with pytest.raises(anthropic.APIStatusError) as ae:
         await anthropic.AsyncAnthropic(base_url=h.url, api_key="unused", max_retries=0).messages.create(
@@ -188,7 +198,7 @@ async def test_a_service_that_stops_ends_remote_streams_properly(hearth, scripte
 async def test_an_upstream_that_never_accepts_the_connection_hits_the_connect_timeout(hearth, scripted):
     import socket
 
-    from runtime.remote.api import REMOTES
+    from runtime.server.remotes_api import REMOTES
 
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))

@@ -79,7 +79,8 @@ async def test_llama_cpp_python_server_through_hearth(hearth, llama_cpp_server, 
     auth = {"Authorization": "Bearer front-key"}
     wrong = await _add(h.url, {"name": "wrong", "url": llama_cpp_server, "api_key": "not-the-key"}, auth)
     assert "401" in wrong["error"] and wrong["models"] == []
-    added = await _add(h.url, {"name": "lcp", "url": llama_cpp_server, "api_key": UPSTREAM_KEY}, auth)
+    added = await _add(h.url, {"name": "lcp", "url": llama_cpp_server, "api_key": UPSTREAM_KEY,
+                               "plain_names": True}, auth)
     assert added["error"] is None and added["models"] == ["smollm2-upstream"]
     client = openai.AsyncOpenAI(base_url=f"{h.url}/v1", api_key="front-key", max_retries=0, timeout=120)
     models = {m.id: m for m in (await client.models.list()).data}
@@ -103,8 +104,10 @@ async def test_llama_cpp_python_server_through_hearth(hearth, llama_cpp_server, 
 
 
 async def test_a_second_hearth_as_upstream_and_cancellation_reaches_it(hearth, hearth_upstream):
+    from tests.remote.test_faults import confirmed
+
     h = await hearth()
-    added = await _add(h.url, {"name": "hearth2", "url": hearth_upstream.url})
+    added = await _add(h.url, {"name": "hearth2", "url": hearth_upstream.url}, confirmed(h))
     assert "smollm2-135m" in added["models"]
     name = "smollm2-135m@hearth2"  # the front Hearth has the embedded model too: the local one keeps its name
     olla = await ollama.AsyncClient(host=h.url).chat(model=name, messages=HI, options={"num_predict": 8})

@@ -41,14 +41,22 @@ def server(smollm2_path, tmp_path_factory):
 @pytest.mark.timeout(900)
 def test_schemathesis_finds_no_undocumented_response(server):
     import schemathesis
-    from schemathesis.checks import not_a_server_error
+    from schemathesis.core.failures import ServerError
     from schemathesis.generation import GenerationMode
     from schemathesis.specs.openapi.checks import (
         content_type_conformance, response_schema_conformance, status_code_conformance,
     )
 
+    def no_server_error(ctx, response, case):
+        """No 5xx but a 503 that says when to retry (a model still loading, the compiler's queue
+        full: the documented answer of a busy service); the failure names the body."""
+        if response.status_code >= 500 and not (response.status_code == 503 and "retry-after" in
+                                                  {k.lower() for k in response.headers}):
+            raise ServerError(operation=case.operation.label, status_code=response.status_code,
+                              message=f"{case.method} {case.path}: {response.status_code} {response.text[:500]}")
+
     schema = schemathesis.openapi.from_url(f"{server.url}/openapi.json")
-    checks = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
+    checks = [no_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
     operations = [r.ok() for r in schema.get_all_operations()]
     assert len(operations) >= 25
     operations = [op for op in operations if (op.method.upper(), op.path) not in ENDLESS]
@@ -64,7 +72,10 @@ def test_schemathesis_finds_no_undocumented_response(server):
         response = case.call_and_validate(base_url=server.url, checks=checks, timeout=60)
         seen[response.status_code] = seen.get(response.status_code, 0) + 1
 
-    run()
+    try:
+        run()
+    except Exception as e:  # the service's side of it: the traceback of a 5xx is in its log
+        raise AssertionError(f"{type(e).__name__}: {e}\n--- the service's log, last lines:\n{server.output()[-6000:]}") from e
     assert server.proc.poll() is None and server.health()["engine"]["state"] in ("running", "idle")
     print("statuses", seen)
     assert any(s < 300 for s in seen) and any(400 <= s < 500 for s in seen), seen

@@ -59,7 +59,8 @@ def test_text_that_is_not_text_gets_400_and_the_engine_stays_up(server, path, ra
     ('{"prompt": "hi", "max_tokens": %s}' % ("9" * 5000), "not valid JSON"),
     ('{"prompt": "hi", "max_tokens": 1e999}', "max_tokens"),
     ('{"prompt": "hi", "temperature": NaN}', "not valid JSON"),
-    ("[" * 100_000, "nested too deeply"),
+    ("[" * 40_000, "nested too deeply"),
+    ("[" * 100_000, "100000 arrays and objects (at most 50000)"),
     ('{"prompt": "hi", "x": ' + "[" * 200 + "]" * 200 + "}", "nested too deeply"),
     (b'{"prompt": "\xff\xfe"}', "not valid JSON"),
 ])

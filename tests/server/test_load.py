@@ -60,7 +60,7 @@ async def _openai(session, url: str, rng: random.Random, tally: Tally) -> None:
         events = []
         async for raw in r.content:
             line = raw.decode().strip()
-            if not line:
+            if not line or line.startswith(":"):  # an SSE comment: the keep-alive of a wait
                 continue
             events.append(line)
             if cancel_after is not None and len(events) >= cancel_after:

@@ -117,8 +117,11 @@ def test_request_longer_than_context_is_refused(server, oai):
     with pytest.raises(openai.BadRequestError) as e:
         oai.completions.create(model="smollm2-135m", prompt="hello " * 5000, max_tokens=8)
     assert e.value.code == "context_length_exceeded"
-    with pytest.raises(openai.BadRequestError, match="max_tokens"):
-        oai.completions.create(model="smollm2-135m", prompt="hello", max_tokens=100000)
+    # a reply asked longer than the context holds is cut where the context ends, not refused
+    stream = oai.completions.create(model="smollm2-135m", prompt="hello", max_tokens=100000, temperature=0,
+                                    stream=True)
+    assert next(iter(stream)).choices[0].text is not None  # accepted: the first token streams
+    stream.close()
 
 
 def test_truncated_model_file_is_refused_before_loading(server, smollm2_path, data_dir):
@@ -185,9 +188,10 @@ def test_prefix_cache_hits_across_clients_and_reports_cached_tokens(server, oai)
     for key in ("block_size", "blocks_total", "blocks_used", "blocks_cached", "prefix_hit_tokens",
                 "prompt_tokens", "evictions", "preemptions", "host_bytes", "host_hit_tokens"):
         assert key in kv
-    # by default idle cache leaves the KV pool at once (--cache-fraction 0) for host memory
+    # idle cache stays in the KV pool until a request that does not continue it runs (the second
+    # client's hit came from there), and each finished request is also saved to host memory
     assert kv["block_size"] == 16 and kv["prefix_hit_tokens"] >= 64
-    assert kv["blocks_cached"] == 0 and kv["host_bytes"] > 0 and kv["host_hit_tokens"] >= 64
+    assert kv["blocks_cached"] > 0 and kv["host_bytes"] > 0
 
 
 def test_n_choices_streaming_and_not(oai):

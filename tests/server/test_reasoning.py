@@ -129,3 +129,29 @@ def test_responses_reasoning_items(server):
     assert events[-1].response.output_text == whole.output_text
     off = client.responses.create(reasoning={"effort": "none"}, **kw)
     assert off.usage.input_tokens > whole.usage.input_tokens
+
+
+#: thinking that only the budget can close (the model may write nothing but ``t0N`` inside the block)
+LONG_THOUGHT = r"<think>(t0[0-9])+\n</think>\n\nt1[0-9]"
+
+
+def test_a_reasoning_budget_closes_the_thinking_block(server):
+    """Anthropic's ``budget_tokens`` (and an effort's budget): after that many tokens of thinking
+    the engine writes the block's end, and the answer follows."""
+    def ask(**extra):
+        r = httpx.post(f"{server.url}/v1/messages", timeout=120, json={
+            "model": server.model, "max_tokens": 60, "messages": [{"role": "user", "content": "hi"}],
+            "temperature": 0, "regex": LONG_THOUGHT, **extra})
+        assert r.status_code == 200, r.text
+        return r.json()
+
+    unbounded = ask(thinking={"type": "adaptive"})  # no budget: the model closes the block itself
+    assert [b["type"] for b in unbounded["content"]] == ["thinking", "text"]
+    long_thought = unbounded["content"][0]["thinking"].strip()
+    bounded = ask(thinking={"type": "enabled", "budget_tokens": 4})
+    assert [b["type"] for b in bounded["content"]] == ["thinking", "text"], bounded
+    thought = bounded["content"][0]["thinking"].strip()
+    # the same greedy thinking, cut after 4 tokens (each of this vocabulary's tokens is 1-3 characters)
+    assert thought and long_thought.startswith(thought) and len(thought) <= 12 < len(long_thought)
+    assert bounded["content"][1]["text"].strip().startswith("t1") and bounded["stop_reason"] == "end_turn"
+    assert bounded["usage"]["output_tokens"] < unbounded["usage"]["output_tokens"]

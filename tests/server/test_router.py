@@ -92,14 +92,13 @@ def test_concurrent_first_requests_load_the_model_once(two):
     assert two.stats()["loads"][GEMMA] == before + 1
 
 
-def test_num_ctx_loads_an_engine_with_that_context_and_reuses_it(two):
+def test_a_smaller_num_ctx_reuses_the_resident_engine(two):
     client = ollama.Client(host=two.url, timeout=120)
+    loads = two.stats()["loads"][SMOL]
     r = client.generate(model=SMOL, prompt="Hi", options={"num_predict": 2, "num_ctx": 512})
     assert r.eval_count == 2
-    at_512 = [m for m in two.stats()["models"] if m["id"] == SMOL and m["ctx"] == 512]
-    assert len(at_512) == 1 and at_512[0]["n_ctx"] == 512
-    loads = two.stats()["loads"][SMOL]
-    client.generate(model=SMOL, prompt="Hi", options={"num_predict": 2, "num_ctx": 512})
+    smol = [m for m in two.stats()["models"] if m["id"] == SMOL]
+    assert len(smol) == 1 and smol[0]["ctx"] == 1024  # one engine per model: the larger context serves
     assert two.stats()["loads"][SMOL] == loads  # reused, not reloaded
     for bad, param in (({"ctx": 0}, "ctx"), ({"pin": "yes"}, "pin"), ({"keep_alive": "soon"}, "keep_alive")):
         r = _post(two, f"/hearth/models/{SMOL}/load", bad)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -11,6 +12,7 @@ import time
 
 import httpx
 import ollama
+import psutil
 import pytest
 
 from runtime.server.launcher import ServiceProcess
@@ -162,9 +164,12 @@ def test_oversized_body_gets_413(server):
     assert r.status_code == 413 and r.json()["error"]["message"]
 
 
-def test_max_tokens_over_the_limit_is_refused(server):
-    r = httpx.post(f"{server.url}/v1/completions", json={"prompt": "hi", "max_tokens": 100_000}, headers=AUTH)
-    assert r.status_code == 400 and r.json()["error"]["param"] == "max_tokens"
+def test_max_tokens_over_the_limit_is_clamped_not_refused(server):
+    """Agents ask for more than a server gives (32000): the reply is cut at the limit instead."""
+    r = httpx.post(f"{server.url}/v1/completions", headers=AUTH, timeout=120, json={
+        "prompt": "1, 2, 3,", "max_tokens": 100_000, "stop": [","], "temperature": 0})
+    assert r.status_code == 200, r.text[:300]
+    assert r.json()["choices"][0]["finish_reason"] in ("stop", "length")
 
 
 def test_flooding_client_gets_429_while_another_is_served(server):
@@ -247,5 +252,109 @@ def test_health_tells_another_machine_only_ok(smollm2_path):
         assert body == {"status": "ok", "service": "hearth"}
         full = httpx.get(f"http://127.0.0.1:{port}/health", headers=AUTH, timeout=5).json()
         assert "engine" in full and "version" in full
+    finally:
+        s.stop()
+
+
+class HealthWatch:
+    """GET /health every 50 ms from another process (``health_probe.py``) for ``seconds`` while
+    an attack runs; the slowest answer in ms and the failures."""
+
+    def __init__(self, port: int, seconds: float) -> None:
+        self.port, self.seconds = port, seconds
+        self.worst_ms, self.failures = 0.0, 0
+
+    def __enter__(self) -> "HealthWatch":
+        from pathlib import Path
+
+        self._probe = subprocess.Popen([sys.executable, str(Path(__file__).with_name("health_probe.py")),
+                                        str(self.port), str(self.seconds), "0.05"], stdout=subprocess.PIPE, text=True)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        out = json.loads(self._probe.communicate(timeout=self.seconds + 60)[0])
+        self.worst_ms, self.failures = max(out["latencies_ms"], default=0.0), out["errors"]
+
+
+def _every_route() -> list[tuple[str, str]]:
+    """(method, path) of every route the service has, path parameters filled in."""
+    import re
+
+    from runtime.config import ServeConfig
+    from runtime.server.app import create_app
+
+    app = create_app(ServeConfig(preload=False))
+    out = set()
+    for route in app.router.routes():
+        info = route.resource.get_info() if route.resource is not None else {}
+        path = info.get("path") or info.get("formatter")
+        if path and route.method not in ("HEAD", "OPTIONS", "*"):
+            out.add((route.method, re.sub(r"\{[^}]+\}", "x", path)))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("site", ["cross-site", "same-site", "Cross-Site", "something-new"])
+def test_a_request_a_web_page_made_without_an_allowed_origin_is_refused_on_every_route(server, site):
+    """An <img>, a link or a no-cors fetch carries no Origin, but the browser says where it
+    comes from: every route but /health and the identity proof refuses it before any work."""
+    from runtime.server.security import OPEN_PATHS
+
+    routes = _every_route()
+    assert len(routes) > 40 and ("GET", "/hearth/fit") in routes and ("POST", "/hearth/remotes") in routes
+    rss = psutil.Process(server.proc.pid).memory_info().rss
+    with HealthWatch(server.port, 6) as health:
+        for method, path in routes:
+            r = httpx.request(method, f"{server.url}{path}", headers={**AUTH, "Sec-Fetch-Site": site}, json={},
+                              timeout=60)
+            if path in OPEN_PATHS:
+                assert r.status_code != 403, path
+                continue
+            assert r.status_code == 403, (method, path, r.status_code)
+            assert "Sec-Fetch-Site" in r.text, (method, path)  # Ollama's routes answer a plain message
+    growth = psutil.Process(server.proc.pid).memory_info().rss - rss
+    print(json.dumps({"attack": f"{site} request on {len(routes)} routes", "health_max_ms": health.worst_ms,
+                      "rss_growth_mib": round(growth / 2**20, 1)}))
+    assert health.failures == 0 and health.worst_ms < 250 and growth < 32 * 2**20
+    for fine in ("same-origin", "none"):
+        r = httpx.get(f"{server.url}/v1/models", headers={**AUTH, "Sec-Fetch-Site": fine})
+        assert r.status_code == 200, fine
+    # a page of an allowed origin sends its Origin and is let through (CORS grants it the answer)
+    r = httpx.get(f"{server.url}/v1/models", headers={**AUTH, "Sec-Fetch-Site": "cross-site",
+                                                       "Origin": "https://app.example"})
+    assert r.status_code == 200 and r.headers["access-control-allow-origin"] == "https://app.example"
+
+
+def test_no_get_writes_to_the_data_directory(smollm2_path, tmp_path):
+    """A fresh data directory, the default model given by path: every GET route, with the
+    embedded models named that are not placed yet, leaves every file as it was (nothing is
+    copied or created) and answers from what it has."""
+    from runtime.server.launcher import ServiceProcess
+
+    env = {**os.environ, "HEARTH_DATA_DIR": str(tmp_path)}
+    s = ServiceProcess("--model", str(smollm2_path), "--ctx", "2048", "--parallel", "1", env=env).wait_ready()
+
+    def files() -> dict[str, int]:
+        return {p.relative_to(tmp_path).as_posix(): p.stat().st_size for p in tmp_path.rglob("*") if p.is_file()}
+
+    try:
+        time.sleep(1.0)
+        before = files()
+        gets = [path for method, path in _every_route() if method == "GET"]
+        for path in gets + ["/hearth/fit?model=gemma-3-270m", "/hearth/fit?model=smollm2-135m",
+                            "/hearth/fit?model=minilm-l6", "/api/tags", "/v1/models/smollm2-135m"]:
+            if path.endswith("/events"):
+                continue  # a stream that never ends; it only reads the download list
+            r = httpx.get(f"{s.url}{path}", timeout=120)
+            assert r.status_code < 500 or path.startswith("/hearth/search"), (path, r.text)  # no hub here
+        fit = httpx.get(f"{s.url}/hearth/fit", params={"model": "gemma-3-270m"}, timeout=60)
+        assert fit.status_code == 200 and fit.json()["verdict"], fit.text  # from the catalog's numbers
+        fit = httpx.get(f"{s.url}/hearth/fit", params={"model": "minilm-l6"}, timeout=60)
+        assert fit.status_code == 404 and "not yet available" in fit.json()["error"]["message"]
+        catalog = {m["id"]: m for m in httpx.get(f"{s.url}/hearth/catalog", timeout=120).json()["models"]}
+        assert catalog["gemma-3-270m"]["local"] is False
+        assert files() == before, set(files()) ^ set(before)
+        r = httpx.post(f"{s.url}/v1/completions", json={"model": "gemma-3-270m", "max_tokens": 1, "prompt": "hi"},
+                       timeout=300)
+        assert (tmp_path / "models" / "gemma-3-270m.gguf").is_file(), r.text  # a POST may place it
     finally:
         s.stop()

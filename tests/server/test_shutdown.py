@@ -64,7 +64,7 @@ def test_sigterm_ends_every_open_stream_cleanly(smollm2_path):
     lines = [json.loads(x) for x in results["ollama"] if x]
     assert "shutting down" in lines[-1]["error"]
     assert all(x["done"] is False for x in lines[:-1])
-    assert "Hearth: stopping" in server.proc.stdout.read()
+    assert "Hearth: stopping" in server.output()
 
 
 def test_sigterm_lets_a_short_request_finish(smollm2_path):

@@ -96,6 +96,51 @@ def test_stream_deltas_carry_index_id_name_then_arguments(oai):
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
 
 
+@pytest.mark.parametrize("model", MODELS)
+def test_arguments_stream_token_by_token_on_every_wire_format(server, model):
+    """A call's arguments arrive in many deltas as the model writes them (agents show a long file
+    being written), and they join into the call's valid JSON, on all four formats."""
+    import anthropic
+    from openai import OpenAI
+
+    oai = OpenAI(base_url=f"{server.url}/v1", api_key="unused", max_retries=0, timeout=300)
+    kw = dict(model=model, tools=[WEATHER], tool_choice="required", temperature=0, stream=True)
+    chunks = list(oai.chat.completions.create(messages=ASK, max_tokens=120, parallel_tool_calls=False, **kw))
+    pieces = [tc.function.arguments for ch in chunks if ch.choices for tc in (ch.choices[0].delta.tool_calls or [])
+              if tc.function.arguments]
+    assert len(pieces) > 3, pieces
+    _valid("get_weather", "".join(pieces))
+
+    responses = list(oai.responses.create(model=model, input=ASK[0]["content"], temperature=0, stream=True,
+                                          max_output_tokens=120, parallel_tool_calls=False, tool_choice="required",
+                                          tools=[{"type": "function", **WEATHER["function"]}]))
+    pieces = [e.delta for e in responses if e.type == "response.function_call_arguments.delta"]
+    done = next(e for e in responses if e.type == "response.function_call_arguments.done")
+    assert len(pieces) > 3 and "".join(pieces) == done.arguments
+    _valid("get_weather", done.arguments)
+
+    claude = anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0, timeout=300)
+    tool = {"name": "get_weather", "description": "weather", "input_schema": WEATHER["function"]["parameters"]}
+    with claude.messages.stream(model=model, max_tokens=120, messages=ASK, tools=[tool], extra_body={"temperature": 0},
+                                tool_choice={"type": "any", "disable_parallel_tool_use": True}) as s:
+        events = list(s)
+        final = s.get_final_message()
+    pieces = [e.delta.partial_json for e in events if e.type == "content_block_delta"
+              and e.delta.type == "input_json_delta"]
+    assert len(pieces) > 3
+    use = next(b for b in final.content if b.type == "tool_use")
+    assert json.loads("".join(pieces)) == use.input
+    _valid("get_weather", use.input)
+
+    # Ollama has no partial call: each call is one line, whole, when its arguments close
+    client = ollama.Client(host=server.url, timeout=300)
+    lines = list(client.chat(model=model, messages=ASK, tools=[WEATHER], stream=True,
+                             options={"temperature": 0, "num_predict": 120}, think=False))
+    calls = [c for part in lines for c in (part.message.tool_calls or [])]
+    for c in calls:
+        _valid(c.function.name, dict(c.function.arguments), OLLAMA_SCHEMAS)
+
+
 def test_none_never_calls(oai):
     r = oai.chat.completions.create(model="smollm2-135m", messages=ASK, tools=TOOLS, tool_choice="none",
                                     temperature=0, max_tokens=40)
@@ -197,3 +242,107 @@ def test_ollama_client_tool_calls(server, model):
     answer = client.chat(model=model, messages=history, tools=TOOLS,
                          options={"temperature": 0, "num_predict": 30, "tool_choice": "none"})
     assert answer.message.content and not answer.message.tool_calls
+
+
+# -- schemas the grammar cannot enforce, and a response format beside tools -------------------
+BASH = {"type": "function", "function": {"name": "Bash", "parameters": {
+    "$schema": "http://json-schema.org/draft-07/schema#", "type": "object", "additionalProperties": False,
+    "properties": {"command": {"type": "string", "maxLength": 40}, "timeout": {"type": "number", "maximum": 600000}},
+    "required": ["command"]}}}
+#: what agents send and llguidance 1.9 cannot compile: each is relaxed, tool by tool
+UNENFORCEABLE = [
+    {"type": "function", "function": {"name": "TodoWrite", "parameters": {"type": "object", "properties": {
+        "todos": {"type": "array", "maxItems": 2, "uniqueItems": True, "items": {"type": "string", "maxLength": 10}}},
+        "required": ["todos"]}}},
+    {"type": "function", "function": {"name": "Fetch", "parameters": {"type": "object", "properties": {
+        "url": {"type": "string", "pattern": "^(?!file:)https?://.{1,20}$"}}, "required": ["url"]}}},
+    {"type": "function", "function": {"name": "Edit", "parameters": {"type": "object", "properties": {
+        "mode": {"enum": ["a", "b"]}, "n": {"type": "integer"}},
+        "if": {"properties": {"mode": {"const": "a"}}}, "then": {"required": ["n"]}}}},
+    {"type": "function", "function": {"name": "Tree", "parameters": {"type": "object", "properties": {
+        "node": {"$ref": "#/$defs/loop"}}, "$defs": {"loop": {"$ref": "#/$defs/loop"}}}}},
+]
+
+
+def test_unenforceable_tool_schemas_are_relaxed_tool_by_tool(server):
+    import httpx
+
+    names = [t["function"]["name"] for t in UNENFORCEABLE]
+    for choice in ("required", "auto"):
+        r = httpx.post(f"{server.url}/v1/chat/completions", timeout=300, json={
+            "model": "smollm2-135m", "messages": [{"role": "user", "content": "List the files."}],
+            "tools": [BASH, *UNENFORCEABLE], "tool_choice": choice, "temperature": 0, "max_tokens": 40})
+        assert r.status_code == 200, r.text
+        assert r.headers["x-hearth-relaxed-tools"].split(", ") == names  # Bash compiles as it is
+        for call in r.json()["choices"][0]["message"].get("tool_calls") or []:
+            assert call["function"]["name"] in ["Bash", *names]
+            assert isinstance(json.loads(call["function"]["arguments"]), dict)
+    plain = httpx.post(f"{server.url}/v1/chat/completions", timeout=300, json={
+        "model": "smollm2-135m", "messages": ASK, "tools": TOOLS, "tool_choice": "required", "max_tokens": 4})
+    assert plain.status_code == 200 and "x-hearth-relaxed-tools" not in plain.headers
+
+
+def test_pydantic_refs_inside_tool_parameters_are_enforced(oai):
+    """pydantic writes nested models as ``#/$defs/...``: they resolve inside the call's grammar."""
+    person = {"type": "function", "function": {"name": "add_person", "parameters": {
+        "$defs": {"Person": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 12},
+                                                              "age": {"type": "integer", "minimum": 0, "maximum": 120}},
+                             "required": ["name", "age"], "additionalProperties": False}},
+        "type": "object", "properties": {"person": {"$ref": "#/$defs/Person"}}, "required": ["person"],
+        "additionalProperties": False}}}
+    r = oai.chat.completions.with_raw_response.create(
+        model="smollm2-135m", messages=[{"role": "user", "content": "Add Ann, 31."}], tools=[person],
+        tool_choice="required", temperature=0, max_tokens=60)
+    assert "x-hearth-relaxed-tools" not in r.headers
+    call = r.parse().choices[0].message.tool_calls[0]
+    jsonschema.validate(json.loads(call.function.arguments), person["function"]["parameters"])
+
+
+ANSWER = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20},
+                                           "sunny": {"type": "boolean"}}, "required": ["city", "sunny"],
+          "additionalProperties": False}
+
+
+@pytest.mark.parametrize("content", ["What is the weather in Paris?", "Say hello as JSON with a city.",
+                                     "Is it sunny in Rome? Reply with JSON."])
+def test_response_format_with_tools_is_a_call_or_a_matching_answer(oai, content):
+    """One grammar from the first token: a well-formed call, or an answer the schema accepts
+    (the OpenAI Agents SDK and pydantic-ai send both fields together)."""
+    r = oai.chat.completions.create(
+        model="smollm2-135m", messages=[{"role": "user", "content": content}], tools=TOOLS, temperature=0,
+        max_tokens=80, response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": ANSWER}})
+    c = r.choices[0]
+    if c.message.tool_calls:
+        assert c.finish_reason == "tool_calls" and not c.message.content
+        for call in c.message.tool_calls:
+            _valid(call.function.name, call.function.arguments)
+    else:
+        assert c.finish_reason == "stop", c.message.content
+        jsonschema.validate(json.loads(c.message.content), ANSWER)
+
+
+def test_response_format_with_required_tools_calls_and_json_object_answers(oai):
+    r = oai.chat.completions.create(
+        model="smollm2-135m", messages=ASK, tools=TOOLS, tool_choice="required", temperature=0, max_tokens=80,
+        response_format={"type": "json_schema", "json_schema": {"name": "a", "schema": ANSWER}})
+    assert r.choices[0].message.tool_calls  # a required call comes first; the format is for the answer after
+    r = oai.chat.completions.create(
+        model="smollm2-135m", messages=[{"role": "user", "content": 'Reply with the JSON object {"ok": true}.'}],
+        tools=TOOLS, temperature=0, max_tokens=60, response_format={"type": "json_object"})
+    c = r.choices[0]
+    if c.message.tool_calls:
+        for call in c.message.tool_calls:
+            _valid(call.function.name, call.function.arguments)
+    elif c.finish_reason == "stop":
+        assert isinstance(json.loads(c.message.content), dict)
+    else:  # cut at max_tokens: what there is was held to an object by the grammar
+        assert c.finish_reason == "length" and c.message.content.startswith("{"), c.message.content
+
+
+def test_a_regex_or_grammar_with_tools_is_still_refused(server):
+    import httpx
+
+    for extra, param in (({"regex": "[0-9]+"}, "regex"), ({"grammar": 'root ::= "a"'}, "grammar")):
+        r = httpx.post(f"{server.url}/v1/chat/completions", timeout=60, json={
+            "model": "smollm2-135m", "messages": ASK, "tools": TOOLS, "max_tokens": 4, **extra})
+        assert r.status_code == 400 and r.json()["error"]["param"] == param, r.text

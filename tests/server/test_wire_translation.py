@@ -68,9 +68,8 @@ def test_anthropic_error_result_and_structured_output():
      "prefilling"),
     ({"max_tokens": 4, "messages": [{"role": "assistant", "content": [{"type": "tool_result", "tool_use_id": "x"}]}]},
      "messages.0.content.0"),
-    ({"max_tokens": 4, "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "web_search_20250305",
-                                                                                    "name": "web_search"}]},
-     "server tool"),
+    ({"max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
+     "text only"),
     ({"max_tokens": 4, "messages": [{"role": "user", "content": "hi"}], "stop_sequences": 7}, "stop_sequences"),
     ({"max_tokens": 4, "messages": [{"role": "user", "content": "hi"}], "thinking": {"type": "on"}}, "thinking.type"),
 ])
@@ -119,7 +118,7 @@ def test_responses_items_become_openai_messages():
 
 @pytest.mark.parametrize("body, needle", [
     ({}, "'input'"), ({"input": "hi", "background": True}, "background"),
-    ({"input": "hi", "tools": [{"type": "web_search"}]}, "function tools only"),
+    ({"input": "hi", "tools": [{"name": "f"}]}, "'tools[0]' must be a tool object"),
     ({"input": "hi", "reasoning": {"effort": "huge"}}, "reasoning.effort"),
     ({"input": "hi", "text": {"format": {"type": "yaml"}}}, "text.format.type"),
     ({"input": [{"role": "tool", "content": "x"}]}, "input[0].role"),
@@ -174,3 +173,14 @@ async def test_api_key_as_x_api_key_and_anthropic_401(aiohttp_client, tmp_path):
                                                          "message": "the API key is not valid"}}
     r = await client.post("/v1/messages/count_tokens", data=b"{", headers={"x-api-key": key})
     assert r.status == 400 and (await r.json())["error"]["type"] == "invalid_request_error"
+
+
+def test_hosted_tools_are_not_offered_and_not_refused():
+    a = A.parse_messages({"max_tokens": 4, "messages": [{"role": "user", "content": "hi"}], "tools": [
+        {"type": "web_search_20250305", "name": "web_search"}, {"type": "bash_20250124", "name": "bash"},
+        {"name": "f", "input_schema": {"type": "object"}}]})
+    assert [t["function"]["name"] for t in a.tools] == ["bash", "f"]
+    assert a.tools[0]["function"]["parameters"]["properties"]["command"] == {"type": "string"}
+    r = R.parse_responses({"input": "hi", "tools": [{"type": "web_search"}, {"type": "file_search"},
+                                                    {"type": "function", "name": "g"}]})
+    assert [t["function"]["name"] for t in r.tools] == ["g"]

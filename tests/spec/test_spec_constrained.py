@@ -199,3 +199,21 @@ def test_a_lazy_constraint_starts_at_its_trigger(backends):
     assert out.startswith(text[:len(backends["target"].detokenize(tokens[:4]))])
     assert re.fullmatch(re.escape(backends["target"].detokenize(tokens[:4])) + "t5[0-9]t5[0-9]", out), out
     assert got[rid][2] == "stop"
+
+
+def test_a_grammar_that_dead_ends_mid_reply_fails_cleanly_without_the_matchers_state(backends):
+    """A rule that only refers to itself, on a branch the compile-time walk does not take (it
+    follows the lowest byte: ``t10``): the matcher finds it once a reply takes that branch. The
+    error is the library's reason, short, without the matcher's state or the grammar."""
+    from runtime.engine.constraint import Constraint, ConstraintError, check_matches
+
+    spec = compile_constraint("lark", 'start: "t10" "t12" | "t11" loop\nloop: loop "t13"')
+    check_matches(spec)
+    engine = Engine(backends["target"], 4)
+    c = Constraint(engine.constraint_vocab(), spec)
+    with pytest.raises(ConstraintError) as e:
+        c.advance(TOKENS.index("t11"))
+        c.compute_mask()
+    assert e.value.code == "constraint_failed"
+    message = str(e.value)
+    assert "<state>" not in message and "Parser" not in message and "loop" not in message and len(message) < 300

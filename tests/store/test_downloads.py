@@ -129,7 +129,9 @@ async def test_pause_resume_and_cancel(loopback_hub, tmp_path, manager):
     await _until(lambda: d2.done_bytes >= 1 << 20)
     manager.cancel(d2.id)
     assert d2.state == "cancelled"
-    assert not list((cache_dir() / f"models--{REPO.replace('/', '--')}" / "blobs").glob("*.incomplete"))
+    # a write of what had arrived may still be under way in a thread: the file goes once it ends
+    await _until(lambda: not list((cache_dir() / f"models--{REPO.replace('/', '--')}" / "blobs").glob("*.incomplete")),
+                 10)
 
 
 async def test_not_enough_disk_space_is_refused_before_any_byte(loopback_hub, tmp_path, manager):
@@ -223,3 +225,18 @@ async def test_a_second_process_waits_for_the_blob_lock_then_finds_the_file(loop
         assert loopback_hub.gets(REPO, FILE) == 1
     finally:
         await other.close()
+
+
+@pytest.mark.parametrize("listed", [1, 1000, "half", "one less"])
+async def test_a_file_longer_than_listed_is_stopped_deleted_and_reported(loopback_hub, tmp_path, manager, listed):
+    """The hub lists N bytes and sends more: nothing past N is written, the partial file is
+    deleted, the download fails saying so, and it is not fetched again."""
+    data = publish(loopback_hub, tmp_path)
+    size = {"half": len(data) // 2, "one less": len(data) - 1}.get(listed, listed)
+    loopback_hub.file(REPO, FILE).advertised_size = size
+    d = await manager.wait((await manager.pull(f"{REPO}:Q4_K_M")).id)
+    assert d.state == "failed" and "more than the" in d.error and f"{size:,} bytes" in d.error
+    blobs = cache_dir() / f"models--{REPO.replace('/', '--')}" / "blobs"
+    assert not [p for p in blobs.iterdir() if p.is_file()] if blobs.exists() else True
+    assert loopback_hub.gets(REPO, FILE) == 1
+    assert find_snapshot(REPO, FILE) is None

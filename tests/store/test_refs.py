@@ -76,7 +76,7 @@ def test_a_split_models_shape_counts_every_part(tmp_path):
     from gguf import GGUFWriter
 
     from runtime.hardware.shape import shape_from_gguf
-    from runtime.store.model_shape import shape_of_file
+    from runtime.hardware.model_shape import shape_of_file
 
     n_embd, n_ff, n_vocab = 64, 128, 256
     layer = {"attn_norm": (n_embd,), "attn_q": (n_embd, n_embd), "attn_k": (16, n_embd), "attn_v": (16, n_embd),

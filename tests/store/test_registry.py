@@ -74,3 +74,19 @@ def test_finds_ggufs_other_tools_put_in_the_cache_and_deletes_them(reg, tmp_path
     assert reg.delete(big.id)["freed_bytes"] == 300
     assert reg.delete("someone/Thing-GGUF/Thing-Q4_K_M.gguf")["freed_bytes"] == len(data)
     assert {m.id for m in reg.models() if m.source == "hub"} == {"llama-3.2-1b:Q8_0"}
+
+
+def test_imports_at_the_same_time_all_stay_registered(reg, tmp_path):
+    """Each import reads imports.json, adds its row and writes it back: without one writer at a
+    time, two imports at once each wrote the file without the other's row."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    srcs = [tiny_model(tmp_path / f"same-time-{i}-Q8_0.gguf") for i in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        ids = [m.id for m in pool.map(reg.import_file, srcs)]
+    assert len(set(ids)) == 8
+    assert sorted(m.id for m in Registry(reg.data_dir).imported()) == sorted(ids)
+    with ThreadPoolExecutor(4) as pool:  # four forgotten at once
+        list(pool.map(reg.delete, ids[:4]))
+    assert sorted(m.id for m in Registry(reg.data_dir).imported()) == sorted(ids[4:])
+    assert not [p.name for p in reg.data_dir.iterdir() if ".tmp" in p.name or ".partial" in p.name]

@@ -156,3 +156,32 @@ async def test_a_service_restart_resumes_the_download(loopback_hub, smollm2_path
         assert first_range is None and int(second_range[6:-1]) >= 1 << 20
     finally:
         second.stop()
+
+
+async def test_a_repositorys_model_card_is_read_from_the_hub(service, loopback_hub, tmp_path):
+    from runtime.server.store_api import CARD_MAX_BYTES
+
+    publish(loopback_hub, tmp_path)
+    card = "---\nlicense: apache-2.0\n---\n# Tiny\n\nA small model. Süß.\n"
+    loopback_hub.add_file(REPO, "README.md", card.encode(), lfs=False)
+    loopback_hub.add_repo("someone/no-card", {"x-Q4_0.gguf": b"GGUF"})
+    loopback_hub.add_repo("someone/long-card", {"README.md": ("# Long\n" + "é" * CARD_MAX_BYTES).encode()})
+    url = f"{service.url}/hearth/search/card"
+    async with aiohttp.ClientSession() as s:
+        r = await s.get(url, params={"repo": REPO})
+        assert r.status == 200, await r.text()
+        assert await r.json() == {"repo": REPO, "card": card, "truncated": False}
+
+        r = await s.get(url, params={"repo": "someone/long-card"})
+        body = await r.json()
+        assert body["truncated"] is True and body["card"].startswith("# Long\né")
+        assert len(body["card"].encode()) <= CARD_MAX_BYTES and "\ufffd" not in body["card"]
+
+        for repo, status, code in (("someone/no-card", 404, "model_card_not_found"),
+                                   ("nobody/missing", 404, "model_card_not_found"),
+                                   ("no-slash", 400, None), ("a/b/c", 400, None), ("../etc", 400, None),
+                                   ("owner/..", 400, None), ("", 400, None), ("a/" + "x" * 200, 400, None)):
+            r = await s.get(url, params={"repo": repo})
+            err = (await r.json())["error"]
+            assert r.status == status, (repo, r.status, err)
+            assert code is None or err["code"] == code, (repo, err)

@@ -4,7 +4,9 @@ that keeps their model lists current.
 
 These routes sit behind the same middlewares as every other (Hearth's API key, Host check,
 CORS, body size), and remote models are served through the same generation routes, so the
-per-client limits apply to them too. Nothing is remote until the user adds an upstream.
+per-client limits apply to them too. Nothing is remote until the user adds an upstream: adding
+or removing one over HTTP needs the API key or the app's confirmation token, and naming an
+environment variable as its key needs the confirmation token (``runtime.server.security``).
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from aiohttp import web
 
 from runtime.remote.keys import KeyringUnavailable, delete_key, store_key
 from runtime.remote.registry import Remotes
-from runtime.remote.upstream import UpstreamRefused, make_upstream
+from runtime.remote.upstream import ENV_VAR, UpstreamRefused, make_upstream
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, bad_request
+from runtime.server.security import require_user_act
 
 REMOTES = web.AppKey("remotes", Remotes)
 #: seconds between two readings of every upstream's /v1/models
@@ -96,44 +99,68 @@ def health_summary(app: web.Application) -> list[dict]:
 
 # -- /hearth/remotes ------------------------------------------------------------------------
 async def list_remotes(request: web.Request) -> web.Response:
+    """The upstreams as last read (a GET contacts none: ``POST .../NAME/refresh`` reads one again)."""
     remotes = request.app[REMOTES]
-    if request.query.get("refresh") in ("1", "true"):
-        await remotes.refresh()
     return web.json_response({"upstreams": remotes.status(), "models": remotes.model_entries(set())})
 
 
-async def add_remote(request: web.Request) -> web.Response:
-    """``{"name", "url", "api_key"?, "key_env"?, "allow_insecure"?, "timeouts"?}``: the key goes
-    to the OS keyring (refused, with what to do instead, where there is none); 201 with the
-    upstream after a first reading of its models (its error, if it could not be read)."""
-    from runtime.server.openai_api import read_json
+def _add_consented(request: web.Request, key_env: str | None) -> None:
+    """Only the user introduces a destination or a secret: adding or removing an upstream needs
+    the API key or the app's confirmation; naming an environment variable to send needs the
+    confirmation itself (a holder of the API key is a client, not the owner of the environment)."""
+    if key_env is None:
+        require_user_act(request, "changing the remote engines",
+                         "add it in the app or run `hearth remote add NAME URL`", "remote_not_confirmed")
+    else:
+        require_user_act(request, "naming an environment variable as an upstream's key",
+                         f"run `hearth remote add NAME URL --key-from-env {key_env}` where the service runs",
+                         "key_env_not_confirmed", token_only=True)
 
-    body = await read_json(request)
+
+def _fields(body: object) -> dict:
+    """The checked fields of an add request (400 naming the field)."""
     if not isinstance(body, dict):
         raise bad_request("the request body must be a JSON object")
     api_key, key_env = body.get("api_key"), body.get("key_env")
-    if api_key is not None and (not isinstance(api_key, str) or not api_key):
-        raise bad_request("'api_key' must be a non-empty string", "api_key")
-    if key_env is not None and not isinstance(key_env, str):
-        raise bad_request("'key_env' must be the name of an environment variable", "key_env")
+    if api_key is not None and (not isinstance(api_key, str) or not api_key or len(api_key) > 4096):
+        raise bad_request("'api_key' must be a non-empty string of at most 4096 characters", "api_key")
+    if key_env is not None and (not isinstance(key_env, str) or not ENV_VAR.fullmatch(key_env)):
+        raise bad_request("'key_env' must be the name of an environment variable (letters, digits, '_'; "
+                          "at most 128)", "key_env")
     if api_key and key_env:
         raise bad_request("give 'api_key' or 'key_env', not both", "key_env")
-    insecure = body.get("allow_insecure", False)
-    if not isinstance(insecure, bool):
-        raise bad_request("'allow_insecure' must be true or false", "allow_insecure")
+    for flag in ("allow_insecure", "plain_names"):
+        if not isinstance(body.get(flag, False), bool):
+            raise bad_request(f"'{flag}' must be true or false", flag)
     timeouts = body.get("timeouts")
     if timeouts is not None and not isinstance(timeouts, dict):
         raise bad_request("'timeouts' must be an object of connect, first_byte and idle seconds", "timeouts")
+    return {"name": body.get("name"), "url": body.get("url"), "api_key": api_key, "key_env": key_env,
+            "allow_insecure": body.get("allow_insecure", False), "plain_names": body.get("plain_names", False),
+            "timeouts": timeouts}
+
+
+async def add_remote(request: web.Request) -> web.Response:
+    """``{"name", "url", "api_key"?, "key_env"?, "allow_insecure"?, "plain_names"?, "timeouts"?}``:
+    the key goes to the OS keyring (refused, with what to do instead, where there is none); 201
+    with the upstream after a first reading of its models (its error, if it could not be read:
+    Hearth's words and a status, never what the address answered)."""
+    from runtime.server.openai_api import read_json
+
+    _add_consented(request, None)
+    f = _fields(await read_json(request))
+    if f["key_env"] is not None:
+        _add_consented(request, f["key_env"])
     try:
         upstream = await asyncio.to_thread(  # resolving the host name blocks
-            make_upstream, body.get("name"), body.get("url"), key=f"env:{key_env}" if key_env else None,
-            allow_insecure=insecure, timeouts=timeouts)
+            make_upstream, f["name"], f["url"], key=f"env:{f['key_env']}" if f["key_env"] else None,
+            allow_insecure=f["allow_insecure"], timeouts=f["timeouts"], plain_names=f["plain_names"])
     except UpstreamRefused as e:
         raise bad_request(str(e), e.field) from None
     remotes = request.app[REMOTES]
-    if api_key:  # the keyring may block (D-Bus, Keychain): in a thread; the list changes on the loop
+    if f["api_key"]:  # the keyring may block (D-Bus, Keychain): in a thread; the list changes on the loop
         try:
-            await asyncio.to_thread(store_key, upstream.name, api_key)
+            await asyncio.to_thread(store_key, upstream.name, f["api_key"])
         except KeyringUnavailable as e:
             raise ApiError(400, str(e), param="api_key", code="no_keyring") from None
         upstream.key = "keyring"
@@ -150,10 +177,11 @@ async def remove_remote(request: web.Request) -> web.Response:
     name = request.match_info.get("name") or request.query.get("name")
     if not name:
         raise bad_request("name the upstream to remove: DELETE /hearth/remotes/NAME", "name")
+    _add_consented(request, None)
     remotes = request.app[REMOTES]
     up = remotes.get(name)
     if up is None or not remotes.remove(name, keep_key=True):
-        raise ApiError(404, f"no upstream named {name!r}", param="name", code="upstream_not_found")
+        raise ApiError(404, f"no upstream named {name[:64]!r}", param="name", code="upstream_not_found")
     if up.key == "keyring":
         await asyncio.to_thread(delete_key, name)
     return web.json_response({"removed": name})
@@ -164,7 +192,7 @@ async def refresh_remote(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     remotes = request.app[REMOTES]
     if remotes.get(name) is None:
-        raise ApiError(404, f"no upstream named {name!r}", param="name", code="upstream_not_found")
+        raise ApiError(404, f"no upstream named {name[:64]!r}", param="name", code="upstream_not_found")
     errors = await remotes.refresh(name)
     status = next(s for s in remotes.status() if s["name"] == name)
     return web.json_response({**status, "error": errors.get(name)})

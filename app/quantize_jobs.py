@@ -1,0 +1,99 @@
+"""Making a smaller version of a local model from the Models page: the service's quantize job.
+
+``start`` asks the service (``POST /hearth/quantize``) with the data directory's confirmation
+token: the user's click is the confirmation it needs. While a job runs its state is read once a
+second and ``changed`` carries it (None once nothing runs); a finished job refreshes the local
+models, where the new file appears.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from urllib.parse import quote
+
+from PySide6.QtCore import QObject, Signal
+
+from app.api_client import ApiClient
+from app.errors import ApiProblem, UserError
+
+#: what the Models page offers: llama.cpp's mixes, with what each is for
+TARGETS = (
+    ("Q4_K_M", "about 4.8 bits a weight: the usual choice, a third of Q8_0's size"),
+    ("Q5_K_M", "about 5.7 bits a weight: a little larger, a little closer to the original"),
+    ("Q6_K", "about 6.6 bits a weight: near the original"),
+    ("Q8_0", "8.5 bits a weight: practically the original"),
+)
+POLL_S = 1.0
+
+
+def describe(job: dict) -> str:
+    """One line for a job: what is being made and how far it is."""
+    what = f"Making a {job.get('to')} version of {job.get('model')}"
+    state = job.get("state")
+    if state == "done":
+        size = (job.get("result") or {}).get("size")
+        return f"{what}: done" + (f" ({size / 1e6:.0f} MB)" if size else "")
+    if state == "failed":
+        return f"{what} failed: {job.get('error') or 'the quantizer stopped'}"
+    if state == "stopped":
+        return f"{what}: stopped"
+    step, done, total = job.get("step") or "starting", job.get("done") or 0, job.get("total") or 0
+    return f"{what}: {step}" + (f" {done}/{total}" if total else "") + "…"
+
+
+class QuantizeService(QObject):
+    changed = Signal(object)  # the current or last job (a dict), None before the first
+    error = Signal(object)  # UserError
+
+    def __init__(self, client: ApiClient, data_dir: Path | None, refresh_local: Callable[[], Awaitable]) -> None:
+        super().__init__()
+        self.client, self.data_dir, self.refresh_local = client, data_dir, refresh_local
+        self.job: dict | None = None
+        self._follow: asyncio.Task | None = None
+
+    async def start(self, model_id: str, to: str) -> bool:
+        from runtime.import_confirm import CONFIRM_HEADER, load_token
+
+        token = load_token(self.data_dir) if self.data_dir is not None else None
+        try:
+            self.job = await self.client.post("/hearth/quantize", {"model": model_id, "to": to}, timeout=60,
+                                              headers={CONFIRM_HEADER: token} if token else None)
+        except ApiProblem as e:
+            self.error.emit(UserError("A smaller version could not be started.", e.message,
+                                      "Wait for the one being made, or stop it." if e.status == 409 else
+                                      "Try again; if it keeps failing, run `hearth quantize` in a terminal."))
+            return False
+        self.changed.emit(self.job)
+        if self._follow is None or self._follow.done():
+            self._follow = asyncio.ensure_future(self._poll())
+        return True
+
+    async def stop(self) -> None:
+        if self.job is not None and self.job.get("state") == "running":
+            try:
+                self.job = await self.client.delete(f"/hearth/quantize/{quote(self.job['id'], safe='')}")
+            except ApiProblem:
+                return
+            self.changed.emit(self.job)
+
+    async def _poll(self) -> None:
+        while self.job is not None and self.job.get("state") == "running":
+            await asyncio.sleep(POLL_S)
+            try:
+                jobs = (await self.client.get("/hearth/quantize")).get("jobs") or []
+            except ApiProblem:
+                continue
+            found = next((j for j in jobs if j.get("id") == self.job.get("id")), None)
+            if found is None:  # the service restarted: the job went with it
+                self.job = {**self.job, "state": "failed", "error": "the service restarted"}
+            else:
+                self.job = found
+            self.changed.emit(self.job)
+        if self.job is not None and self.job.get("state") == "done":
+            await self.refresh_local()
+
+    def close(self) -> None:
+        if self._follow is not None:
+            self._follow.cancel()

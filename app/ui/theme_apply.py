@@ -1,0 +1,118 @@
+"""Switching theme without freezing the window: the style sheet goes onto parts of the window
+(the rail, the banner, the status bar, each page or a page's parts), a part per turn of the event
+loop, the visible ones first, instead of onto the application at once.
+
+A new application style sheet restyles every widget of every page in one pass (a third of a
+second here, however little is on screen). Per part, each pass is a few dozen widgets; a hidden
+page that still has the old sheet gets the new one the moment it is shown. The palette changes at
+once (it is cheap), so what the sheets do not reach (menus, the window's background) follows
+straight away; a window that opens later (a dialog, a message box) gets the sheet as it shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import QEvent, QObject, QTimer
+from PySide6.QtWidgets import QApplication, QSplitter, QStackedWidget, QTabWidget, QWidget
+
+#: the most widgets one part may hold: a part is styled in one pass of the loop
+PART_WIDGETS = 30
+#: containers that draw nothing of their own under the style sheet: a large one is styled by its
+#: children instead (its own background is the palette's window colour, the same as the sheet's)
+_PLAIN = (QWidget, QStackedWidget, QTabWidget, QSplitter)
+
+
+def split_parts(w: QWidget, sheet: str, limit: int = PART_WIDGETS) -> list[QWidget]:
+    """``w`` as parts of at most ``limit`` widgets where it can be cut: a plain container whose
+    name the sheet does not style is replaced by its children; anything else stays whole."""
+    if len(w.findChildren(QWidget)) < limit:
+        return [w]
+    qt_class = next(c for c in type(w).__mro__ if c.__module__.startswith("PySide6"))
+    named = w.objectName() and f"#{w.objectName()}" in sheet
+    if qt_class not in _PLAIN or named:
+        return [w]
+    out = []
+    for child in w.children():
+        if isinstance(child, QWidget) and not child.isWindow():
+            out += split_parts(child, sheet, limit)
+    return out
+
+
+class ThemeApplier(QObject):
+    """``parts()`` names the styled parts: (page or None for the window's own, widget) pairs;
+    each is cut further by ``split_parts``. A container cut into its children relies on the
+    palette alone."""
+
+    def __init__(self, qapp: QApplication, window, parts: Callable[[], list[tuple[QWidget | None, QWidget]]]) -> None:
+        super().__init__()
+        self.qapp, self.window, self.parts = qapp, window, parts
+        self.sheet = ""
+        self.extra: Callable[[], None] | None = None  # restyling of its own after the sheets (icons)
+        self._pending: list[tuple[QWidget | None, QWidget]] = []
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.timeout.connect(self._next)
+        window.stack.currentChanged.connect(self._page_shown)
+        qapp.installEventFilter(self)
+
+    def apply(self, sheet: str, at_once: bool = False, then: Callable[[], None] | None = None) -> None:
+        """Style every part with ``sheet``: now (``at_once``: the first time, before the window
+        shows), else the visible parts first, one per turn of the loop; ``then`` runs in its own
+        turn once the visible parts are styled (the icons in the new colours)."""
+        self.sheet = sheet
+        current = self.window.stack.currentWidget()
+        parts = [(page, part) for page, w in self.parts() for part in split_parts(w, sheet)]
+        order = sorted(parts, key=lambda pw: 0 if pw[0] is None else 1 if pw[0] is current else 2)
+        visible = sum(1 for pw in order if pw[0] is None or pw[0] is current)
+        self._pending = order[:visible] + ([(None, then)] if then is not None else []) + order[visible:]
+        if at_once:
+            while self._pending:
+                self._style(*self._pending.pop(0))
+        else:
+            self._timer.start(0)
+
+    def pending(self) -> int:
+        return len(self._pending)
+
+    def close(self) -> None:
+        """Stop styling and leave the application's events alone (the window is going away: an
+        application-wide filter left behind would see every event of every later window)."""
+        self._timer.stop()
+        self._pending.clear()
+        self.qapp.removeEventFilter(self)
+
+    def _style(self, page, w) -> None:
+        if not isinstance(w, QWidget):
+            w()  # a step of its own
+        elif w.styleSheet() != self.sheet:
+            w.setStyleSheet(self.sheet)
+
+    def _next(self) -> None:
+        if self._pending:
+            self._style(*self._pending.pop(0))
+        if self._pending:
+            self._timer.start(0)
+
+    def _page_shown(self, _index: int) -> None:
+        page = self.window.stack.currentWidget()
+        for pw in [pw for pw in self._pending if pw[0] is page]:
+            self._pending.remove(pw)
+            self._style(*pw)
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
+        # a window that opens outside the styled parts (a dialog of the chat page, a message box)
+        if event.type() == QEvent.Type.Show and isinstance(obj, QWidget) and obj.isWindow() \
+                and obj is not self.window and self.sheet and obj.styleSheet() != self.sheet \
+                and not _under_styled(obj, self.sheet):
+            obj.setStyleSheet(self.sheet)
+        return False
+
+
+def _under_styled(w: QWidget, sheet: str) -> bool:
+    p = w.parentWidget()
+    while p is not None:
+        if p.styleSheet() == sheet:
+            return True
+        p = p.parentWidget()
+    return False

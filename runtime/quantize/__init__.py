@@ -1,0 +1,1 @@
+"""Making a smaller GGUF of a model: importance, sensitivity, bit allocation, quality."""

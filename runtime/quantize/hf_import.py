@@ -1,0 +1,162 @@
+"""A GPTQ or AWQ checkpoint (Hugging Face safetensors, llama-family) written as a GGUF.
+
+The packed 4-bit matrices are dequantized with their own formulas (``hf_int4``); where a
+layer's groups are contiguous runs of input channels and a multiple of 32 long, each
+32-weight block is written as Q4_1 with the checkpoint's own numbers (``d`` = its scale,
+``m`` = -scale x zero, the same 4-bit codes): the GGUF keeps their choices, 4-bit where they
+were 4-bit. Other matrices (``desc_act`` reordering, float layers: the embeddings, the output) are F16;
+norms F32. The tokenizer comes from ``tokenizer.json`` when it is a byte-level BPE (Llama 3,
+Qwen 2, SmolLM and most recent models); a SentencePiece ``tokenizer.model`` is refused.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from gguf import GGMLQuantizationType, GGUFWriter
+
+from runtime.quantize.hf_int4 import (
+    UnsupportedQuantization,
+    dequantize_state,
+    unpack_columns,
+    unpack_gptq_rows,
+)
+from runtime.quantize.safetensors_file import read_safetensors
+
+_LAYER = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
+          "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output", "post_attention_layernorm": "ffn_norm",
+          "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+_TOP = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
+        "lm_head.weight": "output.weight"}
+ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
+
+
+def gguf_name(hf: str) -> str | None:
+    if hf in _TOP:
+        return _TOP[hf]
+    parts = hf.split(".")
+    if len(parts) >= 5 and parts[0] == "model" and parts[1] == "layers":
+        rest = ".".join(parts[3:-1])
+        if rest in _LAYER:
+            return f"blk.{parts[2]}.{_LAYER[rest]}.{parts[-1]}"
+    return None
+
+
+def permute_rope(w: np.ndarray, n_head: int) -> np.ndarray:
+    """Hugging Face's rotary halves to llama.cpp's interleaved pairs (as convert_hf_to_gguf does)."""
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def q4_1_blocks(codes: np.ndarray, scale: np.ndarray, zero: np.ndarray) -> np.ndarray:
+    """Q4_1 bytes [out, in/32*20] for ``W = scale * (codes - zero)``, all [out, in], constant per 32."""
+    out, n_in = codes.shape
+    c = codes.reshape(out, n_in // 32, 32).astype(np.uint8)
+    d = scale.reshape(out, n_in // 32, 32)[..., 0].astype(np.float16)
+    m = (-scale * zero).reshape(out, n_in // 32, 32)[..., 0].astype(np.float16)
+    qs = c[..., :16] | (c[..., 16:] << 4)
+    blocks = np.concatenate([d[..., None].view(np.uint8), m[..., None].view(np.uint8), qs], axis=-1)
+    return blocks.reshape(out, -1)
+
+
+def _q4_codes(tensors: dict, base: str, method: str, group: int, v2: bool):
+    """(codes, scale, zero) [out, in] of a packed layer, or None when its groups are not 32-aligned runs."""
+    q = tensors[base + ".qweight"]
+    if method == "gptq":
+        codes = unpack_gptq_rows(q)
+        zeros = unpack_columns(tensors[base + ".qzeros"]) + (0 if v2 else 1)
+        g_idx = tensors.get(base + ".g_idx")
+        groups = np.arange(codes.shape[0]) // group
+        if g_idx is not None and not np.array_equal(np.asarray(g_idx), groups):
+            return None
+    else:
+        from runtime.quantize.hf_int4 import AWQ_ORDER
+
+        codes = unpack_columns(q, AWQ_ORDER)
+        zeros = unpack_columns(tensors[base + ".qzeros"], AWQ_ORDER)
+        groups = np.arange(codes.shape[0]) // group
+    if group % 32 or codes.shape[0] % 32:
+        return None
+    scales = tensors[base + ".scales"].astype(np.float32)
+    return codes.T, scales[groups].T, zeros[groups].T.astype(np.float32)
+
+
+def _vocab(folder: Path, config: dict) -> tuple[list[str], list[int], list[str], str]:
+    if not (folder / "tokenizer.json").is_file():
+        raise UnsupportedQuantization(f"{folder} has no tokenizer.json (a SentencePiece-only model is not imported)")
+    tok = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    model = tok.get("model", {})
+    if model.get("type") != "BPE":
+        raise UnsupportedQuantization(f"tokenizer type {model.get('type')!r}: byte-level BPE tokenizers are imported")
+    vocab: dict[str, int] = dict(model["vocab"])
+    added = {t["content"]: t["id"] for t in tok.get("added_tokens", [])}
+    vocab.update(added)
+    n = max(int(config.get("vocab_size", 0)), max(vocab.values()) + 1)
+    tokens = [f"[PAD{i}]" for i in range(n)]
+    types = [5] * n  # unused
+    for text, i in vocab.items():
+        tokens[i] = text
+        types[i] = 3 if text in added and any(t.get("special") for t in tok["added_tokens"] if t["content"] == text) else 1
+    merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
+    pre = {"qwen2": "qwen2"}.get(config.get("model_type", ""), "llama-bpe" if n >= 128000 else "default")
+    return tokens, types, merges, pre
+
+
+def import_checkpoint(folder: Path, dst: Path) -> Path:
+    """Write the checkpoint in ``folder`` (config.json, *.safetensors, tokenizer.json) to ``dst``."""
+    folder = Path(folder)
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    qc = config.get("quantization_config") or {}
+    if not set(config.get("architectures", [])) & set(ARCHITECTURES):
+        raise UnsupportedQuantization(f"architecture {config.get('architectures')}: {', '.join(ARCHITECTURES)} are imported")
+    tensors: dict[str, np.ndarray] = {}
+    for f in sorted(folder.glob("*.safetensors")):
+        tensors.update(read_safetensors(f))
+    method, group = str(qc.get("quant_method", "")).lower(), int(qc.get("group_size", 128))
+    v2 = str(qc.get("checkpoint_format", "gptq")) == "gptq_v2"
+    state = dequantize_state(tensors, qc) if qc else tensors  # a float checkpoint passes as it is
+    n_head = int(config["num_attention_heads"])
+    n_kv = int(config.get("num_key_value_heads", n_head))
+    w = GGUFWriter(str(dst), "llama")
+    w.add_name(folder.name)
+    w.add_block_count(int(config["num_hidden_layers"]))
+    w.add_context_length(int(config.get("max_position_embeddings", 4096)))
+    w.add_embedding_length(int(config["hidden_size"]))
+    w.add_feed_forward_length(int(config["intermediate_size"]))
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_kv)
+    w.add_layer_norm_rms_eps(float(config.get("rms_norm_eps", 1e-5)))
+    w.add_rope_freq_base(float(config.get("rope_theta", 10000.0)))
+    w.add_rope_dimension_count(int(config["hidden_size"]) // n_head)
+    tokens, types, merges, pre = _vocab(folder, config)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre(pre)
+    w.add_token_list(tokens)
+    w.add_token_types(types)
+    w.add_token_merges(merges)
+    for key, add in (("bos_token_id", w.add_bos_token_id), ("eos_token_id", w.add_eos_token_id)):
+        if isinstance(config.get(key), int):
+            add(config[key])
+    for hf, value in state.items():
+        name = gguf_name(hf)
+        if name is None:
+            continue
+        base = hf[: -len(".weight")]
+        packed = base + ".qweight" in tensors and method in ("gptq", "awq")
+        rope = {"attn_q": n_head, "attn_k": n_kv}.get(name.split(".")[2] if name.startswith("blk.") else "")
+        if packed and (cs := _q4_codes(tensors, base, method, group, v2)) is not None:
+            codes, scale, zero = cs
+            if rope is not None:  # a permutation of output rows: the blocks along each row stay whole
+                codes, scale, zero = (permute_rope(a, rope) for a in (codes, scale, zero))
+            w.add_tensor(name, q4_1_blocks(codes, scale, zero), raw_dtype=GGMLQuantizationType.Q4_1)
+            continue
+        arr = np.asarray(value, dtype=np.float32)
+        if rope is not None:
+            arr = permute_rope(arr, rope)
+        w.add_tensor(name, arr if arr.ndim == 1 else arr.astype(np.float16))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return dst

@@ -1,0 +1,35 @@
+"""A theme switch restyles the window a part per turn of the event loop (no part of more than a
+few dozen widgets but those that cannot be cut), the visible page first; a hidden page has the
+new sheet once shown, and a dialog opened afterwards has it too (real window offscreen)."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QDialog, QLabel, QVBoxLayout, QWidget
+
+from app.ui.style import DARK, stylesheet
+from app.ui.theme_apply import PART_WIDGETS, split_parts
+from runtime.server.launcher import free_port
+
+
+def test_theme_switch_is_spread_over_turns(make_app, driver):
+    h = make_app(free_port())
+    h.window.resize(1000, 700)
+    h.window.show()
+    driver.pump(0.3)
+    assert h.qapp.styleSheet() == ""  # never the whole application in one pass
+    h.apply_theme(dark=True)
+    assert h.theme_applier.pending() > 5  # the work is left for the next turns
+    sheet = stylesheet(DARK)
+    parts = [x for _, w in h._theme_parts() for x in split_parts(w, sheet)]
+    big = [x for x in parts if len(x.findChildren(QWidget)) >= PART_WIDGETS]
+    assert len(big) <= 2, [type(x).__name__ for x in big]  # the settings form's group, at most
+    h.window.show_page("Models")  # a page shown before its turn comes is styled at once
+    assert h.models_page.tabs.tabBar().styleSheet() == sheet or h.models_page.styleSheet() == sheet \
+        or all(p.styleSheet() == sheet for p in split_parts(h.models_page, sheet))
+    driver.until(lambda: h.theme_applier.pending() == 0, 10, "the switch to finish")
+    assert all(p.styleSheet() == sheet for p in parts)
+    d = QDialog(None)
+    QVBoxLayout(d).addWidget(QLabel("x"))
+    d.show()
+    assert d.styleSheet() == sheet
+    d.close()
