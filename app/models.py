@@ -21,7 +21,7 @@ from app.qt_models import CatalogListModel, DownloadListModel, LocalModelListMod
 
 log = logging.getLogger("hearth.app")
 FINAL_STATES = ("completed", "failed", "cancelled")
-ACTIVE_STATES = ("queued", "downloading", "waiting", "verifying")
+ACTIVE_STATES = ("queued", "downloading", "waiting", "verifying", "converting")
 
 
 def _rows(body, *keys: str) -> list[dict]:

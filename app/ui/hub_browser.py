@@ -248,9 +248,16 @@ class HubBrowser(QWidget):
         for f in files or []:
             size = format_size(f.get("size")) or "size unknown"
             parts = f" · {f['parts']} parts" if (f.get("parts") or 1) > 1 else ""
-            self.quant.addItem(f"{f.get('quant') or f.get('file')} · {size}{parts}", f.get("quant") or "")
+            label = f.get("quant") or f.get("file")
+            if f.get("convert"):
+                label, parts = f"{f.get('file')} (converted to GGUF)", ""
+            self.quant.addItem(f"{label} · {size}{parts}", f.get("quant") or "")
         self.download_button.setEnabled(bool(files))
-        if files is None:
+        convert = next((f["convert"] for f in files or [] if f.get("convert")), None)
+        if convert:
+            self.files_note.setText(f"A {convert.upper()} checkpoint, not a GGUF: Hearth converts it to a GGUF when the "
+                                    "download ends, its 4-bit weights kept as they are.")
+        elif files is None:
             self.files_note.setText("" if not self.repo else "Its files could not be listed.")
         elif not files:
             self.files_note.setText("This repository has no GGUF model file Hearth can run.")

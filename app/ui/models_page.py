@@ -11,7 +11,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.api_types import CatalogModel, LocalModel, RunningModel
-from app.models import ModelStoreService, fit_badge
+from app.models import ACTIVE_STATES, ModelStoreService, fit_badge
 from app.qt_models import format_size
 from app.quantize_jobs import TARGETS, QuantizeService, describe
 from app.ui.row_list import RowList
@@ -152,6 +152,8 @@ class DownloadRow(QFrame):
         state = d.get("state", "")
         self.name.setText(d.get("model") or d.get("ref") or d.get("id", "?"))
         done, total = d.get("done_bytes") or 0, d.get("total_bytes")
+        # a conversion has no measure of its progress: a busy bar
+        self.bar.setRange(0, 0 if state == "converting" else 1000)
         bits = [state]
         if total:
             bits.append(f"{format_size(done) or '0 B'} of {format_size(total)}")
@@ -162,10 +164,12 @@ class DownloadRow(QFrame):
             bits.append(f"{format_size(d['speed_bps'])}/s")
         if d.get("eta_s"):
             bits.append(f"{d['eta_s']:.0f} s left")
+        if state == "converting":
+            bits = [f"converting the {str(d.get('convert') or '').upper()} checkpoint to GGUF (4-bit kept)"]
         self.state.setText(" · ".join(bits))
         self.error.setText(d.get("error") or "")
         self.error.setVisible(bool(d.get("error")))
-        active = state in ("queued", "downloading", "waiting", "verifying")
+        active = state in ACTIVE_STATES
         self.pause.setVisible(active)
         self.resume.setVisible(state in ("paused", "failed"))
         self.cancel.setVisible(active or state == "paused")

@@ -27,6 +27,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("convert", help="a GPTQ or AWQ checkpoint (a folder of safetensors) to a GGUF, 4-bit kept")
     p.add_argument("folder", type=Path, help="the checkpoint's folder: config.json, *.safetensors, tokenizer.json")
     p.add_argument("--output", type=Path, help="the GGUF (default: FOLDER/<name>.gguf)")
+    p.add_argument("--name", help="the model's name in the GGUF (default: the folder's name)")
     p.add_argument("--no-register", action="store_true", help="do not add the file to the local models")
 
 
@@ -61,7 +62,7 @@ def convert(args: argparse.Namespace) -> int:
     folder = args.folder.expanduser().resolve()
     out = args.output or folder / f"{folder.name}.gguf"
     try:
-        import_checkpoint(folder, out)
+        import_checkpoint(folder, out, name=args.name)
     except (UnsupportedQuantization, BadSafetensors, OSError, KeyError, ValueError) as e:
         print(f"hearth: {e}", file=sys.stderr)
         return 1

@@ -103,7 +103,7 @@ def _vocab(folder: Path, config: dict) -> tuple[list[str], list[int], list[str],
     return tokens, types, merges, pre
 
 
-def import_checkpoint(folder: Path, dst: Path) -> Path:
+def import_checkpoint(folder: Path, dst: Path, name: str | None = None) -> Path:
     """Write the checkpoint in ``folder`` (config.json, *.safetensors, tokenizer.json) to ``dst``."""
     folder = Path(folder)
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
@@ -119,7 +119,7 @@ def import_checkpoint(folder: Path, dst: Path) -> Path:
     n_head = int(config["num_attention_heads"])
     n_kv = int(config.get("num_key_value_heads", n_head))
     w = GGUFWriter(str(dst), "llama")
-    w.add_name(folder.name)
+    w.add_name(name or folder.name)
     w.add_block_count(int(config["num_hidden_layers"]))
     w.add_context_length(int(config.get("max_position_embeddings", 4096)))
     w.add_embedding_length(int(config["hidden_size"]))

@@ -21,7 +21,7 @@ from runtime.server.errors import ApiError, bad_request
 from runtime.server.local_models import delete_local, local_models
 from runtime.import_confirm import ensure_token
 from runtime.server.security import require_user_act
-from runtime.store import hub
+from runtime.store import checkpoint_pull, hub
 from runtime.store.catalog import CatalogEntry, load_catalog
 from runtime.store.downloads import DownloadManager, DownloadNotFound, NotEnoughSpace
 from runtime.store.gguf_file import InvalidModelFile
@@ -243,7 +243,7 @@ async def repo_files(request: web.Request) -> web.Response:
         raise bad_request("'repo' is required: owner/name", "repo")
     try:
         remote = await asyncio.to_thread(hub.repo_info, repo)
-        files = remote.gguf_summary()
+        files = await asyncio.to_thread(checkpoint_pull.file_summary, remote)
     except hub.HubError as e:
         raise store_error(e) from None
     return web.json_response({"repo": remote.repo_id, "commit": remote.commit, "files": files})

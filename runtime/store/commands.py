@@ -174,18 +174,22 @@ def _import(args: argparse.Namespace) -> int:
 
 
 def _search(args: argparse.Namespace) -> int:
-    from runtime.store import hub
+    from runtime.store import checkpoint_pull, hub
 
     try:
         if args.files:
             remote = hub.repo_info(args.query)
-            rows = remote.gguf_summary()
+            rows = checkpoint_pull.file_summary(remote)
             if args.json:
                 print(json.dumps({"repo": remote.repo_id, "files": rows}, indent=2))
             elif not rows:
                 print(f"{remote.repo_id} has no GGUF files")
             for r in rows if not args.json else []:
                 parts = f" ({r['parts']} parts)" if r["parts"] > 1 else ""
+                if r.get("convert"):
+                    print(f"{r['convert'].upper():10s} {human(r['size']):>9s}  {r['parts']} files, converted to a "
+                          f"GGUF (4-bit kept) by: hearth pull {remote.repo_id}")
+                    continue
                 print(f"{(r['quant'] or '-'):10s} {human(r['size']):>9s}  {r['file']}{parts}")
             return 0
         hits = hub.search(args.query, args.limit)

@@ -22,7 +22,7 @@ log = logging.getLogger("hearth.store")
 
 def save_list(path: Path, downloads: list[Download]) -> None:
     rows = [{"id": d.id, "ref": d.ref, "model": d.model_id, "repo": d.repo_id, "commit": d.commit,
-             "state": d.state, "error": d.error, "path": d.path, "created": d.created,
+             "state": d.state, "error": d.error, "path": d.path, "created": d.created, "convert": d.convert,
              "files": [{"name": j.name, "size": j.size, "sha256": j.sha256, "etag": j.etag} for j in d.files]}
             for d in downloads]
     try:
@@ -64,8 +64,11 @@ def _row(r: dict) -> Download:
             raise ValueError(f"size {j.size!r} of {j.name!r}")
     if not all(isinstance(r[k], str) for k in ("id", "ref", "model", "repo", "commit", "state")):
         raise TypeError("a field that must be text is not")
+    convert = r.get("convert")
+    if convert is not None and convert not in ("gptq", "awq"):
+        raise ValueError(f"conversion {convert!r}")
     return Download(r["id"], r["ref"], r["model"], r["repo"], checked_commit(r["commit"]), jobs, r["state"],
-                    r.get("error"), r.get("path"), r.get("created", time.time()))
+                    r.get("error"), r.get("path"), r.get("created", time.time()), convert=convert)
 
 
 def _set_aside(path: Path, reason: str) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-ACTIVE = ("queued", "downloading", "waiting", "verifying")
+ACTIVE = ("queued", "downloading", "waiting", "verifying", "converting")
 FINAL = ("completed", "failed", "cancelled")
 
 
@@ -41,6 +41,7 @@ class Download:
     error: str | None = None
     path: str | None = None
     created: float = field(default_factory=time.time)
+    convert: str | None = None  #: "gptq" / "awq": the files are a checkpoint, converted to a GGUF once fetched
     speed: float = 0.0  #: bytes per second, smoothed
     _mark: tuple[float, int] = (0.0, 0)
     _emitted: float = 0.0
@@ -81,5 +82,5 @@ class Download:
             "progress": round(self.done_bytes / total, 4) if total else None,
             "speed_bps": round(self.speed) if self.state == "downloading" else 0,
             "eta_s": round(eta, 1) if eta is not None else None,
-            "files": [f.to_dict() for f in self.files], "created": self.created,
+            "files": [f.to_dict() for f in self.files], "created": self.created, "convert": self.convert,
         }

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import aiohttp
 
-from runtime.store import hub
+from runtime.store import checkpoint_pull, hub
 from runtime.store.download_list import load_list, save_list
 from runtime.store.download_state import ACTIVE, FINAL, Download, FileJob
 from runtime.store.fetch import FetchError, RetryPolicy, fetch_file, resolve_url
@@ -129,7 +129,8 @@ class DownloadManager:
                     self.resume(d.id)
                 return d
         jobs = [FileJob(f.name, f.size, f.sha256, f.etag) for f in target.files]
-        d = Download(uuid.uuid4().hex[:12], ref, target.model_id, target.repo_id, target.commit, jobs)
+        d = Download(uuid.uuid4().hex[:12], ref, target.model_id, target.repo_id, target.commit, jobs,
+                     convert=target.convert)
         for j in jobs:
             cached = self._cached(d, j)
             j.progress.done = cached.blob.stat().st_size if cached.present(j.size) else cached.partial_bytes()
@@ -276,6 +277,8 @@ class DownloadManager:
             for j in d.files:
                 await self._fetch(d, j)
             d.path = str(self._link(d))
+            if d.convert is not None:
+                await self._convert(d)
             d.state = "completed"
         except asyncio.CancelledError:
             if d.state not in ("paused", "cancelled"):  # the manager closes: resume on the next start
@@ -328,6 +331,14 @@ class DownloadManager:
             await fetch_file(self._client(), url, cached, j.size, j.sha256, progress, retry=self.retry,
                              headers=_auth_headers(self.hub_url), on_wait=waiting)
             d.state = "downloading"
+
+    async def _convert(self, d: Download) -> None:
+        """A GPTQ or AWQ checkpoint becomes a registered GGUF (``checkpoint_pull``)."""
+        d.state = "converting"
+        self._emit(d, force=True)
+        out = await checkpoint_pull.convert(Path(d.path).parent, d.repo_id, d.commit)
+        d.model_id = await asyncio.to_thread(checkpoint_pull.register, out)
+        d.path = str(out)
 
     def _link(self, d: Download) -> Path:
         paths = [self._cached(d, j).link("main") for j in d.files]

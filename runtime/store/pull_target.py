@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime.store import hub
+from runtime.store import checkpoint_pull, hub
 from runtime.store.catalog import load_catalog
 from runtime.store.refs import BadReference, parse_ref
 
@@ -19,6 +19,7 @@ class PullTarget:
     repo_id: str
     commit: str
     files: list[hub.RemoteFile]
+    convert: str | None = None  #: "gptq" / "awq": a checkpoint, converted to a GGUF once downloaded
 
 
 def onnx_companions(entry, remote: hub.RemoteRepo, model_file: str) -> list[hub.RemoteFile]:
@@ -56,6 +57,9 @@ def pull_target(ref: str, endpoint: str | None = None) -> PullTarget:
         model_id = entry.id if quant == entry.default_quant else f"{entry.id}:{quant}"
         return PullTarget(model_id, remote.repo_id, remote.commit, files)
     remote = hub.repo_info(r.repo_id, endpoint)
+    if not remote.models() and r.quant is None and r.filename is None:
+        method, files = checkpoint_pull.checkpoint_files(remote, endpoint)
+        return PullTarget(remote.repo_id, remote.repo_id, remote.commit, files, convert=method)
     files = remote.select(quant=r.quant, filename=r.filename)
     return PullTarget(f"{remote.repo_id}/{files[0].name}", remote.repo_id, remote.commit, files)
 
