@@ -68,3 +68,27 @@ def test_search_card_quantization_and_download(loopback_hub, tmp_path, driver, m
     hub.search_button.click()
     driver.until(lambda: "No GGUF model" in hub.status.text(), 60, "the empty search")
     assert hub.results.count() == 0 and "zebra-nothing" in hub.status.text()
+
+
+def test_a_gptq_repository_is_offered_converted_and_becomes_a_local_model(loopback_hub, tmp_path, driver, make_app):
+    from tests.quantize.test_hf_import import _checkpoint
+
+    _checkpoint(tmp_path / "ckpt", "gptq", packed=True)
+    repo = "hearth-test/Tiny-Chat-GPTQ"
+    loopback_hub.add_repo(repo, {p.name: p.read_bytes() for p in (tmp_path / "ckpt").iterdir()})
+    h = make_app(free_port())
+    assert driver.run(h.start(), 240)
+    page = h.models_page
+    h.window.show_page("Models")
+    page.tabs.setCurrentWidget(page.hub)
+    hub = page.hub
+    hub.repo = repo  # as a search hit picked: its files listed by the service
+    hub.repo_selected.emit(repo)
+    driver.until(lambda: hub.quant.count() == 1, 60, lambda: f"the checkpoint row; note {hub.files_note.text()!r}")
+    assert "GPTQ checkpoint (converted to GGUF)" in hub.quant.itemText(0) and "KB" in hub.quant.itemText(0)
+    assert "converts it to a GGUF" in hub.files_note.text() and hub.download_button.isEnabled()
+    hub.download_button.click()
+    driver.until(lambda: any(m.id.startswith("Tiny-Chat-GPTQ") for m in h.models.local.items()), 120,
+                 lambda: f"the converted model among the installed ones: {h.models.downloads.items()}")
+    done = next(d for d in h.models.downloads.items() if d.get("repo") == repo)
+    assert done["state"] == "completed" and done["convert"] == "gptq" and done["path"].endswith("Tiny-Chat-GPTQ.gguf")
