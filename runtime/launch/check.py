@@ -43,14 +43,23 @@ class Report:
     later_cached: int = 0  # of which read from the cache
     task_done: bool = False
     output: str = ""
+    last_cut: bool = False  #: the last generation's reply ended at its output-token limit
 
     @property
     def cached_share(self) -> float | None:
         return self.later_cached / self.later_prompt if self.later_prompt else None
 
     @property
+    def cut_short(self) -> bool:
+        """The client exited with an error right after the model's last reply was cut at its
+        output-token limit: clients differ in how they take that (Codex ends with an error,
+        Claude Code goes on), and it is the model's length, not the client's exchange with the
+        service."""
+        return self.exit_status not in (None, 0) and self.last_cut
+
+    @property
     def worked(self) -> bool:
-        return self.exit_status == 0 and self.generations > 0 and not self.failed
+        return (self.exit_status == 0 or self.cut_short) and self.generations > 0 and not self.failed
 
     def timeline(self, most: int = 12) -> list[str]:
         """One line per request: route, status, prompt tokens (cached) and seconds."""
@@ -80,6 +89,10 @@ class Report:
             level = "high" if share >= HIGH_SHARE else "LOW: something at the top of the prompt changes per request"
             out.append(f"cache     later requests read {share:.0%} of their prompt from the cache "
                        f"({self.later_cached} of {self.later_prompt} tokens): {level}")
+        if self.cut_short:
+            out.append(f"note      the client stopped with exit {self.exit_status} because the model's last reply was cut at "
+                       "its output-token limit (the service's --max-tokens-limit or the client's own): the client and the "
+                       "service worked; the model needs more room to finish")
         out.append(f"task      {CHECK_FILE} " + ("created" if self.task_done else "not created (the model's doing)"))
         return out
 
@@ -151,7 +164,8 @@ def check(client: str, program: str, base_url: str, model: str, key: str | None,
     return Report(client, version, status, seconds, requests=len(proxy.exchanges), generations=len(gens),
                   failed=[(e.path, e.status) for e in proxy.exchanges if not 200 <= e.status < 300],
                   exchanges=list(proxy.exchanges),
-                  later_prompt=prompt, later_cached=cached, task_done=done, output=output)
+                  later_prompt=prompt, later_cached=cached, task_done=done, output=output,
+                  last_cut=bool(gens) and gens[-1].cut_short())
 
 
 def run_check(client: str, base_url: str, model: str, running: bool, key: str | None, timeout: float,

@@ -52,11 +52,40 @@ class Exchange:
             found = _usage(doc) or found
         return found
 
+    def cut_short(self) -> bool:
+        """Whether the reply ended at its output-token limit, in any wire format: OpenAI's
+        ``finish_reason: length``, a Responses ``incomplete`` for ``max_output_tokens``,
+        Anthropic's ``stop_reason: max_tokens``, Ollama's ``done_reason: length``."""
+        for line in self.answer.decode("utf-8", "replace").splitlines():
+            line = line.removeprefix("data: ").strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                doc = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(doc, dict) and _cut(doc):
+                return True
+        return False
+
     def request(self) -> dict | None:
         try:
             return json.loads(self.body)
         except ValueError:
             return None
+
+
+def _cut(doc: dict) -> bool:
+    choices = doc.get("choices")
+    if isinstance(choices, list) and any(isinstance(c, dict) and c.get("finish_reason") == "length" for c in choices):
+        return True
+    response = doc.get("response")
+    details = (response if isinstance(response, dict) else doc).get("incomplete_details")
+    if isinstance(details, dict) and details.get("reason") == "max_output_tokens":
+        return True
+    delta = doc.get("delta")
+    stop = delta.get("stop_reason") if isinstance(delta, dict) else None
+    return "max_tokens" in (doc.get("stop_reason"), stop) or doc.get("done_reason") == "length"
 
 
 def _usage(doc: dict) -> tuple[int, int] | None:

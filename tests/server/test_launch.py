@@ -203,11 +203,14 @@ c = openai.OpenAI(base_url=os.environ["OPENAI_BASE_URL"], api_key=os.environ["OP
 system = "You are a careful assistant. " + " ".join(f"Rule {i}: keep the answer short." for i in range(80))
 model = os.environ.get("STAND_IN_MODEL") or os.environ["OPENAI_MODEL"]
 for turn in ("Say hi.", "Say hi again."):
-    c.chat.completions.create(model=model, max_tokens=2,
-                              messages=[{"role": "system", "content": system}, {"role": "user", "content": turn}])
+    r = c.chat.completions.create(model=model, max_tokens=1 if os.environ.get("STAND_IN_EXIT") else 2,
+                                  messages=[{"role": "system", "content": system}, {"role": "user", "content": turn}])
 pathlib.Path("hello.txt").write_text("hi\\n")
 if os.environ.get("STAND_IN_LOG"):
     pathlib.Path(os.environ["STAND_IN_LOG"]).write_text(json.dumps({"args": sys.argv[1:], "cwd": os.getcwd()}))
+if os.environ.get("STAND_IN_EXIT"):  # as Codex does when a reply ends at its token limit
+    print("ERROR: Incomplete response returned, reason:", r.choices[0].finish_reason)
+    sys.exit(int(os.environ["STAND_IN_EXIT"]))
 """
 
 
@@ -252,6 +255,33 @@ def test_check_reports_a_failing_client_and_the_service_s_errors(server, tmp_pat
     assert "requests  1 served (1 generating), 1 not 2xx: /v1/chat/completions 404" in out
     assert "task      hello.txt not created" in out
     assert "NotFoundError" in out  # the client's own last lines come with the report
+
+
+def test_check_counts_a_client_that_stops_on_a_reply_cut_at_its_limit(server, tmp_path):
+    r = _check(server, tmp_path, FAKE_CHECKED, STAND_IN_EXIT="1")
+    out = r.stdout  # the stand-in's last reply was cut at its max_tokens = 1, and it exited 1
+    assert r.returncode == 0, out + r.stderr
+    assert "result    worked (exit 1 in " in out and "all 2xx" in out
+    assert "note      the client stopped with exit 1 because the model's last reply was cut" in out
+
+
+def test_cut_short_reads_every_wire_format():
+    from runtime.launch.proxy import Exchange
+
+    def cut(*docs: dict) -> bool:
+        body = "\n".join("data: " + json.dumps(d) for d in docs) + "\ndata: [DONE]\n"
+        return Exchange("POST", "/x", b"{}", status=200, answer=body.encode()).cut_short()
+
+    assert cut({"choices": [{"index": 0, "finish_reason": "length"}]})
+    assert not cut({"choices": [{"index": 0, "finish_reason": "stop"}]})
+    assert cut({"type": "response.incomplete", "response": {"status": "incomplete",
+                                                            "incomplete_details": {"reason": "max_output_tokens"}}})
+    assert not cut({"type": "response.completed", "response": {"status": "completed", "incomplete_details": None}})
+    assert cut({"type": "message_delta", "delta": {"stop_reason": "max_tokens"}})
+    assert cut({"id": "msg", "type": "message", "stop_reason": "max_tokens"})
+    assert not cut({"type": "message_delta", "delta": {"stop_reason": "end_turn"}})
+    assert cut({"model": "m", "done": True, "done_reason": "length"})
+    assert not cut({"model": "m", "done": True, "done_reason": "stop"}, ["not a dict"])  # type: ignore[arg-type]
 
 
 def test_check_without_a_service_says_so(tmp_path):
