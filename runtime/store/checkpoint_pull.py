@@ -29,7 +29,7 @@ COMPANIONS = ("config.json", "tokenizer.json", "tokenizer_config.json", "generat
 CONFIG_LIMIT = 1 << 20  #: bytes of config.json read at most
 
 
-class NotACheckpoint(hub.HubError):
+class NotACheckpoint(hub.NoGGUF):
     """The repository has no GGUF and is not a GPTQ or AWQ checkpoint Hearth converts."""
 
 
