@@ -94,7 +94,9 @@ def request_key_matches(authorization: str | None, x_api_key: str | None, key: s
     send the latter), either compared in constant time."""
     if key_matches(authorization, key):
         return True
-    return bool(x_api_key) and hmac.compare_digest(x_api_key.strip().encode(), key.encode())
+    if not x_api_key:
+        return False
+    return hmac.compare_digest(x_api_key.strip().encode(), key.encode())
 
 
 def serve_key(option: str | None, host: str, data_dir: Path) -> tuple[str | None, str | None]:

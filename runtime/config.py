@@ -70,7 +70,7 @@ class EngineConfig:
 
 @dataclass(slots=True, frozen=True)
 class ResidencyConfig:
-    """Which models stay loaded (see runtime/server/router.py): several at once within a budget."""
+    """Which models stay loaded (see runtime/server/models/router.py): several at once within a budget."""
 
     max_models: int | None = None  #: resident models at most; None: as many as the memory budget holds
     memory_budget: int | None = None  #: bytes per device (RAM, each GPU); None: what the planner deems safe

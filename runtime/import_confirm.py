@@ -49,4 +49,6 @@ def ensure_token(data_dir: Path) -> str:
 
 def confirmed(header: str | None, data_dir: Path) -> bool:
     token = load_token(data_dir)
-    return bool(header and token) and hmac.compare_digest(header.strip().encode(), token.encode())
+    if not header or not token:
+        return False
+    return hmac.compare_digest(header.strip().encode(), token.encode())

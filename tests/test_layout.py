@@ -68,9 +68,9 @@ def _full_imports(path: Path) -> set[str]:
 
 def test_the_engine_protocol_imports_nothing_of_an_engine():
     """The engine interface is a contract: the service's residency code uses it alone."""
-    for name in ("runtime/engine/protocol.py", "runtime/server/router.py", "runtime/server/residency.py"):
+    for name in ("runtime/engine/protocol.py", "runtime/server/models/router.py", "runtime/server/models/residency.py"):
         found = {m for m in _full_imports(ROOT / name) if m.startswith("runtime.")}
-        allowed = {"runtime.engine.protocol", "runtime.server.residency", "runtime.hardware.fit",
+        allowed = {"runtime.engine.protocol", "runtime.server.models.residency", "runtime.hardware.fit",
                    "runtime.hardware.memory"}
         assert found <= allowed, (name, found - allowed)
 
@@ -178,9 +178,64 @@ def test_the_service_side_of_the_pipe_loads_no_step_loop():
     import subprocess
     import sys
 
-    code = ("import sys, runtime.engine.client, runtime.server.reply\n"
+    code = ("import sys, runtime.engine.client, runtime.server.generate.reply\n"
             "print(sorted(m for m in sys.modules if m in ('runtime.engine.engine', 'runtime.engine.scheduler',"
             " 'llguidance', 'llama_cpp', 'onnxruntime')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+#: runtime/server's layers, lowest first: a module imports its own layer and the ones below it.
+#: The shell's base (errors, validation, app keys, security, SSE...) is every module at the
+#: package's root except the top ones, which put the application and the command line together.
+SERVER_LAYERS = ("<base>", "models", "generate", "routes", "wire", "<top>")
+SERVER_TOP = {"app", "openapi", "serve_options", "shutdown"}
+
+
+def _server_layer(parts: list[str]) -> str:
+    if len(parts) > 1:
+        return parts[0]
+    return "<top>" if parts[0].removesuffix(".py") in SERVER_TOP else "<base>"
+
+
+def server_upward_imports(root: Path) -> list[str]:
+    """Imports in ``root`` (runtime/server) of a higher layer than the importer's own (a type-only
+    import under ``if TYPE_CHECKING:`` runs nothing and is allowed)."""
+    found = []
+    for f in sorted(root.rglob("*.py")):
+        here = _server_layer(list(f.relative_to(root).parts))
+        tree = parse(f)
+        typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If)
+                       and isinstance(block.test, ast.Name) and block.test.id == "TYPE_CHECKING"
+                       for stmt in block.body for n in ast.walk(stmt)}
+        for node in ast.walk(tree):
+            if id(node) in typing_only:
+                continue
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [f"{node.module}.{a.name}" for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            for name in names:
+                bits = name.split(".")
+                if bits[:2] != ["runtime", root.name] or len(bits) < 3:
+                    continue
+                there = _server_layer(bits[2:3] + (["x"] if len(bits) > 3 and (root / bits[2]).is_dir() else []))
+                if SERVER_LAYERS.index(there) > SERVER_LAYERS.index(here):
+                    found.append(f"{f.relative_to(root)} ({here}) imports {name} ({there})")
+    return found
+
+
+def test_the_service_packages_import_downward():
+    assert server_upward_imports(ROOT / "runtime" / "server") == []
+
+
+def test_the_layer_check_sees_an_upward_import(tmp_path):
+    root = tmp_path / "server"
+    (root / "models").mkdir(parents=True)
+    (root / "wire").mkdir()
+    (root / "models" / "m.py").write_text("def f():\n    from runtime.server.wire.x import y\n")
+    (root / "wire" / "x.py").write_text("from runtime.server.models.m import f\ny = 1\n")
+    assert server_upward_imports(root) == ["models/m.py (models) imports runtime.server.wire.x.y (wire)"]

@@ -28,12 +28,13 @@ class TokenBatch:
             *[ctypes.cast(base + 4 * i, seq_ptr_t) for i in range(capacity)]
         )
         b = lc.llama_batch()
-        b.token = self.tokens.ctypes.data_as(ctypes.POINTER(lc.llama_token))
-        b.embd = ctypes.POINTER(ctypes.c_float)()
-        b.pos = self.pos.ctypes.data_as(ctypes.POINTER(lc.llama_pos))
-        b.n_seq_id = self.n_seq_id.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))
-        b.seq_id = self._seq_ptrs
-        b.logits = self.logits.ctypes.data_as(ctypes.POINTER(ctypes.c_int8))
+        # llama_cpp annotates these POINTER fields (see llama_batch._fields_) as ctypes arrays.
+        b.token = self.tokens.ctypes.data_as(ctypes.POINTER(lc.llama_token))  # type: ignore[assignment]  # stub: POINTER field
+        b.embd = ctypes.POINTER(ctypes.c_float)()  # type: ignore[assignment]  # stub: POINTER field
+        b.pos = self.pos.ctypes.data_as(ctypes.POINTER(lc.llama_pos))  # type: ignore[assignment]  # stub: POINTER field
+        b.n_seq_id = self.n_seq_id.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))  # type: ignore[assignment]  # stub: POINTER field
+        b.seq_id = self._seq_ptrs  # type: ignore[assignment]  # stub: POINTER(POINTER) field
+        b.logits = self.logits.ctypes.data_as(ctypes.POINTER(ctypes.c_int8))  # type: ignore[assignment]  # stub: POINTER field
         self._batch = b
         self.n = 0
 

@@ -71,6 +71,7 @@ class ChatTemplate:
             return render_plain(messages)
         normalized = [{**m, "content": _text(m.get("content"))} for m in messages]
         try:
-            return self._jinja(messages=normalized, **variables).prompt
+            # llama_cpp types messages as its OpenAI TypedDicts; the template renders any message dict
+            return self._jinja(messages=normalized, **variables).prompt  # type: ignore[arg-type]
         except Exception as e:  # jinja raises many types; the user needs one message
             raise ChatTemplateError(f"the model's chat template rejected the messages: {e}") from e

@@ -9,6 +9,8 @@ together in batches of up to ``n_batch`` tokens and ``n_seq_max`` sequences.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from runtime.backends.onnx_embedder import BadTokens, Encoded, TooLong, l2_normalise
@@ -22,13 +24,13 @@ class LlamaEmbedder:
         import llama_cpp
 
         self._llama_cpp = llama_cpp
-        kwargs = dict(model_path=path, embedding=True, n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=n_ctx,
-                      n_threads=threads, n_threads_batch=threads, n_gpu_layers=n_gpu_layers, n_seq_max=n_seq,
-                      kv_unified=True, verbose=False)
+        kwargs: dict[str, Any] = dict(
+            model_path=path, embedding=True, n_ctx=n_ctx, n_batch=n_ctx, n_ubatch=n_ctx, n_threads=threads,
+            n_threads_batch=threads, n_gpu_layers=n_gpu_layers, n_seq_max=n_seq, kv_unified=True, verbose=False)
         if pooling is not None:
             kwargs["pooling_type"] = _POOLINGS[pooling]
         self.llm = llama_cpp.Llama(**kwargs)
-        kind = self.llm.pooling_type()
+        kind: int = self.llm.pooling_type()  # type: ignore[assignment]  # llama_cpp says str; it is the enum's int
         self.pooling = {v: k for k, v in _POOLINGS.items()}.get(kind, "mean")
         self.kind = "rerank" if kind == _POOLINGS["rank"] else "embedding"
         self.normalize = normalize and self.kind == "embedding"

@@ -147,6 +147,7 @@ class EngineClient(WorkerProcess):
             raise WorkerDied(self.error or "the engine worker is not running")
         request_id = f"r{next(self._ids)}"
         ids = [request_id] + [f"{request_id}/{i}" for i in range(1, n)]
+        assert self._loop is not None  # alive: start() has set it
         accepted = self._loop.create_future()
         handles = []
         for rid in ids:
@@ -177,6 +178,7 @@ class EngineClient(WorkerProcess):
         if not self.alive:
             raise WorkerDied(self.error or "the engine worker is not running")
         request_id = f"r{next(self._ids)}"
+        assert self._loop is not None  # alive: start() has set it
         pending = self._pending[request_id] = _Pending(self._loop.create_future(), asyncio.Queue())
         try:
             self._send(Submit(request_id, SamplingParams(), prompt, messages, count_only=True))

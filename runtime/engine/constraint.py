@@ -67,7 +67,7 @@ def compile_constraint(kind: str, source: object, param: str | None = None,
     the pattern / grammar text otherwise. Raises :class:`ConstraintError` naming the problem.
 
     Native code on caller-chosen input: the service runs this only in the constraint compiler's
-    helper process (``runtime.server.constraint_compiler``), after the size and depth caps."""
+    helper process (``runtime.server.generate.constraint_compiler``), after the size and depth caps."""
     try:
         if kind == JSON_SCHEMA:
             text = source if isinstance(source, str) else json.dumps(source)
@@ -275,6 +275,7 @@ class Constraint:
 
     def _watch(self, piece: bytes) -> None:
         self._seen += piece
+        assert self.trigger is not None  # only a lazy constraint is inactive, and it has a trigger
         trigger = self.trigger.encode()
         at = self._seen.find(trigger)
         if at < 0:

@@ -179,11 +179,11 @@ class DiskCache:
         if entry.blocks:
             self._checkpoints[(entry.hashes[0], entry.blocks)] = entry
             return
-        displaced = set()
+        displaced: set[DiskEntry] = set()
         for i, h in enumerate(entry.hashes):
-            old = self._index.get(h)
-            if old is not None:
-                displaced.add(old[0])
+            hit = self._index.get(h)
+            if hit is not None:
+                displaced.add(hit[0])
             self._index[h] = (entry, i + 1)
         self._states[entry.hashes[-1]] = entry
         for old in displaced:  # covered whole by the new state: its file only takes room

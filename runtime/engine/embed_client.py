@@ -58,6 +58,7 @@ class EmbedClient(WorkerProcess):
     async def _job(self, job: EmbedJob) -> tuple[np.ndarray, int]:
         if not self.alive:
             raise WorkerDied(self.error or "the embedding worker is not running")
+        assert self._loop is not None  # alive: start() has set it
         fut = self._pending[job.request_id] = self._loop.create_future()
         try:
             self._send(job)
@@ -115,7 +116,7 @@ class EmbedClient(WorkerProcess):
             except OSError:
                 pass  # the worker is gone: nothing runs the job any more
 
-    def _fail_pending(self, error: Exception) -> None:
+    def _fail_pending(self, error: EngineError) -> None:
         self.fail_all(error)
 
     def fail_all(self, error: EngineError) -> None:

@@ -12,11 +12,16 @@ from __future__ import annotations
 
 import os
 from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING
 
 from runtime.engine.embed_jobs import ActiveJob, FairQueue
 from runtime.engine.embed_messages import EmbedCancel, EmbedDone, EmbedFailed, EmbedJob, EmbedSpec
 from runtime.engine.messages import Loaded, LoadFailed, Shutdown
 from runtime.engine.protocol import ErrorCode
+
+if TYPE_CHECKING:  # imported where the worker loads one: the service never imports a backend
+    from runtime.backends.llama_embedder import LlamaEmbedder
+    from runtime.backends.onnx_embedder import OnnxEmbedder
 
 #: messages read from the pipe between two batches at most
 MAX_MESSAGES = 256
@@ -26,6 +31,7 @@ def load(spec: EmbedSpec):
     """The backend embedder for ``spec`` and the model's settings (for ``Loaded.info``)."""
     # the tokenizer's thread pool (rayon) is bounded like the model's: a chat model keeps its cores
     os.environ.setdefault("RAYON_RS_NUM_CPUS", str(max(1, spec.threads)))
+    e: OnnxEmbedder | LlamaEmbedder
     if spec.format == "onnx":
         from runtime.backends.onnx_embedder import OnnxEmbedder
         from runtime.store.onnx_model import read_onnx_model
@@ -131,5 +137,5 @@ def worker_main(conn: Connection, spec: EmbedSpec) -> None:
     except Exception as e:  # noqa: BLE001
         conn.send(LoadFailed(f"could not load {spec.model_id}: {e}", ErrorCode.LOAD_FAILED.value))
         return
-    conn.send(Loaded(os.getpid(), info["max_length"], info["max_length"], info))
+    conn.send(Loaded(os.getpid(), info["max_length"], info["max_length"], info, n_vocab=info.get("n_vocab")))
     serve(conn, _Worker(conn, embedder, spec.max_job_tokens))

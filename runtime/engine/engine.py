@@ -302,6 +302,7 @@ class Engine:
         # logprobs are the raw softmax: keep the rows before verification masks a constrained one
         raw = [self.backend.logits(first + j).copy() for j in range(len(draft.tokens) + 1)] \
             if r.params.logprobs and r.constraint is not None else None
+        assert self.spec is not None  # drafts are only made with a speculator
         emitted, m = self.spec.verify(r, draft, first)
         # the target computed [last, x1..xK]: keep [last, x1..xm] (the draft's cells too)
         self.kv.truncate(r, c.start + 1 + m)
@@ -365,7 +366,7 @@ class Engine:
         c, want = request.constraint, request.params.logprobs
         logits = self.backend.logits(index) if c is not None or want else None
         # logprobs are the model's raw softmax: read them before a constraint masks the buffer
-        raw = logits.copy() if want and c is not None else logits
+        raw = logits.copy() if want and c is not None and logits is not None else logits
         try:
             if c is None:
                 token = request.sampler.sample(self.backend.ctx, index)
@@ -377,7 +378,7 @@ class Engine:
                 token = request.sampler.sample(self.backend.ctx, index)
         except ConstraintError as e:
             return self._fail(request, e)
-        entry = self.logprobs.entry(raw, token, request.params.top_logprobs) if want else None
+        entry = self.logprobs.entry(raw, token, request.params.top_logprobs) if want and raw is not None else None
         out = self._emit(request, token)
         if entry is not None:
             out.logprobs = [entry]

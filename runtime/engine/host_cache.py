@@ -27,6 +27,7 @@ memory cannot serve, or serves with a shorter prefix, reads it back.
 
 from __future__ import annotations
 
+import builtins
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -131,14 +132,14 @@ class HostCache:
         return [*self._states.values(), *self._lone.values(), *self._shared.values()]
 
     # -- saving -----------------------------------------------------------------------
-    def put(self, hashes: list[int], data: bytes) -> bool:
+    def put(self, hashes: list[int], data: builtins.bytes) -> bool:
         """Keep a saved state of the blocks ``hashes``; False if it cannot fit in memory at all
         (the disk tier may still keep it)."""
         if hashes and self.disk is not None:
             self.disk.put_state(hashes, data)
         return self._put_state(hashes, data)
 
-    def _put_state(self, hashes: list[int], data: bytes) -> bool:
+    def _put_state(self, hashes: list[int], data: builtins.bytes) -> bool:
         if not hashes or len(data) > self.capacity_bytes:
             return False
         known = self._index.get(hashes[-1])
@@ -146,11 +147,11 @@ class HostCache:
             self._states.move_to_end(known[0].hashes[-1])
             return True  # the same prefix is already saved (maybe inside a longer one)
         entry = HostEntry(list(hashes), data)
-        displaced = set()
+        displaced: set[HostEntry] = set()
         for i, h in enumerate(hashes):
-            old = self._index.get(h)
-            if old is not None:
-                displaced.add(old[0])
+            hit = self._index.get(h)
+            if hit is not None:
+                displaced.add(hit[0])
             self._index[h] = (entry, i + 1)  # equal hashes: equal prefixes, so the newest serves
         for old in displaced:
             if self._index[old.hashes[-1]][0] is entry:  # covered whole by the new state
@@ -160,13 +161,13 @@ class HostCache:
         self._shrink(entry)
         return True
 
-    def put_checkpoint(self, block_hash: int, blocks: int, data: bytes) -> bool:
+    def put_checkpoint(self, block_hash: int, blocks: int, data: builtins.bytes) -> bool:
         """Keep the partial state of the ``blocks``-block prefix whose last hash is ``block_hash``."""
         if blocks > 0 and self.disk is not None:
             self.disk.put_checkpoint(block_hash, blocks, data)
         return self._put_checkpoint(block_hash, blocks, data)
 
-    def _put_checkpoint(self, block_hash: int, blocks: int, data: bytes) -> bool:
+    def _put_checkpoint(self, block_hash: int, blocks: int, data: builtins.bytes) -> bool:
         if blocks < 1 or len(data) > self.capacity_bytes:
             return False
         if self.has_checkpoint(block_hash):

@@ -125,6 +125,7 @@ class KVCacheManager:
     def _save_to_host(self, seq: int, hashes: list[int]) -> None:
         """Save a finishing request's cells to host memory, while its sequence still owns its
         whole prefix (shared blocks included); the device may evict them later."""
+        assert self.host is not None  # called only with the host tier on
         if hashes and not self.host.has(hashes):
             self.host.put(hashes, self._memory.state_seq_save(seq))
 
@@ -176,6 +177,7 @@ class KVCacheManager:
         saved state) up to the longest checkpoint they reach. Device blocks that go further
         are tried whole first where their sliding window may be intact (``admit``)."""
         d = len(hits)
+        assert self.host is not None  # checkpoints are kept only with the host tier on
         reach = max(d, self.host.reach(hashes)) if self.layout.cells else len(hashes)
         ckpt = self.host.checkpoint(hashes, reach)
         c = ckpt.blocks if ckpt is not None else 0
@@ -216,6 +218,7 @@ class KVCacheManager:
             hits = self._drop_tail(seq, hits, ckpt.blocks if ckpt is not None else 0)
         restored = False
         if ckpt is not None and hits and ckpt.blocks == len(hits):
+            assert self.checkpoints is not None  # a hit has a checkpoint only when they are kept
             restored = self.checkpoints.restore(seq, ckpt) and self._prefix_ok(seq, len(hits))
             if not restored:
                 hits = self._drop_tail(seq, hits, 0)
@@ -255,6 +258,7 @@ class KVCacheManager:
         # The partial state goes on before the trim: a hybrid's seq_rm refuses to cut
         # through its recurrent state, and the checkpoint's state ends exactly at ``n``.
         if ok and hit.checkpoint is not None:
+            assert self.checkpoints is not None  # a hit has a checkpoint only when they are kept
             ok = self.checkpoints.restore(seq, hit.checkpoint)
         if ok:
             self._memory.seq_rm(seq, n, None)
@@ -266,6 +270,7 @@ class KVCacheManager:
             self._count(hit, None, None)
             self._admitted(request, [], 0)
             return
+        assert blocks is not None and self.host is not None  # ok: allocated; a restored hit comes from the host tier
         for block in blocks:
             block.seqs.append(seq)
         self.host.hit_tokens += n
@@ -314,6 +319,7 @@ class KVCacheManager:
         blocks = self.pool.allocate(need)
         if blocks is None:
             return False
+        assert request.seq_id is not None  # admitted: it has its sequence
         for block in blocks:
             block.seqs.append(request.seq_id)
         table.extend(blocks)
@@ -348,6 +354,7 @@ class KVCacheManager:
         """Keep only positions ``0..n-1`` of the request's cells (a draft's too): after a
         verification accepted fewer tokens than were computed, or a step that was undone.
         Its blocks stay allocated; ``num_computed`` is the caller's."""
+        assert request.seq_id is not None  # admitted: it has its sequence
         self._memory.seq_rm(request.seq_id, n, None)
 
     # -- release ----------------------------------------------------------------------

@@ -69,6 +69,8 @@ class Loaded:
     n_ctx: int
     max_request_tokens: int
     info: dict = field(default_factory=dict)
+    n_vocab: int | None = None
+    chat_template: str | None = None
 
 
 @dataclass(slots=True)

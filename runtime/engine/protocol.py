@@ -100,7 +100,11 @@ class LoadedInfo(Protocol):
     pid: int
     n_ctx: int  #: KV capacity in tokens, across the requests decoded together
     max_request_tokens: int  #: the longest prompt + reply one request may have
-    info: dict
+    #: the vocabulary's size (token ids a request may send: 0..n_vocab-1); None: not known (a remote engine)
+    n_vocab: int | None
+    #: the chat template the service plans tool calls and reasoning with (None: the model has none)
+    chat_template: str | None
+    info: dict  #: the rest of what the engine says about its model, for display (architecture, sizes, ...)
 
 
 class OutputStream(Protocol):

@@ -79,6 +79,12 @@ class Draft:
     masks: list[np.ndarray] | None = None
 
 
+def _seq(r: Request) -> int:
+    """The sequence of a request being drafted for (running: admitted with one)."""
+    assert r.seq_id is not None
+    return r.seq_id
+
+
 @dataclass(slots=True)
 class SpecStats:
     mode: str
@@ -218,34 +224,36 @@ class Speculator:
 
     def _draft_model(self, items: list[tuple[Request, int, int]], out: dict[Request, Draft]) -> int:
         d, mirror = self.draft, self.mirror
+        assert mirror is not None  # drafting with a model: its mirror was made with it
         batch = d.batch
         batch.clear()
         rows: dict[Request, int] = {}
         before: dict[Request, int] = {}
         for r, start, _ in items:
-            n = mirror.computed(r.seq_id)
+            seq = _seq(r)
+            n = mirror.computed(seq)
             todo = r.tokens[n:start + 1]
             before[r] = n
             if not todo or n > start:
-                mirror.trim(r.seq_id, start)
-                n = mirror.computed(r.seq_id)
+                mirror.trim(seq, start)
+                n = mirror.computed(seq)
                 before[r] = n
                 todo = r.tokens[n:start + 1]
             if len(todo) > batch.free:
                 if batch.free > 0:  # catch up part of a long prompt; draft in a later step
                     m = batch.free
-                    batch.add(todo[:m], n, r.seq_id, False)
-                    mirror.set_computed(r.seq_id, n + m)
+                    batch.add(todo[:m], n, seq, False)
+                    mirror.set_computed(seq, n + m)
                 continue
-            rows[r] = batch.add(todo, n, r.seq_id, True)
-            mirror.set_computed(r.seq_id, start + 1)
+            rows[r] = batch.add(todo, n, seq, True)
+            mirror.set_computed(seq, start + 1)
         if batch.n == 0:
             return 0
         try:
             d.decode(batch)
         except NoKVSlotError:
             for r, n in before.items():
-                mirror.trim(r.seq_id, n)
+                mirror.trim(_seq(r), n)
             return 0
         drafts: dict[Request, list[int]] = {r: [] for r in rows}
         qs: dict[Request, list[Candidates]] = {r: [] for r in rows}
@@ -259,16 +267,18 @@ class Speculator:
             rows = {}
             for r in drafts:
                 if want[r] > j:
-                    pos = mirror.computed(r.seq_id)
-                    rows[r] = batch.add([drafts[r][-1]], pos, r.seq_id, True)
-                    mirror.set_computed(r.seq_id, pos + 1)
+                    seq = _seq(r)
+                    pos = mirror.computed(seq)
+                    rows[r] = batch.add([drafts[r][-1]], pos, seq, True)
+                    mirror.set_computed(seq, pos + 1)
             if not rows:
                 break
             try:
                 d.decode(batch)
             except NoKVSlotError:
                 for r in rows:
-                    mirror.trim(r.seq_id, mirror.computed(r.seq_id) - 1)
+                    seq = _seq(r)
+                    mirror.trim(seq, mirror.computed(seq) - 1)
                 break
             self._sample_drafts(rows, drafts, qs, masks, consumed)
             passes += 1
@@ -324,6 +334,7 @@ class Speculator:
             if p.temperature <= 0:
                 m, y = verify_greedy(xs, [int(c.ids[0]) for c in rows])
             else:
+                assert draft.q is not None  # drafted at a temperature above 0: with its distributions
                 m, y = verify_candidates(xs, rows, draft.q, request.spec.rng)
         self._learn(request, k, m)
         seconds = time.perf_counter() - t0

@@ -275,7 +275,8 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
         conn.send(LoadFailed(str(e)))
         return
     worker = _Worker(conn, backend, spec, speculator)
-    conn.send(Loaded(os.getpid(), backend.n_ctx, worker.engine.max_request_tokens, asdict(backend.info)))
+    conn.send(Loaded(os.getpid(), backend.n_ctx, worker.engine.max_request_tokens, asdict(backend.info),
+                     n_vocab=backend.info.n_vocab, chat_template=backend.info.chat_template))
     try:
         worker.run()
     except (EOFError, OSError):

@@ -127,7 +127,7 @@ class WorkerProcess:
     def __init__(self, spec) -> None:
         self.spec = spec
         self.model_id = spec.model_id
-        self.loaded = None
+        self.loaded: Loaded | None = None
         self.error: str | None = None
         self.alive = False
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -179,12 +179,14 @@ class WorkerProcess:
 
     def _send(self, msg: object) -> None:
         """Send one message to the worker; raises ``OSError`` when the pipe is gone."""
+        assert self._pipe is not None  # made by start(), before the worker is alive
         self._pipe.send(msg)
 
     def _on_message(self, msg: object) -> None:
         self._on_load_message(msg)
 
     def _on_load_message(self, msg: object) -> None:
+        assert self._ready is not None  # messages come through the pipe start() made after it
         if isinstance(msg, Loaded):
             self._ready.set_result(msg)
         elif isinstance(msg, LoadFailed):
@@ -193,6 +195,7 @@ class WorkerProcess:
     def _on_closed(self) -> None:
         """The worker's end of the pipe closed: it exited (or is exiting)."""
         self.alive = False
+        assert self._loop is not None  # the pipe that closed was made by start() on this loop
         self._loop.run_in_executor(None, self.process.join, 5).add_done_callback(
             lambda _: self._on_exit(self.process.exitcode))
 
@@ -201,12 +204,13 @@ class WorkerProcess:
         if self.error is None and not self._stopping:
             self.error = f"the {self.kind} worker for {self.model_id} stopped (exit code {exitcode})"
         message = self.error or f"the {self.kind} worker stopped"
+        assert self._ready is not None  # the worker was started
         if not self._ready.done():
             self._ready.set_exception(ModelLoadFailed(message))
         self._fail_pending(WorkerDied(message))
         self._exited.set()
 
-    def _fail_pending(self, error: Exception) -> None:
+    def _fail_pending(self, error: EngineError) -> None:
         raise NotImplementedError
 
     async def stop(self, timeout: float = 10.0) -> None:

@@ -49,7 +49,7 @@ def load_cache(fingerprint: dict) -> dict:
     return data if data.get("machine") == fingerprint else {}
 
 
-def update_cache(fingerprint: dict, **entries: dict) -> dict:
+def update_cache(fingerprint: dict, **entries: dict | None) -> dict:
     """Merge ``entries`` into this machine's cache file (written atomically) and return it."""
     data = load_cache(fingerprint) or {"version": CACHE_VERSION, "machine": fingerprint}
     data.update(entries)

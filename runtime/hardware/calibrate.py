@@ -20,6 +20,7 @@ import statistics
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from runtime.hardware import bandwidth as bw
 from runtime.hardware.info import HardwareInfo
@@ -99,8 +100,9 @@ def calibrate_decode(model_paths: list[str | Path] | None = None, hardware: Hard
             m = measure_model(str(path), n_ctx=512, n_seq=1, prefill=PREFILL,
                               decode_tokens=decode_tokens, n_threads=n_threads)
             speeds[path].append(m.decode_tokens_per_s)
-    points = [{"model": path.name, "bytes_per_token": cpu_bytes_per_token(path, PREFILL + decode_tokens),
-               "tokens_per_s": statistics.median(runs)} for path, runs in speeds.items()]
+    points: list[dict[str, Any]] = [
+        {"model": path.name, "bytes_per_token": cpu_bytes_per_token(path, PREFILL + decode_tokens),
+         "tokens_per_s": statistics.median(runs)} for path, runs in speeds.items()]
     fixed, per_byte = fit_line([(p["bytes_per_token"], 1 / p["tokens_per_s"]) for p in points])
     cal = DecodeCalibration(
         efficiency=1 / (per_byte * hardware.memory_bandwidth), fixed_s=fixed,

@@ -52,7 +52,8 @@ def model_shape(ref: str, data_dir: Path, confine: Confinement | None = None) ->
             parsed = parse_ref(ref, frozenset(catalog), probe=confine is None)
         except BadReference:
             raise missing from None
-        shape = catalog_shape(catalog[parsed.catalog_id], parsed.quant) if parsed.kind == "catalog" else None
+        shape = (catalog_shape(catalog[parsed.catalog_id], parsed.quant)
+                 if parsed.kind == "catalog" and parsed.catalog_id is not None else None)
         if shape is None:
             raise missing from None
         return shape

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import SupportsInt, cast
 
 from runtime.store.gguf_file import SHAPE_BOUNDS as BOUNDS
 from runtime.store.gguf_file import GGUFHeader, InvalidModelFile, read_header
@@ -208,20 +209,25 @@ def _tensor_groups(header: GGUFHeader, n_layer: int) -> tuple[list[int], int, in
     return layers, input_bytes, output_bytes, not has_output, n_params
 
 
+def _int(value: object) -> int:
+    """``int(value)`` of a header number; a value of another type raises as ``int()`` does."""
+    return int(cast("SupportsInt | str", value))
+
+
 def _state_floats(k: _Keys, n_embd: int) -> int:
     """llama.cpp's ``n_embd_r() + n_embd_s()`` of a recurrent layer; 0 without recurrent keys."""
-    wkv = int(k.get("wkv.head_size") or 0)
+    wkv = _int(k.get("wkv.head_size") or 0)
     if wkv:  # RWKV: token shift, WKV state
-        return int(k.get("token_shift_count") or 2) * n_embd + n_embd * wkv
-    l_cache = int(k.get("shortconv.l_cache") or 0)
+        return _int(k.get("token_shift_count") or 2) * n_embd + n_embd * wkv
+    l_cache = _int(k.get("shortconv.l_cache") or 0)
     if l_cache:  # LFM2's short convolutions
         return n_embd * (l_cache - 1)
-    d_state = int(k.get("ssm.state_size") or 0)
+    d_state = _int(k.get("ssm.state_size") or 0)
     if not d_state:
         return 0
-    d_inner = int(k.get("ssm.inner_size") or 2 * n_embd)
-    d_conv = int(k.get("ssm.conv_kernel") or 0)
-    n_group = int(k.get("ssm.group_count") or 0)
+    d_inner = _int(k.get("ssm.inner_size") or 2 * n_embd)
+    d_conv = _int(k.get("ssm.conv_kernel") or 0)
+    n_group = _int(k.get("ssm.group_count") or 0)
     return max(d_conv - 1, 0) * (d_inner + 2 * n_group * d_state) + d_state * d_inner
 
 

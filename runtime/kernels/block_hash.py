@@ -15,7 +15,7 @@ import numpy as np
 ROOT = 0  # the parent hash of a sequence's first block
 
 
-def hash_block(parent: int, tokens: Sequence[int]) -> int:
+def hash_block(parent: int, tokens: Sequence[int] | np.ndarray) -> int:
     """64-bit BLAKE2b of the parent hash and the block's token ids (int32)."""
     h = hashlib.blake2b(parent.to_bytes(8, "little"), digest_size=8)
     h.update(np.asarray(tokens, dtype=np.int32).tobytes())

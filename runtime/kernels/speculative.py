@@ -73,7 +73,7 @@ def apply_penalties(logits: np.ndarray, history: Sequence[int], t: Transforms) -
     window = np.asarray(history[-t.penalty_last_n:] if t.penalty_last_n > 0 else history, dtype=np.int64)
     ids, counts = np.unique(window, return_counts=True)
     out = np.array(logits, dtype=np.float32, copy=True)
-    v = out[ids]
+    v: np.ndarray = out[ids]
     v = np.where(v <= 0, v * t.repeat_penalty, v / t.repeat_penalty)
     v = v - counts * t.frequency_penalty - t.presence_penalty
     out[ids] = v

@@ -132,7 +132,7 @@ def quantize(src: Path, options: QuantizeOptions, progress: Progress = lambda *a
     stock = options.target.nearest_stock(weights.n_weights(), weights.fixed_bytes) if options.compare \
         or options.target.stock else None
     stock_path = work / f"stock-{stock}.gguf" if stock else None
-    if stock_path is not None and not stock_path.is_file():
+    if stock is not None and stock_path is not None and not stock_path.is_file():
         run_quantize(src, stock_path, QuantizeSpec(stock, {}, means, options.threads),
                      lambda d, t, n: progress(f"stock {stock}", d, t), cancel)
     lap("stock")

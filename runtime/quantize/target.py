@@ -29,6 +29,7 @@ class Target:
             return stock_size - fixed_bytes
         if self.size is not None:
             return self.size - fixed_bytes
+        assert self.bpw is not None  # a target is a stock mix, a size or bits per weight (parse_target)
         return int(self.bpw * n_weights / 8)
 
     def nearest_stock(self, n_weights: int, fixed_bytes: int) -> str:

@@ -14,6 +14,7 @@ them. A plain name that only an upstream without ``plain_names`` lists gets a 40
 from __future__ import annotations
 
 import asyncio
+import builtins
 import json
 import logging
 import time
@@ -143,7 +144,7 @@ class Remotes:
         self._stale.add(name)
 
     # -- models ------------------------------------------------------------------------
-    def offers(self, model: str, only: str | None = None) -> list[tuple[Upstream, str]]:
+    def offers(self, model: str, only: str | None = None) -> builtins.list[tuple[Upstream, str]]:
         """(upstream, its model id) for ``model``, healthiest first (the order of failover):
         ``only`` that upstream, or (a plain name) those the user let serve plain names."""
         self._sync()
@@ -203,7 +204,7 @@ class Remotes:
             return None
         return self.engine_for(ref)
 
-    def model_entries(self, local_ids: set[str]) -> list[dict]:
+    def model_entries(self, local_ids: set[str]) -> builtins.list[dict]:
         """One entry per remote model as the API lists it (see the module docstring for names)."""
         out, seen = [], set()
         for up in self.list():
@@ -242,7 +243,7 @@ class Remotes:
         self._stale.difference_update(u.name for u in targets)
         return {u.name: err for u, (_, err) in zip(targets, results)}
 
-    async def _refresh_one(self, up: Upstream) -> tuple[list[dict] | None, str | None]:
+    async def _refresh_one(self, up: Upstream) -> tuple[builtins.list[dict] | None, str | None]:
         """Read ``up``'s model list (its health check). The error is Hearth's own words and the
         status: nothing the address answered is repeated (adding an upstream must not tell a
         caller what else listens at an address), and the answer is read up to a cap."""
@@ -306,7 +307,7 @@ class Remotes:
                     last = time.monotonic()
             await asyncio.sleep(10.0)
 
-    def status(self) -> list[dict]:
+    def status(self) -> builtins.list[dict]:
         """Every upstream: address, where its key is (never the key), models, health."""
         out = []
         for up in self.list():

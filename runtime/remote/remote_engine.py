@@ -55,6 +55,8 @@ class RemoteLoaded:
     n_ctx: int = 0
     max_request_tokens: int = 0  #: the upstream's context when it says (0: unknown)
     info: dict = field(default_factory=dict)
+    n_vocab: int | None = None  #: the upstream's vocabulary is not known: token ids are its to check
+    chat_template: str | None = None
 
 
 def connect_reason(e: aiohttp.ClientConnectorError) -> str:
@@ -224,8 +226,8 @@ class RemoteEngine:
         self._closed = False
         remotes.engines_made.add(self)
         ctx = remotes.context_length(self.model, upstream) or 0
-        self.loaded = RemoteLoaded(n_ctx=ctx, max_request_tokens=ctx,
-                                   info={"remote": True, "chat_template": TOOLS_TEMPLATE})
+        self.loaded = RemoteLoaded(n_ctx=ctx, max_request_tokens=ctx, info={"remote": True},
+                                   chat_template=TOOLS_TEMPLATE)
 
     @property
     def alive(self) -> bool:

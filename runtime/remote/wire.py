@@ -231,7 +231,8 @@ class ToolCalls:
         for d in deltas:
             i = d.get("index", len(self.calls))
             call = self.calls.setdefault(i if isinstance(i, int) else len(self.calls), {"name": "", "arguments": ""})
-            fn = d.get("function") if isinstance(d.get("function"), dict) else {}
+            given = d.get("function")
+            fn = given if isinstance(given, dict) else {}
             if isinstance(fn.get("name"), str):
                 call["name"] += fn["name"]
             if isinstance(fn.get("arguments"), str):

@@ -10,16 +10,18 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from runtime.config import ServeConfig
-from runtime.server import (
-    anthropic_api, embeddings_api, hardware_api, models_api, ollama_api, openai_api, openapi, rerank_api,
-    quantize_api, responses_api, service_api, store_api,
-)
+from runtime.server import openapi
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, http_error
-from runtime.server.keep_alive import KEEP_ALIVE, KeepAlive, keep_alive_ctx
-from runtime.server.model_manager import ModelManager
+from runtime.server.generate.tool_calls import relaxed_tools_header
+from runtime.server.models.keep_alive import KEEP_ALIVE, KeepAlive, keep_alive_ctx
+from runtime.server.models.model_manager import ModelManager
+from runtime.server.routes import hardware_api, models_api, quantize_api, service_api, store_api
 from runtime.server.security import LIMITER, STOPPING, cors_middleware, grant_on_prepare, guard_middleware
-from runtime.server.tool_calls import relaxed_tools_header
+from runtime.server.wire.anthropic import anthropic_api
+from runtime.server.wire.ollama import ollama_api
+from runtime.server.wire.openai import embeddings_api, openai_api, rerank_api
+from runtime.server.wire.responses import responses_api
 
 log = logging.getLogger("hearth.server")
 
@@ -92,7 +94,7 @@ def create_app(config: ServeConfig) -> web.Application:
     app[responses_api.RESPONSES] = responses_api.store_for(app)
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
-    from runtime.server import remotes_api as remote_api
+    from runtime.server.routes import remotes_api as remote_api
 
     remote_api.install(app)  # upstreams: /hearth/remotes, remote models (none until one is added)
     app.on_response_prepare.append(grant_on_prepare)

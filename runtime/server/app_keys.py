@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aiohttp import web
 
 from runtime.config import ServeConfig
-from runtime.server.model_manager import ModelManager
+
+if TYPE_CHECKING:  # the key's type only: the keys sit below the modules that own the values
+    from runtime.server.models.model_manager import ModelManager
 
 CONFIG = web.AppKey("config", ServeConfig)
-MANAGER = web.AppKey("manager", ModelManager)
+MANAGER: web.AppKey[ModelManager] = web.AppKey("manager")

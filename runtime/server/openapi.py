@@ -11,9 +11,9 @@ from aiohttp import web
 
 from runtime import __version__
 from runtime.sampling_params import LIMITS, MAX_STOP_CHARS, MAX_STOPS
-from runtime.server import embeddings_openapi
+from runtime.server.wire.openai import embeddings_openapi
 from runtime.server.app_keys import CONFIG
-from runtime.server.responses_schemas import EFFORTS
+from runtime.server.wire.responses.responses_schemas import EFFORTS
 
 OBJ = {"type": "object"}
 STR = {"type": "string"}
@@ -54,7 +54,7 @@ def _tool_fields() -> tuple[dict, dict]:
 
 
 def _schemas(max_tokens: int) -> dict:
-    from runtime.server.ollama_schemas import IGNORED_INT_OPTIONS
+    from runtime.server.wire.ollama.ollama_schemas import IGNORED_INT_OPTIONS
 
     text = {**STR, "maxLength": MAX_STOP_CHARS}
     stop = {"oneOf": [text, {"type": "array", "items": text, "maxItems": MAX_STOPS}]}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from runtime.api_key import KeyRequired, create_key, key_path, load_key, remove_key, serve_key
 from runtime.config import OLLAMA_PORT, EngineConfig, ResidencyConfig, SecurityConfig, ServeConfig
-from runtime.server.keep_alive import parse_keep_alive
+from runtime.server.models.keep_alive import parse_keep_alive
 
 
 def _default(cls, name: str):
@@ -111,7 +111,7 @@ def key_command(args: argparse.Namespace, data_dir: Path) -> int:
 
 
 def _size(text: str) -> int:
-    from runtime.server.residency import parse_size
+    from runtime.server.models.residency import parse_size
 
     try:
         return parse_size(text)

@@ -34,7 +34,7 @@ async def graceful_stop(app: web.Application, runner: web.AppRunner) -> None:
         manager.remotes.fail_all(ServiceStopping("the service is shutting down; the request was ended early"))
     # Download event feeds and pull progress streams end when the download manager closes
     # (unfinished downloads are recorded and resume on the next start).
-    from runtime.server.store_api import DOWNLOADS
+    from runtime.server.routes.store_api import DOWNLOADS
 
     if DOWNLOADS in app:
         await app[DOWNLOADS].close()

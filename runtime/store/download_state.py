@@ -49,7 +49,8 @@ class Download:
     @property
     def total_bytes(self) -> int | None:
         sizes = [f.size for f in self.files]
-        return sum(sizes) if all(s is not None for s in sizes) else None
+        known = [s for s in sizes if s is not None]
+        return sum(known) if len(known) == len(sizes) else None
 
     @property
     def done_bytes(self) -> int:

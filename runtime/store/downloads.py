@@ -15,6 +15,7 @@ holds the blob's lock, and this one waits for it and then finds the file in plac
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import logging
 import shutil
@@ -217,7 +218,7 @@ class DownloadManager:
         self._finish(d)
         return d
 
-    async def _discard_after(self, stopped: list[asyncio.Task], files: list[CachedFile]) -> None:
+    async def _discard_after(self, stopped: builtins.list[asyncio.Task], files: builtins.list[CachedFile]) -> None:
         await asyncio.gather(*stopped, return_exceptions=True)
         for cached in files:
             if cached.blob not in self._fetches:  # not fetched again meanwhile
@@ -254,7 +255,7 @@ class DownloadManager:
     def _schedule(self, d: Download) -> None:
         self._tasks[d.id] = asyncio.get_running_loop().create_task(self._run(d), name=f"download-{d.id}")
 
-    def _stop(self, d: Download) -> list[asyncio.Task]:
+    def _stop(self, d: Download) -> builtins.list[asyncio.Task]:
         """Cancel ``d``'s task and the fetches only it waits for; returns the tasks cancelled."""
         stopped = []
         task = self._tasks.pop(d.id, None)
@@ -336,6 +337,7 @@ class DownloadManager:
         """A GPTQ or AWQ checkpoint becomes a registered GGUF (``checkpoint_pull``)."""
         d.state = "converting"
         self._emit(d, force=True)
+        assert d.path is not None  # _run links the fetched files first
         out = await checkpoint_pull.convert(Path(d.path).parent, d.repo_id, d.commit)
         d.model_id = await asyncio.to_thread(checkpoint_pull.register, out)
         d.path = str(out)
@@ -374,7 +376,7 @@ class DownloadManager:
         if self.state_path is not None:
             save_list(self.state_path, self.list())
 
-    def _load(self) -> list[Download]:
+    def _load(self) -> builtins.list[Download]:
         if self.state_path is None:
             return []
         downloads, self.load_problem = load_list(self.state_path)

@@ -62,6 +62,7 @@ def ensure_embedded_onnx(entry: CatalogEntry, data_dir: Path, missing) -> Path:
     with sole_writer(folder):
         if target.is_file():  # placed by another request (or process) while this one waited
             return target
+        assert spec is not None  # called for embedded catalog entries only
         src = _locate(entry, spec["package"], f"{spec['module']}/{spec['file']}", missing)
         if spec.get("sha256") and sha256_of(src) != spec["sha256"]:
             from runtime.store.embedded import EmbeddedModelMissing

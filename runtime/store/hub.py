@@ -85,7 +85,7 @@ class RemoteRepo:
     def models(self) -> list[RemoteFile]:
         """The GGUF model files (first parts only for split models), without projectors."""
         return [f for f in self.files if is_gguf(f.name) and not is_auxiliary(f.name)
-                and (split_part(f.name) is None or split_part(f.name).index == 1)]
+                and ((part := split_part(f.name)) is None or part.index == 1)]
 
     def parts(self, first: RemoteFile) -> list[RemoteFile]:
         """All files of the model whose first file is ``first`` (one unless it is split)."""
@@ -96,7 +96,7 @@ class RemoteRepo:
         missing = [n for n, f in zip(part.names(), found) if f is None]
         if missing:
             raise HubError(f"{self.repo_id} lacks part(s) {', '.join(missing)} of the split model {first.name}")
-        return found
+        return [f for f in found if f is not None]  # all of them: none is missing
 
     def select(self, quant: str | None = None, filename: str | None = None) -> list[RemoteFile]:
         """The file(s) to download for a quantization or a file name (split parts included),
@@ -110,7 +110,10 @@ class RemoteRepo:
             if f is None:
                 raise HubError(f"{self.repo_id} has no file {filename!r}; its GGUF files: {_names(models)}")
             part = split_part(f.name)
-            return self.parts(self.file(part.name(1)) if part else f)
+            first = self.file(part.name(1)) if part else f
+            if first is None:  # the hub's listing is untrusted: a split model without its first part
+                raise HubError(f"{self.repo_id} lists {f.name} but not the first part of its split model")
+            return self.parts(first)
         if not models:
             raise NoGGUF(f"{self.repo_id} has no GGUF files: Hearth runs GGUF models; search for a GGUF "
                          "version of this model (hearth search NAME)")
@@ -132,8 +135,9 @@ class RemoteRepo:
         for f in self.models():
             parts = self.parts(f)
             sizes = [p.size for p in parts]
+            known = [s for s in sizes if s is not None]
             out.append({"file": f.name, "quant": f.quant, "parts": len(parts),
-                        "size": sum(sizes) if all(s is not None for s in sizes) else None})
+                        "size": sum(known) if len(known) == len(sizes) else None})
         return out
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 POOLINGS = ("mean", "cls", "last", "max")
 
@@ -48,7 +49,8 @@ def is_onnx_path(path: Path | str) -> bool:
     return str(path).lower().endswith(".onnx")
 
 
-def _json(path: Path) -> dict | list | None:
+def _json(path: Path) -> Any:
+    """The file's parsed JSON (of whatever shape it holds), or None where it can't be read."""
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

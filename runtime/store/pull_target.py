@@ -29,7 +29,8 @@ def onnx_companions(entry, remote: hub.RemoteRepo, model_file: str) -> list[hub.
         raise hub.HubError(f"{remote.repo_id} has no tokenizer.json: the ONNX model {entry.id} cannot run without it")
     names = [c for c in entry.raw.get("companions", []) if remote.file(c) is not None]
     names += [n for n in (f"{model_file}_data", f"{model_file}.data") if remote.file(n) is not None]
-    return [remote.file(n).checked() for n in dict.fromkeys(names)]
+    found = [remote.file(n) for n in dict.fromkeys(names)]
+    return [f.checked() for f in found if f is not None]  # each of them: names lists only files it has
 
 
 def pull_target(ref: str, endpoint: str | None = None) -> PullTarget:
@@ -43,22 +44,25 @@ def pull_target(ref: str, endpoint: str | None = None) -> PullTarget:
     if r.kind == "path":
         raise NothingToPull(f"{ref} is a local file: import it (hearth import PATH) instead of pulling it")
     if r.kind == "catalog":
+        assert r.catalog_id is not None  # parse_ref sets it for every catalog reference
         entry = catalog[r.catalog_id]
         if entry.embedded is not None:
             raise NothingToPull(f"{entry.id} ships with Hearth and needs no download")
         quant = r.quant or entry.default_quant
-        spec = entry.quant_files(quant)
+        spec = entry.quant_files(quant) if quant is not None else None
         if spec is None:
             raise BadReference(f"{entry.id} has no {quant} in the catalog; it has {', '.join(entry.quants)}")
+        assert entry.repo is not None  # parse_catalog requires a repo of every entry
         remote = hub.repo_info(entry.repo, endpoint)
         files = remote.select(filename=spec[0])
         if entry.raw.get("format") == "onnx":
             files += onnx_companions(entry, remote, spec[0])
         model_id = entry.id if quant == entry.default_quant else f"{entry.id}:{quant}"
         return PullTarget(model_id, remote.repo_id, remote.commit, files)
+    assert r.repo_id is not None  # parse_ref sets it for every hub reference
     remote = hub.repo_info(r.repo_id, endpoint)
     if not remote.models() and r.quant is None and r.filename is None:
-        method, files = checkpoint_pull.checkpoint_files(remote, endpoint)
+        method, files = checkpoint_pull.checkpoint_files(remote, checkpoint_pull.hub_endpoint_or(endpoint))
         return PullTarget(remote.repo_id, remote.repo_id, remote.commit, files, convert=method)
     files = remote.select(quant=r.quant, filename=r.filename)
     return PullTarget(f"{remote.repo_id}/{files[0].name}", remote.repo_id, remote.commit, files)

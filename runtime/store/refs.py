@@ -38,8 +38,10 @@ class ModelRef:
     @property
     def canonical(self) -> str:
         if self.kind == "catalog":
+            assert self.catalog_id is not None  # parse_ref sets it for every catalog reference
             return f"{self.catalog_id}:{self.quant}" if self.quant else self.catalog_id
         if self.kind == "hub":
+            assert self.repo_id is not None  # parse_ref sets it for every hub reference
             if self.filename:
                 return f"{self.repo_id}/{self.filename}"
             return f"{self.repo_id}:{self.quant}" if self.quant else self.repo_id

@@ -49,10 +49,12 @@ class LocalModel:
 
 
 def _catalog_index(catalog: dict[str, CatalogEntry]) -> dict[tuple[str, str], tuple[CatalogEntry, str]]:
-    out = {}
+    out: dict[tuple[str, str], tuple[CatalogEntry, str]] = {}
     for e in catalog.values():
         for q in e.quants:
-            out[(e.repo, e.quant_files(q)[0])] = (e, q)
+            spec = e.quant_files(q)
+            assert e.repo is not None and spec is not None  # parse_catalog checks both; q is one of its quants
+            out[(e.repo, spec[0])] = (e, q)
     return out
 
 
@@ -125,7 +127,9 @@ class Registry:
             if e.raw.get("format") != "onnx" or e.embedded is not None:
                 continue
             for q in e.quants:
-                name = e.quant_files(q)[0]
+                spec = e.quant_files(q)
+                assert e.repo is not None and spec is not None  # parse_catalog checks both; q is one of its quants
+                name = spec[0]
                 path = find_snapshot(e.repo, name, self.root)
                 if path is not None and path.is_file():
                     mid = e.id if q == e.default_quant else f"{e.id}:{q}"
@@ -236,6 +240,7 @@ class Registry:
         return {"id": m.id, "freed_bytes": self._delete_cached(m), "note": None}
 
     def _delete_cached(self, m: LocalModel) -> int:
+        assert m.repo is not None and m.file is not None  # a model from the cache names both
         folder = repo_dir(m.repo, self.root)
         part = split_part(m.file)
         names = part.names() if part else [m.file]

@@ -108,17 +108,19 @@ def _catalog(entry: CatalogEntry, quant: str | None, data_dir: Path) -> Resolved
             path = ensure_embedded(entry, data_dir)
         return ResolvedModel(entry.id, path)
     quant = quant or entry.default_quant
-    spec = entry.quant_files(quant)
+    spec = entry.quant_files(quant) if quant is not None else None
     if spec is None:
         raise UnknownModel(f"{entry.id} has no {quant}; the catalog lists {', '.join(entry.quants)}")
-    path = find_snapshot(entry.repo, spec[0])
+    assert entry.repo is not None  # parse_catalog requires a repo of every entry
+    snapshot = find_snapshot(entry.repo, spec[0])
     model_id = entry.id if quant == entry.default_quant else f"{entry.id}:{quant}"
-    if path is None:
+    if snapshot is None:
         raise UnknownModel(f"model {model_id!r} is in the catalog but not downloaded: run `hearth pull {model_id}`")
-    return _found(model_id, path)
+    return _found(model_id, snapshot)
 
 
 def _hub(ref: ModelRef) -> ResolvedModel:
+    assert ref.repo_id is not None  # parse_ref sets it for every hub reference
     if ref.filename is not None:
         part = split_part(ref.filename)
         name = part.name(1) if part else ref.filename
@@ -127,7 +129,7 @@ def _hub(ref: ModelRef) -> ResolvedModel:
             raise UnknownModel(f"{ref.repo_id}/{name} is not downloaded: run `hearth pull {ref.repo_id}/{name}`")
         return _found(f"{ref.repo_id}/{name}", path)
     files = [(name, path) for repo, name, path in cached_ggufs() if repo == ref.repo_id
-             and not is_auxiliary(name) and (split_part(name) is None or split_part(name).index == 1)]
+             and not is_auxiliary(name) and ((first := split_part(name)) is None or first.index == 1)]
     wanted = [ref.quant] if ref.quant else list(PREFERRED_QUANTS)
     for q in wanted:
         for name, path in files:
@@ -174,9 +176,11 @@ def _locate(ref: str, data_dir: Path, probe: bool) -> ResolvedModel:
     except BadReference as e:
         raise UnknownModel(str(e)) from None
     if parsed.kind == "catalog":
+        assert parsed.catalog_id is not None  # parse_ref sets it for every catalog reference
         return _catalog(catalog[parsed.catalog_id], parsed.quant, data_dir)
     if parsed.kind == "hub":
         return _hub(parsed)
+    assert parsed.path is not None  # parse_ref sets it for every path reference
     path = Path(os.path.abspath(parsed.path))
     return ResolvedModel(str(path), path)
 

@@ -198,7 +198,7 @@ async def test_a_service_that_stops_ends_remote_streams_properly(hearth, scripte
 async def test_an_upstream_that_never_accepts_the_connection_hits_the_connect_timeout(hearth, scripted):
     import socket
 
-    from runtime.server.remotes_api import REMOTES
+    from runtime.server.routes.remotes_api import REMOTES
 
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))

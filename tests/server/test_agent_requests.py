@@ -17,10 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from runtime.server.anthropic_schemas import fold_system, parse_messages
-from runtime.server.client_metadata import strip_metadata
+from runtime.server.wire.anthropic.anthropic_schemas import fold_system, parse_messages
+from runtime.server.generate.client_metadata import strip_metadata
 from runtime.server.launcher import ServiceProcess
-from runtime.server.responses_schemas import parse_responses
+from runtime.server.wire.responses.responses_schemas import parse_responses
 
 RECORDED = Path(__file__).parent / "agent_requests"
 #: free texts are cut to this many characters for the replays that generate (the structure stays)

@@ -10,8 +10,8 @@ import signal
 import time
 
 from runtime.engine.constraint_spec import GBNF, JSON_SCHEMA, REGEX
-from runtime.server.constraint_compiler import CRASHED, PER_TOOL_S, TIMEOUT, ConstraintCompiler
-from runtime.server.constraint_jobs import CompileJob, ToolsJob
+from runtime.server.generate.constraint_compiler import CRASHED, PER_TOOL_S, TIMEOUT, ConstraintCompiler
+from runtime.server.generate.constraint_jobs import CompileJob, ToolsJob
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 

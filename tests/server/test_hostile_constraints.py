@@ -196,7 +196,7 @@ def test_a_backtracking_pattern_in_a_tool_schema_never_runs_on_the_loop(server):
 
 
 def test_the_call_checker_takes_no_time_on_hostile_patterns():
-    from runtime.server.tool_calls import call_checker
+    from runtime.server.generate.tool_calls import call_checker
 
     accept = call_checker([REDOS])
     t0 = time.perf_counter()

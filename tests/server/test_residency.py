@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from runtime.server.residency import Budget, Need, parse_size
+from runtime.server.models.residency import Budget, Need, parse_size
 
 GIB = 1 << 30
 
@@ -37,7 +37,7 @@ def test_budget_counts_ram_each_gpu_and_models():
 def test_a_split_plan_gives_its_memory_per_device_and_the_default_budget_keeps_reserves(smollm2_path):
     from runtime.hardware.fit import GPU_RESERVE_BYTES, RAM_RESERVE_BYTES, plan_fit
     from runtime.hardware.shape import shape_from_gguf
-    from runtime.server.residency import default_budget
+    from runtime.server.models.residency import default_budget
     from tests.hardware.recorded import cuda, machine
 
     hw = machine([cuda(0, "NVIDIA GeForce RTX 3060", 12288, 750)], 16 * GIB, 8 * GIB)

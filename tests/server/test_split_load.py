@@ -8,7 +8,7 @@ from runtime.config import EngineConfig, ServeConfig
 from runtime.hardware.fit import plan_fit
 from runtime.hardware.shape import shape_from_gguf
 from runtime.sampling_params import SamplingParams
-from runtime.server.model_manager import ModelManager
+from runtime.server.models.model_manager import ModelManager
 from tests.hardware import recorded as rec
 
 GIB = 1 << 30

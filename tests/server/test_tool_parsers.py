@@ -10,10 +10,10 @@ import json
 import pytest
 
 from runtime.engine.constraint import compile_constraint
-from runtime.server.output_events import (
+from runtime.server.generate.output_events import (
     OutputParser, ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, parse_all,
 )
-from runtime.server.tool_formats import FORMATS, detect_format
+from runtime.server.generate.tool_formats import FORMATS, detect_format
 
 W = {"city": "Paris", "unit": "celsius"}
 T = {"tz": "Europe/Paris"}
@@ -155,8 +155,8 @@ def test_grammar_output_parses_back(family):
 def test_history_for_templates_without_tools():
     """Earlier calls and results are written in the family's markup, with or without tools."""
     from runtime.sampling_params import SamplingParams
-    from runtime.server.schemas import GenerationRequest
-    from runtime.server.tool_calls import plan_output, tool_messages
+    from runtime.server.generate.request import GenerationRequest
+    from runtime.server.generate.tool_calls import plan_output, tool_messages
 
     raw = [{"role": "user", "content": "Time?"},
            {"role": "assistant", "content": None, "tool_calls": [
@@ -178,7 +178,7 @@ def test_history_for_templates_without_tools():
 
 
 def test_json_arguments_stream_as_written_and_a_cut_call_ends_incomplete():
-    from runtime.server.tool_formats import HERMES
+    from runtime.server.generate.tool_formats import HERMES
 
     reply = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Pa}ris", "n": [1, 2]}}\n</tool_call>'
     events, p = _events(HERMES, list(reply))  # one character at a time, as tokens come

@@ -12,11 +12,11 @@ import pytest
 
 from runtime.config import SecurityConfig, ServeConfig
 from runtime.engine.text_stream import TextStream
-from runtime.server import anthropic_schemas as A
-from runtime.server import responses_schemas as R
+from runtime.server.wire.anthropic import anthropic_schemas as A
+from runtime.server.wire.responses import responses_schemas as R
 from runtime.server.app import create_app
 from runtime.server.errors import ApiError
-from runtime.server.responses_store import ResponseStore
+from runtime.server.wire.responses.responses_store import ResponseStore
 
 
 def test_anthropic_blocks_become_openai_messages():

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from runtime.config import EngineConfig, ServeConfig
-from runtime.server.model_manager import DraftRefused, ModelManager
+from runtime.server.models.model_manager import DraftRefused, ModelManager
 from runtime.store.catalog import CatalogEntry
 from runtime.store.resolve import ResolvedModel
 

@@ -50,7 +50,7 @@ async def test_an_onnx_repo_without_a_tokenizer_is_refused_with_the_reason(loopb
 
 
 def test_catalog_settings_reach_the_model(minilm_path):
-    from runtime.server.embed_engines import catalog_settings
+    from runtime.server.models.embed_engines import catalog_settings
 
     assert catalog_settings("nomic-embed-text-v1.5")["matryoshka"] == [768, 512, 256, 128, 64]
     info = read_onnx_model(minilm_path, {"matryoshka": [384, 128]})

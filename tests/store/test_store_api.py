@@ -159,7 +159,7 @@ async def test_a_service_restart_resumes_the_download(loopback_hub, smollm2_path
 
 
 async def test_a_repositorys_model_card_is_read_from_the_hub(service, loopback_hub, tmp_path):
-    from runtime.server.store_api import CARD_MAX_BYTES
+    from runtime.server.routes.store_api import CARD_MAX_BYTES
 
     publish(loopback_hub, tmp_path)
     card = "---\nlicense: apache-2.0\n---\n# Tiny\n\nA small model. Süß.\n"

@@ -12,13 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runtime.server.tool_formats import template_capabilities
+from runtime.server.generate.tool_formats import template_capabilities
+from runtime.server.models.embed_engines import ENCODER_ARCHITECTURES
 from runtime.store.gguf_file import GGUFHeader
-
-#: llama.cpp architectures that encode text into vectors instead of generating it
-ENCODER_ARCHITECTURES = frozenset({"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3",
-                                   "modern-bert", "neo-bert", "t5encoder"})
-
 
 def capabilities_of(h: GGUFHeader) -> list[str]:
     arch = h.architecture or ""
@@ -44,7 +40,7 @@ def capabilities_of(h: GGUFHeader) -> list[str]:
 
 def capabilities(path: Path) -> list[str]:
     """The capabilities of the model file at ``path`` ([] when it cannot be read)."""
-    from runtime.server.ollama_models import header
+    from runtime.server.models.model_header import header
     from runtime.store.onnx_model import InvalidOnnxModel, is_onnx_path, read_onnx_model
 
     if is_onnx_path(path):  # an ONNX encoder: it embeds, or (a cross-encoder) reranks

@@ -31,7 +31,7 @@ from collections import OrderedDict
 
 from runtime.engine.constraint_spec import ConstraintError
 from runtime.engine.worker_pipe import WorkerPipe
-from runtime.server.constraint_jobs import CompileJob, CompileResult, HelperReady, ToolsJob
+from runtime.server.generate.constraint_jobs import CompileJob, CompileResult, HelperReady, ToolsJob
 
 log = logging.getLogger("hearth.server")
 
@@ -67,7 +67,7 @@ class _Helper:
     """One helper process and its pipe; ``pending``: the job it is running (id, future)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        from runtime.server.constraint_helper import helper_main
+        from runtime.server.generate.constraint_helper import helper_main
 
         ctx = mp.get_context("spawn")
         conn, child = ctx.Pipe()

@@ -19,8 +19,8 @@ from collections import OrderedDict
 from multiprocessing.connection import Connection
 
 from runtime.engine.constraint_spec import GBNF, JSON_SCHEMA, LARK, REGEX, ConstraintError, ConstraintSpec
-from runtime.server.constraint_jobs import CompileJob, CompileResult, HelperReady, ToolsJob
-from runtime.server.schema_limits import (
+from runtime.server.generate.constraint_jobs import CompileJob, CompileResult, HelperReady, ToolsJob
+from runtime.server.generate.schema_limits import (
     MAX_TOOLS_BYTES, TOO_LARGE, check_grammar, check_pattern, check_schema_limits, schema_bytes,
 )
 
@@ -30,7 +30,7 @@ MESSAGE_CHARS = 240
 
 def helper_main(conn: Connection) -> None:
     """The process's body: load the grammar library, say so, then compile until the pipe closes."""
-    from runtime.server import tool_formats  # noqa: F401 - imported before the first job, not during it
+    from runtime.server.generate import tool_formats  # noqa: F401 - imported before the first job, not during it
 
     # load the library, jsonschema and their tables before the first real job
     run_job(CompileJob(JSON_SCHEMA, {"type": "object", "properties": {"a": {"type": "string", "pattern": "a+"}}}))
@@ -135,7 +135,7 @@ def compile_tools(job: ToolsJob) -> CompileResult:
     a schema that is not a JSON schema at all (or over the size caps), or an answer format that
     does not compile, is an error."""
     from runtime.engine.constraint import check_matches, compile_constraint
-    from runtime.server.tool_formats import FORMATS
+    from runtime.server.generate.tool_formats import FORMATS
 
     fmt = FORMATS[job.fmt]
     answer = None
@@ -165,7 +165,7 @@ def compile_tools(job: ToolsJob) -> CompileResult:
     try:
         return CompileResult(grammar_of(tools, answer), relaxed=relaxed)
     except ConstraintError:
-        from runtime.server.tool_relax import ANY_OBJECT
+        from runtime.server.generate.tool_relax import ANY_OBJECT
 
         for t in tools:
             t["function"]["parameters"] = dict(ANY_OBJECT)
@@ -175,7 +175,7 @@ def compile_tools(job: ToolsJob) -> CompileResult:
 def _checked_tools(job: ToolsJob) -> tuple[list[dict], list[str]]:
     """The tools with their schemas' sizes and meta-schemas checked (``ConstraintError``
     otherwise), regular expressions over the caps dropped; and the tools that lost one."""
-    from runtime.server.tool_relax import without_oversized_patterns
+    from runtime.server.generate.tool_relax import without_oversized_patterns
 
     tools, relaxed, size = [], [], 0
     for tool, where in zip(job.tools, job.where):
@@ -196,7 +196,7 @@ def _checked_tools(job: ToolsJob) -> tuple[list[dict], list[str]]:
 def _relax(tool: dict, compiles) -> bool:
     """Give ``tool`` the first rung of its schema that passes the caps and ``compiles(rung)``;
     whether that is not the schema it came with."""
-    from runtime.server.tool_relax import rungs
+    from runtime.server.generate.tool_relax import rungs
 
     params = tool["function"].get("parameters")
     if params is None:

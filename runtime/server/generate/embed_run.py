@@ -17,7 +17,7 @@ MAX_INPUTS = 2048
 
 async def encoder_for(request: web.Request, ref: str, task: str, keep_alive: float | None = None) -> EncoderEngine:
     """The resident (or now loaded) encoder engine for ``ref``, refusing models of another task."""
-    from runtime.server.generation import model_error
+    from runtime.server.generate.generation import model_error
 
     try:
         engine = await request.app[MANAGER].engine_for(ref, None, keep_alive, task=task)
@@ -38,7 +38,7 @@ async def run_score(engine, query: str, documents: list[str], truncate: bool = T
 
 
 async def _call(coro, param: str):
-    from runtime.server.generation import engine_error
+    from runtime.server.generate.generation import engine_error
 
     try:
         return await coro

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 from runtime.engine.client import ModelLoadFailed, RequestFailed, RequestRefused, ServiceStopping, WorkerDied
 from runtime.engine.protocol import ErrorCode, UpstreamFailed
-from runtime.server.embed_engines import WrongModelKind
+from runtime.server.models.embed_engines import WrongModelKind
 from runtime.server.errors import ApiError
-from runtime.server.model_manager import DraftRefused, ModelDoesNotFit, ModelLoadTimeout, NoRoom
-from runtime.server.model_refs import ModelPathRefused
+from runtime.server.models.model_manager import DraftRefused, ModelDoesNotFit, ModelLoadTimeout, NoRoom
+from runtime.server.models.model_refs import ModelPathRefused
 from runtime.store.embedded import EmbeddedModelMissing
 from runtime.store.gguf_file import InvalidModelFile
 from runtime.store.resolve import UnknownModel

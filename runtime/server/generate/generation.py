@@ -10,12 +10,12 @@ from aiohttp import web
 from runtime.engine.client import RequestHandle, RequestRefused, WorkerDied
 from runtime.engine.protocol import Engine, UpstreamFailed
 from runtime.server.app_keys import CONFIG, MANAGER
-from runtime.server.error_table import api_error
+from runtime.server.generate.error_table import api_error
 from runtime.server.errors import ApiError
-from runtime.server.schemas import GenerationRequest
+from runtime.server.generate.request import GenerationRequest
 from runtime.server.validation import token_ids
-from runtime.server.reply import Reply
-from runtime.server.tool_calls import OutputPlan, plan_output
+from runtime.server.generate.reply import Reply
+from runtime.server.generate.tool_calls import OutputPlan, plan_output
 
 
 #: the reasoning tokens each effort allows before the engine closes the thinking block
@@ -60,8 +60,8 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> Gene
     loaded = engine.loaded
     local = loaded is not None and bool(loaded.pid)
     if req.tokens is not None and loaded is not None:
-        token_ids(req.tokens, "prompt", loaded.info.get("n_vocab"))
-    plan = await plan_output(req, (loaded.info or {}).get("chat_template") if loaded else None, request)
+        token_ids(req.tokens, "prompt", loaded.n_vocab)
+    plan = await plan_output(req, loaded.chat_template if loaded else None, request)
     budget = req.reasoning_budget or EFFORT_BUDGETS.get(req.reasoning_effort or "")
     if plan is not None and plan.think is not None and budget and local:
         # a local engine closes the thinking block after the budget (a remote one gets the effort)
@@ -88,7 +88,7 @@ async def count_prompt_tokens(request: web.Request, req: GenerationRequest) -> i
         raise model_error(e) from None
     loaded = engine.loaded
     if loaded is not None:  # tools described in the prompt, earlier calls in the model's markup
-        await plan_output(req, (loaded.info or {}).get("chat_template"))
+        await plan_output(req, loaded.chat_template)
     try:
         return await engine.count_tokens(prompt=req.prompt, messages=req.messages)
     except (RequestRefused, WorkerDied, UpstreamFailed) as e:

@@ -29,7 +29,7 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from runtime.server.tool_formats import JsonEnd, ToolFormat
+from runtime.server.generate.tool_formats import JsonEnd, ToolFormat
 
 
 @dataclass(slots=True)

@@ -1,6 +1,6 @@
 """The one reply pipeline: a submitted request's engine outputs as typed chunks, for every wire format.
 
-:func:`runtime.server.generation.start_generation` submits a request and returns a ``Generation``: its handles
+:func:`runtime.server.generate.generation.start_generation` submits a request and returns a ``Generation``: its handles
 (one per choice); :class:`Reply` reads them. Each wire format only maps what comes out:
 
 - :meth:`Reply.chunks` yields a :class:`Chunk` per read of one choice (outputs that queued up
@@ -26,11 +26,11 @@ from dataclasses import dataclass, field
 
 from runtime.engine.client import EngineError, RequestHandle
 from runtime.engine.outputs import RequestOutput, TokenLogprob
-from runtime.server.error_table import api_error
-from runtime.server.output_events import (
+from runtime.server.generate.error_table import api_error
+from runtime.server.generate.output_events import (
     Event, OutputParser, ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, new_call_id,
 )
-from runtime.server.tool_calls import OutputPlan, call_checker
+from runtime.server.generate.tool_calls import OutputPlan, call_checker
 
 
 @dataclass(slots=True)

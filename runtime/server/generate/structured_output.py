@@ -7,7 +7,7 @@
   llama.cpp's server takes it, or Lark).
 
 Reading a body only checks shapes and sizes (cheap, on the event loop); the returned
-:class:`~runtime.server.constraint_jobs.CompileJob` is compiled once the model is known
+:class:`~runtime.server.generate.constraint_jobs.CompileJob` is compiled once the model is known
 (``tool_calls.plan_output``), in the constraint compiler's helper process: there the schema is
 checked against the JSON Schema meta-schema and the caps of ``schema_limits``, and compiled by
 the grammar library. An invalid, unsupported or oversized one is a 400 naming the field before
@@ -20,10 +20,10 @@ from __future__ import annotations
 from typing import Any
 
 from runtime.engine.constraint_spec import GBNF, JSON_OBJECT, JSON_SCHEMA, LARK, REGEX, ConstraintError
-from runtime.server.constraint_compiler import CRASHED, TIMEOUT, CompilerBusy, CompilerUnavailable, compiler
-from runtime.server.constraint_jobs import CompileJob, CompileResult, ToolsJob
+from runtime.server.generate.constraint_compiler import CRASHED, TIMEOUT, CompilerBusy, CompilerUnavailable, compiler
+from runtime.server.generate.constraint_jobs import CompileJob, CompileResult, ToolsJob
 from runtime.server.errors import ApiError
-from runtime.server.schema_limits import MAX_GRAMMAR_BYTES, MAX_PATTERN_CHARS, MAX_SCHEMA_BYTES, TOO_LARGE
+from runtime.server.generate.schema_limits import MAX_GRAMMAR_BYTES, MAX_PATTERN_CHARS, MAX_SCHEMA_BYTES, TOO_LARGE
 from runtime.server.validation import json_text
 
 _CODES = {TOO_LARGE: TOO_LARGE, TIMEOUT: TIMEOUT, CRASHED: CRASHED}

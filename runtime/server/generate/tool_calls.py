@@ -7,7 +7,7 @@ same shape); ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or
 ``{"type": "function", "function": {"name": ...}}``.
 
 Once the engine (and so the chat template) is known, :func:`plan_output` picks the family's
-:class:`~runtime.server.tool_formats.ToolFormat`, has the constraint compiled (``required`` /
+:class:`~runtime.server.generate.tool_formats.ToolFormat`, has the constraint compiled (``required`` /
 named: the call grammar from the first token; ``auto``: the same grammar lazily from the family's
 trigger, or, beside a JSON response format, one grammar from the first token: calls or an answer
 that matches the format; ``none``: no tools are shown to the model), and rewrites the messages
@@ -29,11 +29,11 @@ from typing import Any
 
 from aiohttp import web
 
-from runtime.server.constraint_jobs import CompileJob, ToolsJob
+from runtime.server.generate.constraint_jobs import CompileJob, ToolsJob
 from runtime.server.errors import ApiError, bad_request
-from runtime.server.schema_limits import MAX_TOOLS, TOO_LARGE
-from runtime.server.structured_output import check_schema, compile_job
-from runtime.server.tool_formats import ToolFormat, detect_format, supports_tools
+from runtime.server.generate.schema_limits import MAX_TOOLS, TOO_LARGE
+from runtime.server.generate.structured_output import check_schema, compile_job
+from runtime.server.generate.tool_formats import ToolFormat, detect_format, supports_tools
 from runtime.server.validation import json_field
 
 log = logging.getLogger("hearth.server")

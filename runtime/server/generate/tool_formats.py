@@ -29,7 +29,7 @@ import json
 from dataclasses import dataclass
 
 from runtime.engine.constraint_spec import JSON_OPTIONS
-from runtime.server.tool_relax import rebase
+from runtime.server.generate.tool_relax import rebase
 from runtime.server.validation import json_text
 
 #: the most calls one reply may hold when parallel calls are allowed
@@ -64,7 +64,7 @@ class ToolFormat:
         return best, marker
 
     def held(self, buf: str) -> int:
-        from runtime.server.output_events import _held
+        from runtime.server.generate.output_events import _held
 
         return max(_held(buf, m) for m in self.starts)
 

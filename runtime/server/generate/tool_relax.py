@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from runtime.engine.constraint_spec import ConstraintError
-from runtime.server.schema_limits import _LISTS, _MAPS, _ONE, check_pattern
+from runtime.server.generate.schema_limits import _LISTS, _MAPS, _ONE, check_pattern
 
 #: keywords llguidance 1.9 does not implement; dropping one only lets more through
 UNSUPPORTED = frozenset({"if", "then", "else", "not", "dependentSchemas", "dependentRequired", "contains",

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from runtime.server.schemas import GenerationRequest
-from runtime.server.structured_output import openai_constraint
-from runtime.server.tool_calls import apply_tools
+from runtime.server.generate.request import GenerationRequest
+from runtime.server.generate.structured_output import openai_constraint
+from runtime.server.generate.tool_calls import apply_tools
 
 #: efforts beyond the internal scale (low / medium / high) are its top
 _EFFORT = {"xhigh": "high", "max": "high"}

@@ -32,6 +32,10 @@ _RANK_POOLING = 4
 class WrongModelKind(ValueError):
     """The model cannot do what the endpoint asks (a chat model for embeddings, ...)."""
 
+#: llama.cpp architectures that encode text into vectors instead of generating it
+ENCODER_ARCHITECTURES = frozenset({"bert", "nomic-bert", "nomic-bert-moe", "jina-bert-v2", "jina-bert-v3",
+                                   "modern-bert", "neo-bert", "t5encoder"})
+
 
 @lru_cache(maxsize=256)
 def _task(path: str, _mtime: int) -> str:
@@ -40,8 +44,7 @@ def _task(path: str, _mtime: int) -> str:
             return read_onnx_model(path).kind
         except InvalidOnnxModel:
             return EMBEDDING
-    from runtime.server.capabilities import ENCODER_ARCHITECTURES
-    from runtime.server.ollama_models import header
+    from runtime.server.models.model_header import header
 
     try:
         h = header(Path(path))

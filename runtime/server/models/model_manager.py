@@ -1,7 +1,7 @@
 """The service's models: resolving names, planning their fit, starting engine workers.
 
 Which models are resident (several at once, within the memory budget) is the router's
-business (``runtime.server.router``); this module gives it the two things it needs, a fit
+business (``runtime.server.models.router``); this module gives it the two things it needs, a fit
 plan for a model and a started engine, and keeps the service-wide state (/health's error,
 the request counter)."""
 
@@ -15,10 +15,10 @@ from runtime.config import DEFAULT_CTX, ServeConfig
 from runtime.engine.client import EngineClient
 from runtime.engine.messages import WorkerSpec
 from runtime.engine.protocol import Engine, ErrorCode, ModelLoadFailed
-from runtime.server.embed_engines import GENERATE, EmbedPlan, model_task, refuse_unless, start_embed_engine
-from runtime.server.model_refs import resolve_request_model
-from runtime.server.residency import Budget, default_budget
-from runtime.server.router import ModelDoesNotFit, NoRoom, Router  # noqa: F401  (errors re-exported)
+from runtime.server.models.embed_engines import GENERATE, EmbedPlan, model_task, refuse_unless, start_embed_engine
+from runtime.server.models.model_refs import resolve_request_model
+from runtime.server.models.residency import Budget, default_budget
+from runtime.server.models.router import ModelDoesNotFit, NoRoom, Router  # noqa: F401  (errors re-exported)
 from runtime.store.resolve import InvalidModelFile, ModelPathRefused, ResolvedModel, UnknownModel  # noqa: F401
 
 
@@ -166,7 +166,7 @@ class ModelManager:
     async def engine_for(self, ref: str | None, ctx: int | None = None, keep_alive: float | None = None,
                          pin: bool | None = None, task: str | None = GENERATE) -> Engine:
         """The running engine for ``ref`` (at context ``ctx`` when given): a resident one, or
-        one loaded now (see ``runtime.server.router``); a dead worker is restarted. A model
+        one loaded now (see ``runtime.server.models.router``); a dead worker is restarted. A model
         that only an upstream offers (or ``ID@UPSTREAM``) gets its remote engine. ``task``
         (generate, embedding, rerank; None: any): a local model that cannot serve it raises
         ``WrongModelKind`` before anything loads."""

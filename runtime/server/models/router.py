@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from runtime.engine.protocol import Engine, ModelLoadFailed
-from runtime.server.residency import Budget, Need, Resident
+from runtime.server.models.residency import Budget, Need, Resident
 
 log = logging.getLogger("hearth.router")
 

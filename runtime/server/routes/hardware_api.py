@@ -12,8 +12,8 @@ from aiohttp import web
 
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import bad_request
-from runtime.server.generation import model_error
-from runtime.server.model_refs import ModelPathRefused, confinement
+from runtime.server.generate.generation import model_error
+from runtime.server.models.model_refs import ModelPathRefused, confinement
 from runtime.store.gguf_file import InvalidModelFile
 from runtime.hardware.model_shape import model_shape
 from runtime.store.resolve import UnknownModel
@@ -39,7 +39,7 @@ async def fit(request: web.Request) -> web.Response:
         hw = await manager.hardware()
 
         def blocking():  # the header is read, and the plan made, off the event loop
-            from runtime.server.embed_engines import file_fit
+            from runtime.server.models.embed_engines import file_fit
 
             try:
                 encoder = file_fit(manager.resolve(ref).path, hw)

@@ -14,10 +14,10 @@ from aiohttp import web
 
 from runtime.server.app_keys import MANAGER
 from runtime.server.errors import bad_request
-from runtime.server.generation import model_error
-from runtime.server.keep_alive import parse_keep_alive
-from runtime.server.ollama_models import iso
-from runtime.server.residency import Resident
+from runtime.server.generate.generation import model_error
+from runtime.server.models.keep_alive import parse_keep_alive
+from runtime.server.timestamps import iso
+from runtime.server.models.residency import Resident
 
 
 def rss(pid: int | None) -> int | None:
@@ -45,7 +45,7 @@ def describe(r: Resident, loads: int) -> dict:
 
 
 def _context_length(path: Path) -> int | None:
-    from runtime.server.ollama_models import header
+    from runtime.server.models.model_header import header
 
     try:
         n = header(path).arch_value("context_length")
@@ -58,8 +58,8 @@ async def list_models(request: web.Request) -> web.Response:
     """The local models (``local_models``: embedded, downloaded, imported, and any loaded file): whether each is
     loaded, its context length (the engine's per-request limit when loaded, else the trained
     one), its capabilities and, when loaded, its memory."""
-    from runtime.server.capabilities import capabilities
-    from runtime.server.local_models import local_models
+    from runtime.server.generate.capabilities import capabilities
+    from runtime.server.models.local_models import local_models
 
     router = request.app[MANAGER].router
     rows = [(m.id, Path(m.path), m.name, "hearth" if m.source == "embedded" else m.source)
@@ -75,14 +75,14 @@ async def list_models(request: web.Request) -> web.Response:
         return d
 
     data = await asyncio.to_thread(lambda: [entry(*row) for row in rows])
-    from runtime.server.remotes_api import remote_model_entries
+    from runtime.server.routes.remotes_api import remote_model_entries
 
     data += remote_model_entries(request.app, {d["id"] for d in data})
     return web.json_response({"object": "list", "data": data})
 
 
 async def _body(request: web.Request) -> dict:
-    from runtime.server.openai_api import read_json
+    from runtime.server.validation import read_json
 
     if not request.can_read_body:
         return {}

@@ -32,8 +32,8 @@ from aiohttp import web
 from runtime.self_command import hearth_argv
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, bad_request
-from runtime.server.generation import model_error
-from runtime.server.model_refs import ModelPathRefused
+from runtime.server.generate.generation import model_error
+from runtime.server.models.model_refs import ModelPathRefused
 from runtime.server.security import require_user_act
 from runtime.store.gguf_file import InvalidModelFile
 from runtime.store.resolve import UnknownModel
@@ -150,7 +150,7 @@ async def quantize_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def start(request: web.Request) -> web.Response:
     from runtime.quantize.target import BadTarget, parse_target  # gguf, numpy: only when asked
-    from runtime.server.openai_api import read_json
+    from runtime.server.validation import read_json
 
     require_user_act(request, "making a smaller version of a model",
                      "use the Models page's \"Make a smaller version\" or run `hearth quantize MODEL --to SIZE`",

@@ -83,7 +83,7 @@ def remote_tag_entries(app: web.Application, local_names: set[str]) -> list[dict
 
 
 def _iso(ts: float | None) -> str:
-    from runtime.server.ollama_models import iso, now_iso
+    from runtime.server.timestamps import iso, now_iso
 
     return iso(ts) if ts else now_iso()
 
@@ -145,7 +145,7 @@ async def add_remote(request: web.Request) -> web.Response:
     the key goes to the OS keyring (refused, with what to do instead, where there is none); 201
     with the upstream after a first reading of its models (its error, if it could not be read:
     Hearth's words and a status, never what the address answered)."""
-    from runtime.server.openai_api import read_json
+    from runtime.server.validation import read_json
 
     _add_consented(request, None)
     f = _fields(await read_json(request))

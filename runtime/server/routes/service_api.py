@@ -36,7 +36,7 @@ async def health(request: web.Request) -> web.Response:
     status = request.app[MANAGER].status()
     if not _detailed(request):
         return web.json_response({"status": "error" if status["state"] == "crashed" else "ok", "service": "hearth"})
-    from runtime.server.remotes_api import health_summary
+    from runtime.server.routes.remotes_api import health_summary
 
     body = {"status": "ok", "service": "hearth", "version": __version__, "engine": status,
             "remotes": health_summary(request.app)}
@@ -67,7 +67,7 @@ async def identity_proof(request: web.Request) -> web.Response:
 async def stats(request: web.Request) -> web.Response:
     """Per resident model: its description (``models_api.describe``) and engine counters; the
     loads and unloads of every model since the service started; the budget and its use."""
-    from runtime.server.models_api import describe
+    from runtime.server.routes.models_api import describe
 
     manager = request.app[MANAGER]
     router = manager.router

@@ -18,7 +18,7 @@ from aiohttp import web
 from runtime.server import sse
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, bad_request
-from runtime.server.local_models import delete_local, local_models
+from runtime.server.models.local_models import delete_local, local_models
 from runtime.import_confirm import ensure_token
 from runtime.server.security import require_user_act
 from runtime.store import checkpoint_pull, hub
@@ -67,7 +67,7 @@ def store_error(e: Exception) -> ApiError:
 
 
 async def _body(request: web.Request, key: str) -> str:
-    from runtime.server.openai_api import read_json
+    from runtime.server.validation import read_json
 
     body = await read_json(request)
     value = body.get(key) if isinstance(body, dict) else None
@@ -117,7 +117,7 @@ def _fit(entry: CatalogEntry, hw, config) -> tuple[dict | None, bool]:
     from runtime.hardware.fit import plan_fit
 
     if "task" in entry.raw:  # an embedding or reranking model
-        from runtime.server.embed_engines import encoder_fit
+        from runtime.server.models.embed_engines import encoder_fit
 
         return encoder_fit(entry, hw, config.data_dir)
     try:

@@ -20,13 +20,13 @@ from aiohttp import web
 
 from runtime.engine.client import EngineError
 from runtime.server import sse
-from runtime.server.anthropic_schemas import MessagesRequest, parse_messages
-from runtime.server.error_table import api_error
-from runtime.server.generation import count_prompt_tokens, start_generation
-from runtime.server.openai_api import read_json
-from runtime.server.output_events import ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
-from runtime.server.reply import Choice, Reply
-from runtime.server.wire_options import apply_options
+from runtime.server.wire.anthropic.anthropic_schemas import MessagesRequest, parse_messages
+from runtime.server.generate.error_table import api_error
+from runtime.server.generate.generation import count_prompt_tokens, start_generation
+from runtime.server.validation import read_json
+from runtime.server.generate.output_events import ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
+from runtime.server.generate.reply import Choice, Reply
+from runtime.server.generate.wire_options import apply_options
 
 
 def _apply(mreq: MessagesRequest) -> None:

@@ -29,12 +29,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime.sampling_params import DEFAULT_TOP_K, SamplingParams
-from runtime.server.client_metadata import strip_metadata
+from runtime.server.generate.client_metadata import strip_metadata
 from runtime.server.errors import bad_request
-from runtime.server.schemas import DEFAULT_TEMPERATURE, GenerationRequest
-from runtime.server.structured_output import extension_fields
+from runtime.server.generate.request import GenerationRequest
+from runtime.server.wire.openai.schemas import DEFAULT_TEMPERATURE
+from runtime.server.generate.structured_output import extension_fields
 from runtime.server.validation import boolean, int_option, integer, number, option, stop_list
-from runtime.server.tool_shapes import function_tool, tool_list
+from runtime.server.generate.tool_shapes import function_tool, tool_list
 
 _SKIPPED_BLOCKS = {"thinking", "redacted_thinking", "server_tool_use", "mcp_tool_use", "mcp_tool_result",
                    "container_upload"}

@@ -19,19 +19,20 @@ from runtime import __version__
 from runtime.config import DEFAULT_CTX
 from runtime.engine.client import EngineError
 from runtime.server.app_keys import CONFIG, MANAGER
-from runtime.server.error_table import api_error
+from runtime.server.generate.error_table import api_error
 from runtime.server.errors import ApiError
-from runtime.server.generation import model_error, start_generation
-from runtime.server.logprobs_api import chat_content
-from runtime.server.local_models import delete_local, local_models
-from runtime.server.ollama_models import iso, now_iso, show as show_model, tag_entry
-from runtime.server.ollama_schemas import (
+from runtime.server.generate.generation import model_error, start_generation
+from runtime.server.generate.logprobs_api import chat_content
+from runtime.server.models.local_models import delete_local, local_models
+from runtime.server.timestamps import iso, now_iso
+from runtime.server.wire.ollama.ollama_models import show as show_model, tag_entry
+from runtime.server.wire.ollama.ollama_schemas import (
     OllamaRequest, engine_model, model_name, parse_ollama_chat, parse_ollama_generate,
 )
-from runtime.server.openai_api import read_json
-from runtime.server.output_events import ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
-from runtime.server.reply import Reply
-from runtime.server.residency import Resident
+from runtime.server.validation import read_json
+from runtime.server.generate.output_events import ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
+from runtime.server.generate.reply import Reply
+from runtime.server.models.residency import Resident
 from runtime.store.registry import LocalModel
 
 NDJSON = "application/x-ndjson"
@@ -237,7 +238,7 @@ async def _find(request: web.Request, name: str) -> LocalModel:
 async def tags(request: web.Request) -> web.Response:
     models = await local_models(request.app)
     entries = await asyncio.to_thread(lambda: [tag_entry(m) for m in models])
-    from runtime.server.remotes_api import remote_tag_entries
+    from runtime.server.routes.remotes_api import remote_tag_entries
 
     entries += remote_tag_entries(request.app, {e["name"] for e in entries})
     return web.json_response({"models": entries})
@@ -266,7 +267,7 @@ async def show(request: web.Request) -> web.Response:
 async def ps(request: web.Request) -> web.Response:
     """Every resident model: its memory (the worker's resident set, else the planned bytes),
     the part on GPUs (planned), its context and when its keep-alive runs out."""
-    from runtime.server.models_api import rss
+    from runtime.server.routes.models_api import rss
 
     out = []
     for r, m in await _residents(request):
@@ -308,7 +309,7 @@ async def pull(request: web.Request) -> web.StreamResponse:
     A model that ships with Hearth, or is already a local file, needs no download: ``success``.
     Leaving the stream does not stop the download (the store keeps it, as /hearth/downloads shows).
     """
-    from runtime.server.store_api import DOWNLOADS, store_error
+    from runtime.server.routes.store_api import DOWNLOADS, store_error
     from runtime.store.pull_target import NothingToPull
 
     body = await read_json(request)

@@ -4,37 +4,19 @@ way Ollama's /api/tags, /api/show and /api/ps describe them."""
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timezone
-from functools import lru_cache
 from pathlib import Path
 
+from runtime.server.models.model_header import header
+from runtime.server.timestamps import iso, now_iso
 from runtime.store.catalog import load_catalog
 from runtime.store.onnx_model import is_onnx_path
-from runtime.store.gguf_file import GGUFHeader, read_header
+from runtime.store.gguf_file import GGUFHeader
 from runtime.store.registry import LocalModel
 
 # llama.cpp's general.file_type values (LLAMA_FTYPE_*) for the common quantizations
 _FILE_TYPES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 7: "Q8_0", 8: "Q5_0", 9: "Q5_1", 10: "Q2_K",
                11: "Q3_K_S", 12: "Q3_K_M", 13: "Q3_K_L", 14: "Q4_K_S", 15: "Q4_K_M", 16: "Q5_K_S",
                17: "Q5_K_M", 18: "Q6_K", 32: "BF16"}
-
-
-def iso(ts: float) -> str:
-    return datetime.fromtimestamp(ts, timezone.utc).isoformat().replace("+00:00", "Z")
-
-
-def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
-
-
-@lru_cache(maxsize=64)
-def _header(path: str, mtime_ns: int, size: int) -> GGUFHeader:
-    return read_header(path)
-
-
-def header(path: Path) -> GGUFHeader:
-    st = path.stat()
-    return _header(str(path), st.st_mtime_ns, st.st_size)
 
 
 def _parameter_size(h: GGUFHeader) -> str:
@@ -120,7 +102,7 @@ def _show_onnx(m: LocalModel) -> dict:
 
 
 def show(m: LocalModel, params: dict) -> dict:
-    from runtime.server.capabilities import capabilities_of
+    from runtime.server.generate.capabilities import capabilities_of
 
     if is_onnx_path(m.path):
         return _show_onnx(m)

@@ -17,11 +17,12 @@ from typing import Any
 from runtime.sampling_params import DEFAULT_TOP_K, LIMITS, SamplingParams
 from runtime.server import validation as v
 from runtime.server.errors import bad_request
-from runtime.server.keep_alive import parse_keep_alive
-from runtime.server.logprobs_api import parse_chat_logprobs
-from runtime.server.schemas import DEFAULT_TEMPERATURE, GenerationRequest
-from runtime.server.structured_output import ollama_constraint
-from runtime.server.tool_calls import apply_tools, parse_reasoning
+from runtime.server.models.keep_alive import parse_keep_alive
+from runtime.server.generate.logprobs_api import parse_chat_logprobs
+from runtime.server.generate.request import GenerationRequest
+from runtime.server.wire.openai.schemas import DEFAULT_TEMPERATURE
+from runtime.server.generate.structured_output import ollama_constraint
+from runtime.server.generate.tool_calls import apply_tools, parse_reasoning
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 

@@ -18,10 +18,10 @@ import orjson
 from aiohttp import web
 
 from runtime.server import validation as v
-from runtime.server.embed_engines import EMBEDDING
-from runtime.server.embed_run import DEFAULT_EMBEDDING_MODEL, MAX_INPUTS, encoder_for, run_embed, shorten
+from runtime.server.models.embed_engines import EMBEDDING
+from runtime.server.generate.embed_run import DEFAULT_EMBEDDING_MODEL, MAX_INPUTS, encoder_for, run_embed, shorten
 from runtime.server.errors import bad_request
-from runtime.server.keep_alive import parse_keep_alive
+from runtime.server.models.keep_alive import parse_keep_alive
 
 
 def _is_ids(x) -> bool:
@@ -91,7 +91,7 @@ def json_response(body: dict) -> web.Response:
 
 
 def _ollama_model(body: dict) -> str:
-    from runtime.server.ollama_schemas import engine_model, model_name
+    from runtime.server.wire.ollama.ollama_schemas import engine_model, model_name
 
     return engine_model(model_name(body))
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime.server.embed_run import MAX_INPUTS
+from runtime.server.generate.embed_run import MAX_INPUTS
 
 STR = {"type": "string"}
 INT = {"type": "integer"}

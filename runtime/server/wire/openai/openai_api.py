@@ -20,13 +20,14 @@ from aiohttp import web
 from runtime.engine.client import EngineError
 from runtime.server import sse
 from runtime.server.errors import bad_request
-from runtime.server.generation import start_generation
-from runtime.server.error_table import api_error
-from runtime.server.logprobs_api import CompletionLogprobs, chat_content, echo_text
-from runtime.server.output_events import Event, ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallStart
-from runtime.server.reply import Choice, Reply
-from runtime.server.schemas import GenerationRequest, parse_chat, parse_completion
-from runtime.server.validation import read_json  # noqa: F401 - the other routes import it from here
+from runtime.server.generate.generation import start_generation
+from runtime.server.generate.error_table import api_error
+from runtime.server.generate.logprobs_api import CompletionLogprobs, chat_content, echo_text
+from runtime.server.generate.output_events import Event, ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallStart
+from runtime.server.generate.reply import Choice, Reply
+from runtime.server.generate.request import GenerationRequest
+from runtime.server.wire.openai.schemas import parse_chat, parse_completion
+from runtime.server.validation import read_json
 
 
 def chat_message(text: str, reasoning: str, calls: list[dict]) -> dict:

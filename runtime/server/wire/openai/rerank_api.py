@@ -16,8 +16,8 @@ from aiohttp import web
 
 from runtime.server import validation as v
 from runtime.server.app_keys import MANAGER
-from runtime.server.embed_engines import RERANK
-from runtime.server.embed_run import MAX_INPUTS, encoder_for, run_score
+from runtime.server.models.embed_engines import RERANK
+from runtime.server.generate.embed_run import MAX_INPUTS, encoder_for, run_score
 from runtime.server.errors import bad_request
 
 

@@ -6,50 +6,20 @@ the wrong type or out of range is a 400 that names the field.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from runtime.sampling_params import DEFAULT_TOP_K, SamplingParams
 from runtime.server import validation as v
 from runtime.server.errors import bad_request
-from runtime.server.logprobs_api import parse_chat_logprobs, parse_completion_logprobs
-from runtime.server.structured_output import openai_constraint
-from runtime.server.tool_calls import apply_tools
+from runtime.server.generate.request import GenerationRequest
+from runtime.server.generate.logprobs_api import parse_chat_logprobs, parse_completion_logprobs
+from runtime.server.generate.structured_output import openai_constraint
+from runtime.server.generate.tool_calls import apply_tools
 
 DEFAULT_TEMPERATURE = 0.8
 MAX_N = 16
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool"})
 _UNSUPPORTED = {"functions": "function calling (use 'tools')", "suffix": "suffix", "best_of": "best_of"}
-
-
-@dataclass(slots=True)
-class GenerationRequest:
-    model: str | None
-    params: SamplingParams
-    stream: bool = False
-    include_usage: bool = False
-    messages: list[dict] | None = None
-    prompt: str | None = None
-    tokens: list[int] | None = None
-    echo: bool = False
-    n: int = 1
-    #: the context the client asked the model to be loaded with (Ollama's ``num_ctx``)
-    num_ctx: int | None = None
-    keep_alive: float | None = None  # seconds; None: the service default
-    #: constrained decoding (``runtime.engine.constraint.ConstraintSpec``), None: free text
-    constraint: Any = None
-    #: the JSON schema a structured reply follows (None: not JSON)
-    schema: dict | None = None
-    #: OpenAI function tools ``[{"type": "function", "function": {...}}]`` and tool_choice
-    tools: list[dict] | None = None
-    tool_choice: Any = None
-    parallel_tool_calls: bool = True
-    #: reasoning: None (the template's default), True / False; effort "low" / "medium" / "high"
-    think: bool | None = None
-    reasoning_effort: str | None = None
-    #: at most this many tokens of reasoning (Anthropic's ``thinking.budget_tokens``); None: the
-    #: effort's budget (``generation.EFFORT_BUDGETS``), or none
-    reasoning_budget: int | None = None
 
 
 def _draft(body: dict) -> str | None:

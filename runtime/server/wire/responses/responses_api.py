@@ -25,15 +25,15 @@ from runtime.engine.client import EngineError
 from runtime.server import sse
 from runtime.server.app_keys import CONFIG
 from runtime.server.errors import ApiError
-from runtime.server.error_table import api_error
-from runtime.server.generation import start_generation
-from runtime.server.logprobs_api import chat_content
-from runtime.server.openai_api import read_json
-from runtime.server.reply import Reply
-from runtime.server.wire_options import apply_options
-from runtime.server.responses_output import OutputItems
-from runtime.server.responses_schemas import ResponsesRequest, parse_responses
-from runtime.server.responses_store import ResponseStore
+from runtime.server.generate.error_table import api_error
+from runtime.server.generate.generation import start_generation
+from runtime.server.generate.logprobs_api import chat_content
+from runtime.server.validation import read_json
+from runtime.server.generate.reply import Reply
+from runtime.server.generate.wire_options import apply_options
+from runtime.server.wire.responses.responses_output import OutputItems
+from runtime.server.wire.responses.responses_schemas import ResponsesRequest, parse_responses
+from runtime.server.wire.responses.responses_store import ResponseStore
 
 RESPONSES = web.AppKey("responses", ResponseStore)
 

@@ -31,10 +31,11 @@ from typing import Any
 
 from runtime.sampling_params import DEFAULT_TOP_K, SamplingParams
 from runtime.server.errors import bad_request
-from runtime.server.schemas import DEFAULT_TEMPERATURE, GenerationRequest
-from runtime.server.structured_output import extension_fields
+from runtime.server.generate.request import GenerationRequest
+from runtime.server.wire.openai.schemas import DEFAULT_TEMPERATURE
+from runtime.server.generate.structured_output import extension_fields
 from runtime.server.validation import boolean, int_option, option
-from runtime.server.tool_shapes import function_tool, tool_list
+from runtime.server.generate.tool_shapes import function_tool, tool_list
 
 ROLES = {"user", "assistant", "system", "developer"}
 _TEXT_PARTS = {"input_text", "output_text", "text", "refusal"}

@@ -1,0 +1,1 @@
+"""Which models are resident, loading them, and what they can do."""

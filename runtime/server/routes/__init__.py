@@ -1,0 +1,1 @@
+"""Hearth's own routes: health and stats, models, the store, hardware, remotes, quantize jobs."""
