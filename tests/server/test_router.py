@@ -44,15 +44,20 @@ def test_two_models_serve_interleaved_streams_without_reloading(two):
 
     errors: list[BaseException] = []
 
+    finished: list[str | None] = []
+
     def stream(model: str) -> None:
-        parts = []
+        parts, reason = [], None
         try:
             for chunk in oai.chat.completions.create(model=model, messages=CHAT, max_tokens=3, stream=True):
                 if chunk.choices and chunk.choices[0].delta.content:
                     parts.append(chunk.choices[0].delta.content)
+                if chunk.choices and chunk.choices[0].finish_reason:
+                    reason = chunk.choices[0].finish_reason
         except Exception as e:  # noqa: BLE001 - reported by the assertion below
             errors.append(e)
         texts[model].append("".join(parts))
+        finished.append(reason)
 
     for _ in range(2):  # both models stream at the same time, twice
         threads = [threading.Thread(target=stream, args=(m,)) for m in (SMOL, GEMMA, SMOL, GEMMA)]
@@ -61,7 +66,9 @@ def test_two_models_serve_interleaved_streams_without_reloading(two):
         for t in threads:
             t.join(120)
     assert not errors, errors
-    assert all(len(v) == 4 and all(v) for v in texts.values()), texts
+    # every stream ran to its end (a sampled reply may be an end of turn at once: no text)
+    assert all(len(v) == 4 and any(v) for v in texts.values()), texts
+    assert len(finished) == 8 and all(r in ("stop", "length") for r in finished), finished
     stats = two.stats()
     assert stats["loads"] == {SMOL: 1, GEMMA: 1} and stats["unloads"] == {}
     resident = _resident(two)
