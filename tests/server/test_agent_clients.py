@@ -40,8 +40,10 @@ CACHED_SHARE = 0.9
 #: seconds a stream may stay silent (keep-alives every 5 s; the clients' idle timeouts are minutes)
 MAX_SILENCE = 10.0
 
-pytestmark = pytest.mark.skipif(not os.environ.get("HEARTH_TEST_AGENT_CLIENTS"),
-                                reason="the real agent clients run with HEARTH_TEST_AGENT_CLIENTS=1 (minutes, npm)")
+pytestmark = [pytest.mark.skipif(not os.environ.get("HEARTH_TEST_AGENT_CLIENTS"),
+                                 reason="the real agent clients run with HEARTH_TEST_AGENT_CLIENTS=1 (minutes, npm)"),
+              # a client's first read of its 19k-token prompt takes 2-3 minutes on 2 cores, and two turns run
+              pytest.mark.timeout(1800)]
 
 
 def _install() -> Path | str:

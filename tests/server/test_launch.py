@@ -337,6 +337,7 @@ def agent_server(gemma_path):
 
 
 @real_clients
+@pytest.mark.timeout(1800)  # the client reads a long prompt on 2 cores (the check itself allows 1200 s)
 @pytest.mark.parametrize("client", list(hl.CLIENTS))
 def test_check_runs_the_real_client(client, agent_server, tmp_path):
     bin_dir = _installed(client)
