@@ -30,6 +30,7 @@ import json
 import math
 import threading
 from contextlib import contextmanager
+from collections.abc import Iterable
 from typing import Any
 
 from aiohttp import web
@@ -112,7 +113,7 @@ def _within(counts: tuple[int, int, int] | tuple[int, ...]) -> bool:
     return all(n <= cap for n, cap in zip(counts, CAPS))
 
 
-def _upper_bounds(raw: bytes | str) -> tuple[int, int, int]:
+def _upper_bounds(raw: Any) -> tuple[int, int, int]:  # bytes or str: the same methods
     b = isinstance(raw, bytes)
     containers = raw.count(b"[" if b else "[") + raw.count(b"{" if b else "{")
     strings = raw.count(b'"' if b else '"') // 2
@@ -141,7 +142,7 @@ def _collector_paused():
                 gc.enable()
 
 
-def _outside_strings(raw: bytes | str) -> tuple[int, int, int]:
+def _outside_strings(raw: Any) -> tuple[int, int, int]:  # bytes or str: the same methods
     """Arrays and objects, strings and values outside strings, up to just past a cap: the search
     for each string's end (a quote after an even run of backslashes) is done by ``find``."""
     b = isinstance(raw, bytes)
@@ -219,6 +220,7 @@ def tree_problem(value: Any) -> tuple[str, str | None] | None:
         v, depth, path = stack.pop()
         if depth > MAX_DEPTH:
             return f"the request body is nested too deeply (at most {MAX_DEPTH} levels)", None
+        items: Iterable[tuple[Any, Any]]
         if isinstance(v, dict):
             items = v.items()
             for k in v:

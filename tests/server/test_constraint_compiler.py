@@ -83,15 +83,15 @@ def test_a_crash_of_the_helper_costs_only_its_job():
     async def test(c: ConstraintCompiler) -> None:
         await c.compile(CompileJob(REGEX, "x", "regex"))
         pid = c.pid
-        job = asyncio.create_task(c.compile(slow_tools()))
-        await asyncio.sleep(1.0)  # well inside the job (about 600 compilations)
+        job = asyncio.create_task(c.compile(slow_tools(600)))
+        await asyncio.sleep(1.0)  # well inside the job (about 1,800 compilations: 3 s or more)
         os.kill(pid, signal.SIGSEGV)
         r = await job
         assert r.error is not None and r.error.code == CRASHED
         assert str(r.error) == "'tools' crashed the grammar compiler: simplify it"
         after = await c.compile(CompileJob(JSON_SCHEMA, SCHEMA, "response_format"))
         assert after.spec is not None and c.pid not in (None, pid) and c.started == 2
-        assert (await c.compile(slow_tools())) is r  # a job that crashed the helper is not run again
+        assert (await c.compile(slow_tools(600))) is r  # a job that crashed the helper is not run again
 
     with_compiler(test, budget_s=60)
 

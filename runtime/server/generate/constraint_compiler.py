@@ -28,6 +28,7 @@ import logging
 import multiprocessing as mp
 import pickle
 from collections import OrderedDict
+from typing import cast
 
 from runtime.engine.constraint_spec import ConstraintError
 from runtime.engine.worker_pipe import WorkerPipe
@@ -86,7 +87,7 @@ class _Helper:
             if not self.ready.done():
                 self.ready.set_result(msg.pid)
             return
-        job_id, result = msg
+        job_id, result = cast("tuple[str, CompileResult]", msg)  # the helper's only other message
         if self.pending is not None and self.pending[0] == job_id and not self.pending[1].done():
             self.pending[1].set_result(result)
 
@@ -169,6 +170,7 @@ class ConstraintCompiler:
         if self._loop is not loop:  # a new event loop (tests): a new lock and helper
             self.close()
             self._loop, self._lock = loop, asyncio.Lock()
+        assert self._lock is not None  # made with its loop, just above or on an earlier call
         return self._lock
 
     async def _run(self, job: CompileJob | ToolsJob, payload: bytes) -> CompileResult:

@@ -140,6 +140,7 @@ class OutputParser:
     # -- states ---------------------------------------------------------------------
     def _start(self, out: list[Event], final: bool) -> None:
         """Reasoning models: the reply may open with the thinking block (after whitespace)."""
+        assert self.think is not None  # the parser starts here only for a reasoning template
         opening = self.think[0]
         stripped = self.buf.lstrip()
         if stripped.startswith(opening):
@@ -149,6 +150,7 @@ class OutputParser:
             self.state = "text"
 
     def _reasoning(self, out: list[Event], final: bool) -> None:
+        assert self.think is not None  # inside a thinking block: the template has one
         closing = self.think[1]
         at = self.buf.find(closing)
         if at >= 0:
@@ -192,6 +194,7 @@ class OutputParser:
         """Inside a call's markup: send the calls whose arguments are JSON as they are written;
         when the markup ends, send the calls it holds that were not sent yet."""
         self._stream_calls(out)
+        assert self.fmt is not None  # inside a call's markup: the plan has a tool format
         body, rest = self.fmt.split_body(self.buf, final)
         if body is None:
             if final:  # cut off inside the call

@@ -96,7 +96,7 @@ def parse_tools(body: dict) -> list[dict] | None:
         if desc is not None and not isinstance(desc, str):
             raise bad_request(f"'{where}.function.description' must be a string", f"{where}.function.description")
         params = fn.get("parameters")
-        out = {"name": name, **({"description": desc} if desc else {})}
+        out: dict[str, Any] = {"name": name, **({"description": desc} if desc else {})}
         if params is not None:
             out["parameters"] = check_schema(params, f"{where}.function.parameters")
         tools.append({"type": "function", "function": out})
@@ -189,7 +189,7 @@ async def plan_output(req, template: str | None, request: web.Request | None = N
             req.messages = render_for(req.messages, detect_format(template), [], native=False)
         if think is None:
             return None
-        return OutputPlan(None, [], think, in_reasoning=req.think is not False and _opens_thinking(template))
+        return OutputPlan(None, [], think, in_reasoning=req.think is not False and _opens_thinking(template or ""))
     if answer is not None and answer.answer_schema is None:
         raise bad_request(f"'{answer.param}' cannot be combined with 'tools' (a JSON response format can; or set "
                           "tool_choice to \"none\")", answer.param)

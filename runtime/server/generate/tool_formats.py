@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from runtime.engine.constraint_spec import JSON_OPTIONS
 from runtime.server.generate.tool_relax import rebase
@@ -109,13 +110,12 @@ class ToolFormat:
             value = [value]
         if not isinstance(value, list) or not value:
             return None
-        calls = []
+        calls: list[tuple[str, dict]] = []
         for item in value:
             if not isinstance(item, dict) or not isinstance(item.get("name"), str):
                 return None
-            args = item.get("arguments", item.get("parameters", {}))
-            if isinstance(args, str):
-                args = _loads(args)
+            given: Any = item.get("arguments", item.get("parameters", {}))
+            args = _loads(given) if isinstance(given, str) else given
             if not isinstance(args, dict):
                 return None
             calls.append((item["name"], args))
@@ -296,10 +296,10 @@ def detect_format(template: str | None) -> ToolFormat:
 def supports_tools(template: str | None) -> bool:
     """Whether the template renders tools itself (models whose template does not still get
     tool calling, with the tools described in the system message)."""
-    return bool(template) and "tools" in template
+    return template is not None and "tools" in template
 
 
 def template_capabilities(template: str | None) -> dict[str, bool]:
     """What ``/v1/models`` reports: ``tools`` when the template renders them itself (any model
     gets tool calling through the system message), ``reasoning`` when it has a thinking block."""
-    return {"tools": supports_tools(template), "reasoning": bool(template) and "<think>" in template}
+    return {"tools": supports_tools(template), "reasoning": template is not None and "<think>" in template}

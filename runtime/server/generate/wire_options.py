@@ -25,7 +25,7 @@ def apply_options(gen: GenerationRequest, *, tools: list[dict] | None, tool_choi
     ``gen.messages`` must hold the whole conversation (earlier calls and results included).
     ``extensions``: Hearth's own ``regex`` / ``grammar`` fields, as the chat API takes them."""
     body = {**(extensions or {}), "tools": tools or None, "tool_choice": tool_choice, "parallel_tool_calls": parallel,
-            "think": think, "reasoning_effort": _EFFORT.get(effort, effort), "response_format": response_format}
+            "think": think, "reasoning_effort": _EFFORT.get(effort, effort) if effort else effort, "response_format": response_format}
     body = {k: v for k, v in body.items() if v is not None}
     gen.constraint, gen.schema = openai_constraint(body)
     apply_tools(gen, body, gen.messages)

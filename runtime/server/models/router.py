@@ -23,7 +23,7 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from runtime.engine.protocol import Engine, ModelLoadFailed
@@ -44,8 +44,8 @@ class NoRoom(ModelLoadFailed):
         self.retry_after = retry_after
 
 
-#: plan(model, ctx) -> FitPlan | None; start(model, plan, ctx) -> a started Engine
-PlanFn = Callable[[Any, int], Awaitable[Any]]
+#: plan(model, ctx) -> FitPlan | None (ctx None: the plan chooses); start(model, plan, ctx) -> a started Engine
+PlanFn = Callable[[Any, int | None], Awaitable[Any]]
 StartFn = Callable[[Any, Any, int], Awaitable[Engine]]
 
 
@@ -101,7 +101,7 @@ class Router:
             return r
         want = ctx or self.default_ctx
         deadline = time.monotonic() + self.load_wait
-        plan = need = None
+        plan, need = None, None
         while True:
             async with self._lock:
                 r = self._serving(model, ctx)
@@ -124,6 +124,7 @@ class Router:
                         for x in smaller:  # the model keeps what it was given
                             keep_alive = x.keep_alive if keep_alive is None else keep_alive
                             pin = x.pinned if pin is None else pin
+                        assert want is not None  # the plan (or the unplanned default) chose it above
                         return await self._load(model, plan, need, want, keep_alive, pin)
             if time.monotonic() >= deadline:
                 if smaller and any(x.busy for x in smaller):
@@ -149,7 +150,7 @@ class Router:
         log.info("loaded %s (ctx %d); resident: %s", model.id, ctx, ", ".join(x.model_id for x in self.residents))
         return r
 
-    async def _make_room(self, need: Need, budget: Budget, replaced: list[Resident] = ()) -> bool:
+    async def _make_room(self, need: Need, budget: Budget, replaced: Sequence[Resident] = ()) -> bool:
         """Unload dead engines, the ``replaced`` ones (the same model at a smaller context),
         then idle unpinned ones (least recently used first) until ``need`` fits; unloads
         nothing when even that would not be enough."""

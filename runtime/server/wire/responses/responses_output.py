@@ -48,6 +48,7 @@ class OutputItems:
         return len(self.items)
 
     def _where(self) -> dict:
+        assert self.item is not None  # an event of the open item
         return {"item_id": self.item["id"], "output_index": self.index}
 
     async def open(self, item: dict) -> None:
