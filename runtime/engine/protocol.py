@@ -13,7 +13,7 @@ an ``ErrorCode``; callers decide by the code, never by searching the message.
 from __future__ import annotations
 
 import enum
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 
@@ -130,9 +130,13 @@ class Engine(Protocol):
     (None before the first); ``active`` counts requests in flight."""
 
     model_id: str
-    loaded: LoadedInfo | None
     stats: Any
     error: str | None
+
+    @property
+    def loaded(self) -> LoadedInfo | None:
+        """What the engine said when it started (None before)."""
+        ...
 
     @property
     def alive(self) -> bool: ...
@@ -149,7 +153,7 @@ class Engine(Protocol):
 
     async def submit(self, params: Any, *, prompt: str | None = None, messages: list[dict] | None = None,
                      tokens: list[int] | None = None, n: int = 1, constraint: Any = None,
-                     template_vars: dict | None = None) -> list[OutputStream]:
+                     template_vars: dict | None = None) -> Sequence[OutputStream]:
         """``constraint``: an output constraint (``ConstraintSpec``); ``template_vars``: extra
         chat-template variables (``tools``, ``enable_thinking``)."""
         ...

@@ -25,6 +25,7 @@ a millisecond). The limits apply to every listening site of the runner (``--olla
 from __future__ import annotations
 
 import asyncio
+from typing import cast
 import contextlib
 import logging
 from collections import Counter
@@ -84,7 +85,7 @@ class GuardedProtocol(RequestHandler):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.opened_at = self.last_data_at = self._loop.time()
         if not self.guard.admit(self):
-            transport.abort()  # full, and the reserve too: nothing was read, nothing to answer
+            cast(asyncio.Transport, transport).abort()  # full, and the reserve too: nothing was read, nothing to answer
             return
         super().connection_made(transport)
 

@@ -17,7 +17,7 @@ def _default(cls, name: str):
     return next(f.default for f in fields(cls) if f.name == name)
 
 
-def _keep_alive(text: str) -> float:
+def _keep_alive(text: str) -> float | None:
     from runtime.server.errors import ApiError
 
     try:

@@ -30,7 +30,7 @@ async def graceful_stop(app: web.Application, runner: web.AppRunner) -> None:
     for r in manager.router.residents:
         if r.busy:
             r.engine.fail_all(ServiceStopping("the service is shutting down; the request was ended early"))
-    if getattr(manager, "remotes", None) is not None:  # requests at upstreams end the same way
+    if manager.remotes is not None:  # requests at upstreams end the same way
         manager.remotes.fail_all(ServiceStopping("the service is shutting down; the request was ended early"))
     # Download event feeds and pull progress streams end when the download manager closes
     # (unfinished downloads are recorded and resume on the next start).
@@ -40,7 +40,7 @@ async def graceful_stop(app: web.Application, runner: web.AppRunner) -> None:
         await app[DOWNLOADS].close()
     # handlers now write their last frame; give them a moment before connections close
     deadline = time.monotonic() + 5.0
-    while time.monotonic() < deadline and sum(app[LIMITER].values()):
+    while time.monotonic() < deadline and any(app[LIMITER].values()):
         await asyncio.sleep(0.02)
     await runner.cleanup()
 

@@ -21,7 +21,7 @@ import logging
 import shutil
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -229,7 +229,7 @@ class DownloadManager:
         await self._done[download_id].wait()
         return self.get(download_id)
 
-    async def events(self) -> AsyncIterator[dict]:
+    async def events(self) -> AsyncGenerator[dict, None]:
         """Every download's state, then each change (progress at most ~4 times a second)."""
         q: asyncio.Queue = asyncio.Queue(maxsize=10_000)
         self._subscribers.add(q)

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import pickle
+from typing import Any
 from collections import OrderedDict
 from multiprocessing.connection import Connection
 
@@ -77,7 +78,7 @@ def run_job(job: CompileJob | ToolsJob) -> CompileResult:
         return CompileResult(error=ConstraintError(f"'{param}' could not be compiled ({type(e).__name__})", param))
 
 
-def compile_one(kind: str, source: object, param: str | None) -> ConstraintSpec:
+def compile_one(kind: str, source: Any, param: str | None) -> ConstraintSpec:
     """Caps, meta-schema, compile, walk: one constraint as the client sent it."""
     from runtime.engine.constraint import check_matches, compile_constraint
 

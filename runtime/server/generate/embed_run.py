@@ -59,7 +59,7 @@ def shorten(vectors: np.ndarray, dimensions: int | None, info: dict, model_id: s
     if not info.get("matryoshka"):
         raise ApiError(400, f"'{param}': model {model_id} makes {full}-dimensional vectors and was not trained "
                             "for shorter ones (no Matryoshka representation); leave it out", param=param)
-    if not 1 <= dimensions <= full:
+    if full is None or not 1 <= dimensions <= full:
         raise ApiError(400, f"'{param}' must be between 1 and {full} for model {model_id}", param=param)
     cut = vectors[:, :dimensions]
     return cut / np.maximum(np.linalg.norm(cut, axis=1, keepdims=True), 1e-12)

@@ -3,12 +3,13 @@ read through ``reply.Reply``, its errors mapped by ``error_table``."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from aiohttp import web
 
-from runtime.engine.client import RequestHandle, RequestRefused, WorkerDied
-from runtime.engine.protocol import Engine, UpstreamFailed
+from runtime.engine.client import RequestRefused, WorkerDied
+from runtime.engine.protocol import Engine, OutputStream, UpstreamFailed
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.generate.error_table import api_error
 from runtime.server.errors import ApiError
@@ -32,7 +33,7 @@ class Generation:
     """A submitted request: its engine, one handle per choice, and how its output is read."""
 
     engine: Engine
-    handles: list[RequestHandle]
+    handles: Sequence[OutputStream]
     plan: OutputPlan | None
 
     def reply(self, parsed: bool = True) -> Reply:
@@ -66,7 +67,7 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> Gene
     if plan is not None and plan.think is not None and budget and local:
         # a local engine closes the thinking block after the budget (a remote one gets the effort)
         params = replace(params, reasoning_budget=budget, think_markers=plan.think, in_reasoning=plan.in_reasoning)
-    if params.max_tokens is None and local and limit < loaded.max_request_tokens:
+    if params.max_tokens is None and loaded is not None and local and limit < loaded.max_request_tokens:
         # A local engine's reply without a length (Codex sends none) is bounded by the server's
         # limit too; the engine then cuts it where the context ends. A remote engine's upstream
         # applies its own bound, and a filled-in length could make it refuse a long prompt.

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
-from runtime.engine.client import EngineError, RequestHandle
+from runtime.engine.client import EngineError
+from runtime.engine.protocol import OutputStream
 from runtime.engine.outputs import RequestOutput, TokenLogprob
 from runtime.server.generate.error_table import api_error
 from runtime.server.generate.output_events import (
@@ -128,7 +129,7 @@ class Reply:
     """The outputs of one submitted request (``handles``: one per choice), read through
     ``plan`` (tool calls, reasoning; None: plain text)."""
 
-    def __init__(self, handles: list[RequestHandle], plan: OutputPlan | None) -> None:
+    def __init__(self, handles: Sequence[OutputStream], plan: OutputPlan | None) -> None:
         self.handles = handles
         self.plan = plan
         self.choices = [Choice(i) for i in range(len(handles))]
@@ -229,7 +230,7 @@ class Reply:
             return
         queue: asyncio.Queue = asyncio.Queue()
 
-        async def pump(i: int, handle: RequestHandle) -> None:
+        async def pump(i: int, handle: OutputStream) -> None:
             try:
                 async for out in handle:
                     queue.put_nowait((i, [out, *handle.ready()]))

@@ -130,7 +130,8 @@ def ollama_constraint(body: dict) -> tuple[CompileJob | None, dict | None]:
     fmt = body.get("format")
     if fmt in (None, ""):
         # Hearth's regex / grammar ride in options too (Ollama's clients pass options through)
-        options = body.get("options") if isinstance(body.get("options"), dict) else {}
+        given = body.get("options")
+        options: dict = given if isinstance(given, dict) else {}
         return _extensions({k: body.get(k, options.get(k)) for k in ("regex", "grammar")}), None
     if fmt == "json":
         return CompileJob(JSON_OBJECT, None, "format"), {"type": "object"}

@@ -109,8 +109,8 @@ class EmbedPlan:
         return cls(need, devices=[_Device("CPU", need)])
 
     @classmethod
-    def for_file(cls, path: Path) -> "EmbedPlan":
-        return cls.for_size(path.stat().st_size)
+    def for_file(cls, path: Path | str) -> "EmbedPlan":
+        return cls.for_size(os.stat(path).st_size)
 
 
 def embed_threads(config) -> int:

@@ -10,16 +10,22 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from runtime.config import DEFAULT_CTX, ServeConfig
 from runtime.engine.client import EngineClient
 from runtime.engine.messages import WorkerSpec
 from runtime.engine.protocol import Engine, ErrorCode, ModelLoadFailed
+from runtime.engine.worker_pipe import WorkerProcess
 from runtime.server.models.embed_engines import GENERATE, EmbedPlan, model_task, refuse_unless, start_embed_engine
 from runtime.server.models.model_refs import resolve_request_model
 from runtime.server.models.residency import Budget, default_budget
 from runtime.server.models.router import ModelDoesNotFit, NoRoom, Router  # noqa: F401  (errors re-exported)
 from runtime.store.resolve import InvalidModelFile, ModelPathRefused, ResolvedModel, UnknownModel  # noqa: F401
+
+if TYPE_CHECKING:
+    from runtime.remote.registry import Remotes
+    from runtime.store.registry import LocalModel
 
 
 log = logging.getLogger("hearth.models")
@@ -46,7 +52,7 @@ class ModelManager:
         #: the hardware probe started with the service (``hearth serve``), a concurrent future
         self.early_hardware = None
         #: remote engines (``runtime.remote.registry.Remotes``), set when the app is built
-        self.remotes = None
+        self.remotes: Remotes | None = None  #: the remote engines' registry, once the routes install it
         self.router = Router(self.plan, self._load, self.budget, config.engine.ctx, config.residency.keep_alive,
                              config.residency.load_wait, unplanned_ctx=DEFAULT_CTX)
 
@@ -88,7 +94,7 @@ class ModelManager:
         self._hardware.ram.available = int(psutil.virtual_memory().available)
         return self._hardware
 
-    async def plan(self, model: ResolvedModel, ctx: int | None = None):
+    async def plan(self, model: ResolvedModel | LocalModel, ctx: int | None = None):
         """The fit plan for loading ``model`` at ``ctx`` (default ``--ctx``, else the planner's
         default context) with this service's
         settings, as on this machine with no model loaded (the resident models' planned RAM
@@ -155,7 +161,7 @@ class ModelManager:
         self._resolved.clear()
         self._tasks.clear()
 
-    async def task_of(self, model: ResolvedModel) -> str:
+    async def task_of(self, model: ResolvedModel | LocalModel) -> str:
         """generate, embedding or rerank (``embed_engines.model_task``), read once per file."""
         key = str(model.path)
         task = self._tasks.get(key)
@@ -184,7 +190,7 @@ class ModelManager:
             refuse_unless(model.id, await self.task_of(model), task)
         return (await self.router.acquire(model, ctx, keep_alive, pin)).engine
 
-    def draft_for(self, model: ResolvedModel, catalog: dict | None = None) -> tuple[str | None, str | None]:
+    def draft_for(self, model: ResolvedModel | LocalModel, catalog: dict | None = None) -> tuple[str | None, str | None]:
         """(draft file or "ngram", draft id) for ``model``: ``--draft``, else the catalog
         entry's optional ``draft`` (skipped when that model is not downloaded)."""
         ref = self.config.engine.draft
@@ -211,16 +217,16 @@ class ModelManager:
             return None, None
         return str(draft.path), draft.id
 
-    async def _load(self, model: ResolvedModel, plan, ctx: int) -> EngineClient:
+    async def _load(self, model: ResolvedModel, plan, ctx: int) -> Engine:
         c = self.config.engine
         if isinstance(plan, EmbedPlan):
             try:
-                engine = await start_embed_engine(model, c, ctx)
+                embedder: Engine = await start_embed_engine(model, c, ctx)
             except Exception as e:
                 self.last_error = f"loading {model.id}: {e}"
                 raise
             self.last_error = None
-            return engine
+            return embedder
         draft, draft_id = await asyncio.to_thread(self.draft_for, model)
         n_ctx = min(ctx, plan.ctx) if plan is not None else ctx
         kv_type = plan.kv_type if plan is not None else (c.kv_type or "f16")
@@ -266,7 +272,7 @@ class ModelManager:
         await self.router.close()
 
 
-async def _kill(engine: EngineClient) -> None:
+async def _kill(engine: WorkerProcess) -> None:
     """End a worker that is stuck loading (it cannot read a shutdown message meanwhile)."""
     process = getattr(engine, "process", None)
     if process is not None and process.is_alive():

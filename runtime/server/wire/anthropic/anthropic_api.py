@@ -91,8 +91,9 @@ class _Blocks:
     before) and adds its delta; blocks are numbered from 0 in the order they open."""
 
     def __init__(self, write) -> None:
-        self.write, self.index, self.kind = write, -1, None
-        self.text = None
+        self.write, self.index = write, -1
+        self.kind: str | None = None
+        self.text: sse.TextFrames | None = None
 
     async def open(self, kind: str, block: dict) -> None:
         await self.close()
@@ -117,6 +118,7 @@ class _Blocks:
         if isinstance(e, TextDelta) and e.text:
             if self.kind != "text":
                 await self.open("text", {"type": "text", "text": ""})
+            assert self.text is not None  # open("text") made its frames
             await self.write(self.text(e.text))
         elif isinstance(e, ReasoningDelta) and e.text:
             if self.kind != "thinking":

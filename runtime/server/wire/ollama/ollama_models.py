@@ -52,7 +52,8 @@ def details(m: LocalModel) -> dict:
         out["family"] = out["family"] or h.architecture or ""
         out["parameter_size"] = out["parameter_size"] or _parameter_size(h)
         ft = h.metadata.get("general.file_type")
-        out["quantization_level"] = out["quantization_level"] or _FILE_TYPES.get(ft, str(ft or ""))
+        known = _FILE_TYPES.get(ft) if isinstance(ft, int) else None
+        out["quantization_level"] = out["quantization_level"] or known or str(ft or "")
     out["families"] = [out["family"]] if out["family"] else None
     return out
 

@@ -10,6 +10,7 @@ Cohere shape's ``relevance_score`` is its sigmoid (0..1), TEI's ``score`` too un
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import numpy as np
 from aiohttp import web
@@ -71,7 +72,7 @@ async def rerank(request: web.Request) -> web.Response:
     order = sorted(range(len(docs)), key=lambda i: -scores[i])[:top_n or len(docs)]
     results = []
     for i in order:
-        r = {"index": i, "relevance_score": float(scores[i])}
+        r: dict[str, Any] = {"index": i, "relevance_score": float(scores[i])}
         if return_documents:
             r["document"] = {"text": docs[i]}
         results.append(r)
