@@ -19,6 +19,14 @@ TIMEOUT_S = 1.0
 _last: dict[str, tuple[float, RpcState]] = {}
 
 
+def remember(states: Sequence[RpcState]) -> None:
+    """States just asked elsewhere (the planner asks every worker before a load): /health shows
+    them rather than an older answer, such as "ready" from before a worker went away."""
+    now = time.monotonic()
+    for s in states:
+        _last[s.endpoint] = (now, s)
+
+
 def worker_states(endpoints: Sequence[str], users: Mapping[str, list[str]]) -> list[dict]:
     """One entry per endpoint: ``state`` ready | busy | down | incompatible | in_use, and for
     ``in_use`` the ids of the loaded models whose layers it holds (``users``: endpoint -> ids)."""
@@ -29,9 +37,10 @@ def worker_states(endpoints: Sequence[str], users: Mapping[str, list[str]]) -> l
         if models:
             out.append({"endpoint": endpoint, "state": "in_use", "models": models})
             continue
-        seen = _last.get(endpoint)
+        where = parse_endpoint(endpoint)
+        seen = _last.get(str(where))  # keyed as the states are named (``remember``)
         if seen is None or now - seen[0] > MAX_AGE_S:
-            seen = (now, hello(parse_endpoint(endpoint), TIMEOUT_S))
-            _last[endpoint] = seen
+            seen = (now, hello(where, TIMEOUT_S))
+            _last[str(where)] = seen
         out.append({**seen[1].to_dict(), "models": []})
     return out

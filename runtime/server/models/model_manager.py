@@ -133,7 +133,10 @@ class ModelManager:
         which registers them and ends, leaving each worker free for the model's own worker)."""
         from runtime.hardware.probe import in_subprocess, remote_gpus
 
+        from runtime.hardware.rpc_workers import remember
+
         remote, states = await asyncio.to_thread(in_subprocess, remote_gpus, (self.config.engine.rpc,))
+        remember(states)  # /health's answer for the workers no model uses: as fresh as this
         for s in states:
             if s.state != "ready":
                 log.warning("RPC worker %s left out: %s (%s)", s.endpoint, s.state, s.detail)
