@@ -10,6 +10,7 @@ format) and the request's body. ``hearth launch --check`` reads it, and so do th
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 import json
 import threading
 import time
@@ -38,9 +39,8 @@ class Exchange:
     def ttft(self) -> float | None:
         return self.first_content
 
-    def usage(self) -> tuple[int, int] | None:
-        """(prompt tokens, of which cached) as the answer reported them, or None."""
-        found = None
+    def documents(self) -> Iterator[dict]:
+        """The JSON objects of the answer: the whole body, SSE ``data:`` lines or NDJSON lines."""
         for line in self.answer.decode("utf-8", "replace").splitlines():
             line = line.removeprefix("data: ").strip()
             if not line.startswith("{"):
@@ -49,6 +49,13 @@ class Exchange:
                 doc = json.loads(line)
             except ValueError:
                 continue
+            if isinstance(doc, dict):
+                yield doc
+
+    def usage(self) -> tuple[int, int] | None:
+        """(prompt tokens, of which cached) as the answer reported them, or None."""
+        found = None
+        for doc in self.documents():
             found = _usage(doc) or found
         return found
 
@@ -56,17 +63,7 @@ class Exchange:
         """Whether the reply ended at its output-token limit, in any wire format: OpenAI's
         ``finish_reason: length``, a Responses ``incomplete`` for ``max_output_tokens``,
         Anthropic's ``stop_reason: max_tokens``, Ollama's ``done_reason: length``."""
-        for line in self.answer.decode("utf-8", "replace").splitlines():
-            line = line.removeprefix("data: ").strip()
-            if not line.startswith("{"):
-                continue
-            try:
-                doc = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(doc, dict) and _cut(doc):
-                return True
-        return False
+        return any(_cut(doc) for doc in self.documents())
 
     def request(self) -> dict | None:
         try:
