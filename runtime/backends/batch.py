@@ -76,3 +76,31 @@ class TokenBatch:
     def prepare(self) -> lc.llama_batch:
         self._batch.n_tokens = self.n
         return self._batch
+
+
+class EmbdBatch:
+    """Embeddings (an image's or a clip's, from the projector) for positions of one sequence."""
+
+    def __init__(self, embd: np.ndarray, pos0: int, seq_id: int) -> None:
+        n = len(embd)
+        self.embd = np.ascontiguousarray(embd, dtype=np.float32)
+        self.pos = np.arange(pos0, pos0 + n, dtype=np.int32)
+        self.n_seq_id = np.ones(n, dtype=np.int32)
+        self.seq = np.full(n, seq_id, dtype=np.int32)
+        self.logits = np.zeros(n, dtype=np.int8)
+        base = self.seq.ctypes.data
+        seq_ptr_t = ctypes.POINTER(lc.llama_seq_id)
+        self._seq_ptrs = (seq_ptr_t * n)(*[ctypes.cast(base + 4 * i, seq_ptr_t) for i in range(n)])
+        b = lc.llama_batch()
+        b.n_tokens = n
+        b.token = ctypes.POINTER(lc.llama_token)()  # type: ignore[assignment]  # stub: POINTER field
+        b.embd = self.embd.ctypes.data_as(ctypes.POINTER(ctypes.c_float))  # type: ignore[assignment]  # stub: POINTER field
+        b.pos = self.pos.ctypes.data_as(ctypes.POINTER(lc.llama_pos))  # type: ignore[assignment]  # stub: POINTER field
+        b.n_seq_id = self.n_seq_id.ctypes.data_as(ctypes.POINTER(ctypes.c_int32))  # type: ignore[assignment]  # stub: POINTER field
+        b.seq_id = self._seq_ptrs  # type: ignore[assignment]  # stub: POINTER(POINTER) field
+        b.logits = self.logits.ctypes.data_as(ctypes.POINTER(ctypes.c_int8))  # type: ignore[assignment]  # stub: POINTER field
+        self._batch = b
+        self.n = n
+
+    def prepare(self) -> lc.llama_batch:
+        return self._batch

@@ -17,7 +17,7 @@ from pathlib import Path
 import llama_cpp as lc
 import numpy as np
 
-from runtime.backends.batch import TokenBatch
+from runtime.backends.batch import EmbdBatch, TokenBatch
 from runtime.backends.chat_template import ChatTemplate
 from runtime.backends.errors import (
     DecodeAbortedError,
@@ -28,6 +28,7 @@ from runtime.backends.errors import (
 )
 from runtime.backends.gpu_split import set_split
 from runtime.backends.llama_sampler import NativeSampler
+from runtime.backends.media import Projector, silence_media_log
 from runtime.config import DEFAULT_CTX
 from runtime.sampling_params import SamplingParams
 
@@ -47,6 +48,7 @@ def _silence_llama_log() -> None:
     # Keep a reference: C holds only the raw pointer.
     _silence_llama_log.callback = _log  # type: ignore[attr-defined]
     lc.llama_log_set(_log, ctypes.c_void_p(0))
+    silence_media_log(_log)
 
 
 @dataclass(slots=True)
@@ -183,6 +185,9 @@ class LlamaBackend:
         self.n_seq_max = config.n_seq_max
         self.n_batch = config.n_batch
         self.batch = TokenBatch(config.n_batch)
+        self.n_threads = threads
+        #: images and audio (``attach_projector``); None: text only
+        self.projector: Projector | None = None
         self._pieces: dict[int, bytes] = {}
         self._max_piece: int | None = None
         self._piece_buf = ctypes.create_string_buffer(256)
@@ -322,7 +327,28 @@ class LlamaBackend:
     # -- decoding ---------------------------------------------------------------------
     def decode(self, batch: TokenBatch) -> None:
         """Run one llama_decode over ``batch``; raise a typed error when it fails."""
-        rc = lc.llama_decode(self.ctx, batch.prepare())
+        self._check(lc.llama_decode(self.ctx, batch.prepare()))
+
+    def decode_embd(self, embd: np.ndarray, pos0: int, seq_id: int, non_causal: bool = False) -> None:
+        """Decode a medium's embeddings [n, n_embd] at positions ``pos0...`` of ``seq_id`` (no
+        logits). ``non_causal``: the positions attend to each other both ways (Gemma 3's images);
+        they must then fit one micro-batch, which ``n_batch`` is."""
+        batch = EmbdBatch(embd, pos0, seq_id)
+        if non_causal:
+            lc.llama_set_causal_attn(self.ctx, False)
+        try:
+            self._check(lc.llama_decode(self.ctx, batch.prepare()))
+        finally:
+            if non_causal:
+                lc.llama_set_causal_attn(self.ctx, True)
+
+    def attach_projector(self, path: str | Path, use_gpu: bool = False) -> Projector:
+        """Load the model's multimodal projector (``mmproj``); ModelLoadError if it does not fit it."""
+        self.projector = Projector(path, self.model, self.n_threads, use_gpu)
+        return self.projector
+
+    @staticmethod
+    def _check(rc: int) -> None:
         if rc == 0:
             return
         if rc == 1:
@@ -383,6 +409,10 @@ class LlamaBackend:
         lc.llama_memory_clear(self.memory, True)
 
     def close(self) -> None:
+        projector = getattr(self, "projector", None)
+        if projector is not None:
+            projector.close()
+            self.projector = None
         if getattr(self, "ctx", None):
             lc.llama_free(self.ctx)
             self.ctx = None

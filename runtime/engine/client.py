@@ -20,6 +20,7 @@ from runtime.engine.messages import (
 from runtime.engine.protocol import (  # noqa: F401  (the errors are part of this module's API)
     EngineError, ModelLoadFailed, RequestFailed, RequestRefused, ServiceStopping, WorkerDied,
 )
+from runtime.media import Media
 from runtime.sampling_params import SamplingParams
 from runtime.engine.worker_entry import worker_main
 from runtime.engine.worker_pipe import WorkerProcess
@@ -141,7 +142,8 @@ class EngineClient(WorkerProcess):
     # -- requests ---------------------------------------------------------------------
     async def submit(self, params: SamplingParams, *, prompt: str | None = None,
                      messages: list[dict] | None = None, tokens: list[int] | None = None,
-                     n: int = 1, constraint=None, template_vars: dict | None = None) -> list[RequestHandle]:
+                     n: int = 1, constraint=None, template_vars: dict | None = None,
+                     media: list[Media] | None = None) -> list[RequestHandle]:
         """Submit ``n`` completions of one prompt; one handle each, in choice order."""
         if not self.alive:
             raise WorkerDied(self.error or "the engine worker is not running")
@@ -157,7 +159,7 @@ class EngineClient(WorkerProcess):
         self._groups[request_id] = ids
         try:
             self._send(Submit(request_id, params, prompt, messages, tokens, n, constraint=constraint,
-                              template_vars=template_vars))
+                              template_vars=template_vars, media=media or None))
         except OSError:
             self._drop_group(request_id)
             raise WorkerDied(self.error or "the engine worker is not running") from None
@@ -173,7 +175,8 @@ class EngineClient(WorkerProcess):
             h.prompt_tokens = prompt_tokens
         return handles
 
-    async def count_tokens(self, *, prompt: str | None = None, messages: list[dict] | None = None) -> int:
+    async def count_tokens(self, *, prompt: str | None = None, messages: list[dict] | None = None,
+                           media: list[Media] | None = None) -> int:
         """The prompt's length in tokens as this model sees it (chat template included); nothing runs."""
         if not self.alive:
             raise WorkerDied(self.error or "the engine worker is not running")
@@ -181,7 +184,7 @@ class EngineClient(WorkerProcess):
         assert self._loop is not None  # alive: start() has set it
         pending = self._pending[request_id] = _Pending(self._loop.create_future(), asyncio.Queue())
         try:
-            self._send(Submit(request_id, SamplingParams(), prompt, messages, count_only=True))
+            self._send(Submit(request_id, SamplingParams(), prompt, messages, count_only=True, media=media or None))
             return await pending.accepted
         except OSError:
             raise WorkerDied(self.error or "the engine worker is not running") from None

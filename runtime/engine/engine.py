@@ -22,6 +22,7 @@ from runtime.engine.disk_cache import DiskCache
 from runtime.engine.host_cache import default_capacity
 from runtime.engine.kv_cache_manager import KVCacheManager
 from runtime.engine.logprobs import Logprobs, TokenLogprob
+from runtime.media import MediaLayout
 from runtime.engine.protocol import ErrorCode
 from runtime.engine.reasoning_budget import ReasoningBudget, closing_tokens, force
 from runtime.engine.request import FinishReason, Request
@@ -98,7 +99,8 @@ class Engine:
     # -- requests ---------------------------------------------------------------------
     def add_request(self, request_id: str, prompt: list[int], params: SamplingParams,
                     extra_stop: list[str] | None = None, follows: Request | None = None,
-                    constraint: ConstraintSpec | None = None) -> Request:
+                    constraint: ConstraintSpec | None = None, media: MediaLayout | None = None) -> Request:
+        """``media``: the prompt's images and clips (their positions hold negative ids)."""
         limit = self.max_request_tokens
         if not isinstance(params, SamplingParams):
             raise RequestRejected("the sampling parameters are missing")
@@ -107,7 +109,8 @@ class Engine:
         if not prompt:
             raise RequestRejected("the prompt is empty")
         n_vocab = self.backend.n_vocab
-        bad = next((t for t in prompt if isinstance(t, bool) or not isinstance(t, int) or not 0 <= t < n_vocab), None)
+        lo = -(1 << 31) if media is not None and media.spans else 0  # media positions (runtime.media)
+        bad = next((t for t in prompt if isinstance(t, bool) or not isinstance(t, int) or not lo <= t < n_vocab), None)
         if bad is not None:
             raise RequestRejected(f"token id {bad!r} is outside the vocabulary (0..{n_vocab - 1})", INVALID_TOKEN)
         if len(prompt) >= limit:
@@ -127,6 +130,12 @@ class Engine:
         if request_id in self.requests:
             raise RequestRejected(f"duplicate request id {request_id}")
         request = Request(request_id, len(prompt), list(prompt), params, max_tokens)
+        if media is not None and media.spans:
+            if media.span_at(len(prompt) - 1) is not None:
+                raise RequestRejected("the prompt ends with an image or clip: a reply needs text after it")
+            if params.prompt_logprobs:
+                raise RequestRejected("prompt logprobs are not available for a prompt with images or audio")
+            request.media = media
         if constraint is not None:
             try:
                 request.constraint = Constraint(self.constraint_vocab(), constraint)
@@ -139,9 +148,12 @@ class Engine:
         penalized = params.repeat_penalty != 1.0 or params.presence_penalty or params.frequency_penalty
         if penalized and params.penalty_last_n > 0:  # prompt[-0:] would be the whole prompt
             for token in prompt[-params.penalty_last_n:]:
-                request.sampler.accept(token)
+                if token >= 0:  # not a medium's position
+                    request.sampler.accept(token)
         request.detok = TextStream(params.stop + (extra_stop or []))
-        if self.spec is not None and request.reasoning is not None:
+        if self.spec is not None and (request.reasoning is not None or request.media is not None):
+            # a reasoning block's closing is appended mid-step, which drafts cannot follow; a
+            # draft model cannot see a medium's embeddings
             request.spec = None  # the block's closing is appended mid-step, which drafts cannot follow
         elif self.spec is not None:
             try:
@@ -166,20 +178,20 @@ class Engine:
 
     def add_group(self, request_id: str, prompt: list[int], params: SamplingParams, n: int,
                   extra_stop: list[str] | None = None,
-                  constraint: ConstraintSpec | None = None) -> list[Request]:
+                  constraint: ConstraintSpec | None = None, media: MediaLayout | None = None) -> list[Request]:
         """``n`` completions of one prompt: ids ``request_id``, ``request_id/1``, ...
 
         The prompt is computed once; the others wait for it and take its full blocks from
         the prefix cache (only the last partial block is computed again). With a seed,
         completion ``i`` uses ``seed + i``.
         """
-        first = self.add_request(request_id, prompt, params, extra_stop, constraint=constraint)
+        first = self.add_request(request_id, prompt, params, extra_stop, constraint=constraint, media=media)
         group = [first]
         for i in range(1, n):
             # the prompt's logprobs come with the first completion; the others share its blocks
             p = replace(params, seed=None if params.seed is None else params.seed + i, prompt_logprobs=False)
             group.append(self.add_request(f"{request_id}/{i}", prompt, p, extra_stop, follows=first,
-                                          constraint=constraint))
+                                          constraint=constraint, media=media))
         return group
 
     def cancel(self, request_id: str) -> bool:
@@ -234,8 +246,12 @@ class Engine:
         sampled: list[tuple[Request, int]] = []
         verified: list[tuple[ScheduledChunk, int]] = []
         prompt_rows: list[tuple[ScheduledChunk, int]] = []
+        media: list[ScheduledChunk] = []
         for c in chunks:
             r = c.request
+            if r.media is not None and r.media.span_at(c.start) is not None:
+                media.append(c)  # decoded on its own (embeddings, not tokens), before the batch
+                continue
             draft = drafts.get(r)
             if draft is not None:
                 first = batch.add_outputs([r.tokens[c.start]] + draft.tokens, c.start, r.seq_id)
@@ -253,7 +269,10 @@ class Engine:
                 sampled.append((r, index))
         t0 = time.perf_counter()
         try:
-            self.backend.decode(batch)
+            for c in media:
+                self._decode_media(c)
+            if batch.n:
+                self.backend.decode(batch)
         except (NoKVSlotError, InvalidBatchError) as e:
             for c in chunks:  # undo the step in the target (and in the draft, which a pass may have run ahead)
                 self.kv.truncate(c.request, c.start)
@@ -274,6 +293,17 @@ class Engine:
         if self.spec is not None:
             self.spec.adapt(self.scheduler.running, sum(1 for c in chunks if c.samples))
         return outputs
+
+    def _decode_media(self, c: ScheduledChunk) -> None:
+        """Positions ``c.start..c.end-1`` of one medium: its embeddings (the projector runs here
+        only if the worker has not run it already), decoded into the request's sequence."""
+        r = c.request
+        assert r.media is not None and r.seq_id is not None
+        span = r.media.span_at(c.start)
+        assert span is not None and c.end <= span.end  # the scheduler keeps media chunks inside one span
+        embd = span.embeddings()
+        self.backend.decode_embd(embd[c.start - span.start:c.end - span.start], c.start, r.seq_id,
+                                 span.non_causal)
 
     def _prompt_logprobs(self, c: ScheduledChunk, first: int) -> list[TokenLogprob]:
         r = c.request
@@ -337,8 +367,8 @@ class Engine:
         """llama_decode refused the batch (-1) before touching the cache: end the requests whose
         tokens it cannot take (or all of them when none is found), recompute the others."""
         n_vocab = self.backend.n_vocab
-        culprits = [c.request for c in chunks
-                    if any(not 0 <= t < n_vocab for t in c.request.tokens[c.start:c.end])]
+        culprits = [c.request for c in chunks if (c.request.media is None or c.request.media.span_at(c.start) is None)
+                    and any(not 0 <= t < n_vocab for t in c.request.tokens[c.start:c.end])]
         outputs = [self.fail(r, INVALID_TOKEN, f"a token of this request is outside the vocabulary (0..{n_vocab - 1})")
                    for r in culprits]
         if not culprits:

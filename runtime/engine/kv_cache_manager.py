@@ -172,6 +172,26 @@ class KVCacheManager:
         hit.hashes = hashes
         return hit
 
+    def cached_reach(self, tokens: list[int]) -> int:
+        """How many leading tokens of a prompt not yet admitted the cache holds, on the device
+        or in the host and disk tiers (a query: nothing is read or moved). The worker runs a
+        medium's projector only for media past it."""
+        if not self.prefix_cache:
+            return 0
+        b = self.block_size
+        parent, n, device = ROOT, 0, True
+        hashes: list[int] = []
+        for i in range((len(tokens) - 1) // b):
+            chunk = tokens[i * b:(i + 1) * b]
+            parent = hash_block(parent, chunk)
+            hashes.append(parent)
+            block = self.pool.lookup(parent, chunk) if device else None
+            device = block is not None and bool(block.seqs) and self.layout.cells
+            n += device
+        if self.host is not None:
+            n = max(n, self.host.reach(hashes))
+        return n * b
+
     def _checkpoint_hit(self, hashes: list[int], hits: list[Block]) -> PrefixHit:
         """The hit for memory that needs checkpoints: the prefix's cells (device blocks or a
         saved state) up to the longest checkpoint they reach. Device blocks that go further

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from runtime.config import EngineConfig
 from runtime.engine.constraint_spec import ConstraintSpec
 from runtime.engine.outputs import EngineStats, RequestOutput
+from runtime.media import Media
 from runtime.sampling_params import SamplingParams
 
 
@@ -33,6 +34,8 @@ class WorkerSpec:
     draft_id: str | None = None
     #: prompts longer than this (characters) are tokenized on a helper thread (worker.py)
     inline_tokenize_chars: int = 16 * 1024
+    #: the model's multimodal projector (``mmproj`` GGUF): images and/or audio; None: text only
+    mmproj_path: str | None = None
 
 
 # service -> worker
@@ -50,6 +53,8 @@ class Submit:
     constraint: ConstraintSpec | None = None
     #: extra variables for the chat template (``tools``, ``enable_thinking``, ...)
     template_vars: dict | None = None
+    #: images and clips, in the order of ``runtime.media.MARKER`` in the messages' text
+    media: list[Media] | None = None
 
 
 @dataclass(slots=True)
@@ -71,6 +76,8 @@ class Loaded:
     info: dict = field(default_factory=dict)
     n_vocab: int | None = None
     chat_template: str | None = None
+    #: what the projector reads: {"vision": bool, "audio": bool}; None: text only
+    media: dict | None = None
 
 
 @dataclass(slots=True)

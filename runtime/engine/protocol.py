@@ -26,6 +26,8 @@ class ErrorCode(str, enum.Enum):
     REQUEST_FAILED = "request_failed"  #: this one request failed mid-way; the others went on
     CONSTRAINT_FAILED = "constraint_failed"  #: the output constraint could not continue
     CHAT_TEMPLATE = "chat_template_error"
+    INVALID_MEDIA = "invalid_media"  #: an image or clip that cannot be read (damaged, too large, ...)
+    MEDIA_NOT_SUPPORTED = "media_not_supported"  #: a text-only model was sent an image or clip
     SPECULATION_REFUSED = "speculation_refused"
     WORKER_DIED = "engine_stopped"
     LOAD_FAILED = "model_load_failed"
@@ -153,13 +155,15 @@ class Engine(Protocol):
 
     async def submit(self, params: Any, *, prompt: str | None = None, messages: list[dict] | None = None,
                      tokens: list[int] | None = None, n: int = 1, constraint: Any = None,
-                     template_vars: dict | None = None) -> Sequence[OutputStream]:
+                     template_vars: dict | None = None, media: list | None = None) -> Sequence[OutputStream]:
         """``constraint``: an output constraint (``ConstraintSpec``); ``template_vars``: extra
-        chat-template variables (``tools``, ``enable_thinking``)."""
+        chat-template variables (``tools``, ``enable_thinking``); ``media``: images and clips
+        (``runtime.media.Media``) in the order of their markers in the messages."""
         ...
 
-    async def count_tokens(self, *, prompt: str | None = None, messages: list[dict] | None = None) -> int:
-        """The prompt's length in this model's tokens (chat template included); nothing runs."""
+    async def count_tokens(self, *, prompt: str | None = None, messages: list[dict] | None = None,
+                           media: list | None = None) -> int:
+        """The prompt's length in this model's tokens (chat template and media included); nothing runs."""
         ...
 
     def cancel(self, request_id: str) -> None: ...

@@ -55,6 +55,8 @@ class Request:
     constraint: Any = None
     #: ``runtime.engine.reasoning_budget.ReasoningBudget``, None: no budget
     reasoning: Any = None
+    #: the prompt's images and clips (``runtime.media.MediaLayout``), None: text only
+    media: Any = None
 
     @property
     def num_output(self) -> int:

@@ -99,7 +99,7 @@ class Scheduler:
         n_decoding = sum(1 for r in self.running if r.num_pending == 1)
         # Decoding requests first (one token each), then unfinished prompts, oldest first.
         for request in sorted(self.running, key=lambda r: r.num_pending > 1):
-            if request not in self.running or budget == 0:
+            if request not in self.running or budget <= 0:
                 continue
             n = self._chunk(request, budget)
             k = 0
@@ -130,7 +130,11 @@ class Scheduler:
         n = min(request.num_pending, budget)
         if request.wants_prompt_rows:
             n = min(n, self.config.max_output_rows)
-        return self.kv.chunk(request, n)
+        n = self.kv.chunk(request, n)
+        if request.media is not None:
+            # text stops at a medium; a medium's rest goes whole when the model attends across it
+            n = request.media.clip(request.num_computed, n)
+        return n
 
     def _admit(self, request: Request, budget: int) -> ScheduledChunk | None:
         parent = request.follows

@@ -17,6 +17,7 @@ from pathlib import Path
 from runtime.backends.chat_template import ChatTemplateError
 from runtime.backends.errors import BackendError, ModelLoadError
 from runtime.backends.llama import ContextConfig, LlamaBackend
+from runtime.backends.media import MediaError
 from runtime.backends.vocab_match import vocab_mismatch
 from runtime.config import DEFAULT_CTX
 from runtime.engine.checkpoints import speculation_refusal
@@ -31,6 +32,7 @@ from runtime.engine.messages import (
     WorkerSpec,
 )
 from runtime.engine.submit_check import check_submit
+from runtime.media import Media, MediaLayout, MediaSpan
 from runtime.private_files import private_dir
 
 log = logging.getLogger("hearth")
@@ -45,6 +47,21 @@ log = logging.getLogger("hearth")
 _TOKENIZE_POLL_S = 0.002
 
 
+class _Encoding:
+    """A prepared media prompt whose projector runs on the helper thread: done when it is."""
+
+    def __init__(self, future: Future, prepared: tuple[list[int], MediaLayout]) -> None:
+        self.future = future
+        self.prepared = prepared
+
+    def done(self) -> bool:
+        return self.future.done()
+
+    def result(self) -> tuple[list[int], MediaLayout]:
+        self.future.result()
+        return self.prepared
+
+
 class _Worker:
     def __init__(self, conn: Connection, backend: LlamaBackend, spec: WorkerSpec,
                  speculator: Speculator | None = None) -> None:
@@ -57,7 +74,7 @@ class _Worker:
         self.inline_tokenize_chars = spec.inline_tokenize_chars
         self._tokenizer = ThreadPoolExecutor(1, thread_name_prefix="hearth-tokenize")
         #: submits whose prompt is being tokenized, in arrival order
-        self._tokenizing: dict[str, tuple[Submit, list[str], Future]] = {}
+        self._tokenizing: dict[str, tuple[Submit, list[str], Future | _Encoding]] = {}
 
     def handle(self, msg: object) -> bool:
         """Apply one message; False means stop."""
@@ -82,6 +99,10 @@ class _Worker:
             # fill-in-the-middle markers), as llama-server and vLLM read them; a chat message's
             # text never is: the template renders it and only the template's markers count.
             add_special, parse_special = True, True
+            if msg.media and self.backend.projector is None:
+                raise RequestRejected("this model reads text only: send the images or audio to a model that "
+                                      "has a projector (vision or audio), or leave them out",
+                                      ErrorCode.MEDIA_NOT_SUPPORTED)
             if msg.messages is not None:
                 # tool_choice is for engines that forward it (remote ones); here the constraint enforces it
                 tvars = {k: v for k, v in (msg.template_vars or {}).items() if k != "tool_choice"}
@@ -93,6 +114,12 @@ class _Worker:
                 return
             else:
                 text = msg.prompt or ""
+            if msg.media:
+                # decoding images and laying out their chunks is slow: never on the step loop
+                media_job: Future = self._tokenizer.submit(self._prepare_media, text, msg.media, add_special,
+                                                           parse_special)
+                self._tokenizing[msg.request_id] = (msg, extra_stop, media_job)
+                return
             if len(text) > self.inline_tokenize_chars:
                 self._check_fits(text)
                 future = self._tokenizer.submit(self._tokenize, text, add_special, parse_special)
@@ -120,6 +147,18 @@ class _Worker:
             del tokens[0]
         return tokens
 
+    def _prepare_media(self, text: str, media: list[Media], add_special: bool,
+                       parse_special: bool) -> tuple[list[int], MediaLayout]:
+        projector = self.backend.projector
+        assert projector is not None  # checked at submit
+        self._check_fits(text)
+        return projector.prepare(text, media, add_special, parse_special, self.backend.n_batch)
+
+    @staticmethod
+    def _encode(spans: list[MediaSpan]) -> None:
+        for span in spans:
+            span.embeddings()
+
     def _check_fits(self, text: str) -> None:
         """Refuse at once a prompt too long for the context whatever its tokens: each token
         stands for at most ``max_piece_bytes`` of text, so more bytes than the context times
@@ -133,12 +172,13 @@ class _Worker:
                 f"{most:,} (every token stands for at most {self.backend.max_piece_bytes} bytes): shorten it",
                 CONTEXT_LENGTH_EXCEEDED, (size // self.backend.max_piece_bytes, limit))
 
-    def _admit(self, msg: Submit, tokens: list[int], extra_stop: list[str]) -> None:
+    def _admit(self, msg: Submit, tokens: list[int], extra_stop: list[str],
+               media: MediaLayout | None = None) -> None:
         if msg.count_only:  # tokenize only: the prompt's length, nothing runs
             self.conn.send(Accepted(msg.request_id, len(tokens)))
             return
         try:
-            self.engine.add_group(msg.request_id, tokens, msg.params, msg.n, extra_stop, msg.constraint)
+            self.engine.add_group(msg.request_id, tokens, msg.params, msg.n, extra_stop, msg.constraint, media)
         except RequestRejected as e:
             self.conn.send(Rejected(msg.request_id, str(e), e.code, e.sizes))
             return
@@ -154,14 +194,37 @@ class _Worker:
             request_id, (msg, extra_stop, future) = next(iter(self._tokenizing.items()))
             if not future.done():
                 return
-            del self._tokenizing[request_id]
             try:
-                tokens = future.result()
-            except Exception as e:  # noqa: BLE001 - the tokenizer's failure is this request's
-                self.conn.send(Rejected(request_id, f"the prompt could not be tokenized ({type(e).__name__}: {e})",
-                                        INVALID_REQUEST))
+                result = future.result()
+            except MediaError as e:
+                del self._tokenizing[request_id]
+                self.conn.send(Rejected(request_id, str(e), ErrorCode.INVALID_MEDIA))
                 continue
-            self._admit(msg, tokens, extra_stop)
+            except RequestRejected as e:
+                del self._tokenizing[request_id]
+                self.conn.send(Rejected(request_id, str(e), e.code, e.sizes))
+                continue
+            except Exception as e:  # noqa: BLE001 - the tokenizer's failure is this request's
+                del self._tokenizing[request_id]
+                self.conn.send(Rejected(request_id, f"the prompt could not be prepared ({type(e).__name__}: {e})",
+                                        REQUEST_FAILED if isinstance(future, _Encoding) else INVALID_REQUEST))
+                continue
+            if isinstance(result, tuple) and not msg.count_only:
+                tokens, layout = result
+                # the projector runs (on the helper thread) only for media the cache does not hold
+                reach = self.engine.kv.cached_reach(tokens)
+                todo = [s for s in layout.spans if s.end > reach and s.embd is None]
+                if todo:
+                    self._tokenizing[request_id] = (msg, extra_stop, _Encoding(
+                        self._tokenizer.submit(self._encode, todo), result))
+                    continue
+            del self._tokenizing[request_id]
+            if isinstance(future, _Encoding):
+                result = future.prepared
+            if isinstance(result, tuple):
+                self._admit(msg, result[0], extra_stop, result[1])
+            else:
+                self._admit(msg, result, extra_stop)
 
     def _step(self) -> list:
         """One engine step. A failure the step could not pin on one request ends the requests
@@ -265,6 +328,13 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
     speculator = None
     try:
         backend = LlamaBackend(spec.model_path, config)
+        if spec.mmproj_path:
+            try:
+                backend.attach_projector(spec.mmproj_path, use_gpu=spec.n_gpu_layers != 0)
+            except ModelLoadError as e:
+                backend.close()
+                conn.send(LoadFailed(str(e)))
+                return
         try:
             speculator = load_speculator(backend, spec.draft, config, spec.draft_id)
         except ModelLoadError as e:
@@ -276,7 +346,8 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
         return
     worker = _Worker(conn, backend, spec, speculator)
     conn.send(Loaded(os.getpid(), backend.n_ctx, worker.engine.max_request_tokens, asdict(backend.info),
-                     n_vocab=backend.info.n_vocab, chat_template=backend.info.chat_template))
+                     n_vocab=backend.info.n_vocab, chat_template=backend.info.chat_template,
+                     media=asdict(backend.projector.caps) if backend.projector is not None else None))
     try:
         worker.run()
     except (EOFError, OSError):

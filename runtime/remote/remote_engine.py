@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import aiohttp
 
+from runtime.media import Media, with_media_parts
 from runtime.engine.outputs import RequestOutput
 from runtime.engine.protocol import EngineError, ErrorCode, RequestRefused, UpstreamFailed
 from runtime.remote.wire import (
@@ -246,8 +247,10 @@ class RemoteEngine:
 
     async def submit(self, params, *, prompt: str | None = None, messages: list[dict] | None = None,
                      tokens: list[int] | None = None, n: int = 1, constraint=None,
-                     template_vars: dict | None = None) -> list[RemoteStream]:
+                     template_vars: dict | None = None, media: list[Media] | None = None) -> list[RemoteStream]:
         tools = (template_vars or {}).get("tools")
+        if media and messages is not None:
+            messages = with_media_parts(messages, media)  # as OpenAI content parts, which upstreams read
         response_format = None
         if constraint is not None and not tools:  # the tools' constraint is the upstream's business
             response_format = self._response_format(constraint, messages is not None)
@@ -400,7 +403,8 @@ class RemoteEngine:
         # the request itself was refused (too long, a bad parameter): the client's to fix, no failover
         return UpstreamFailed(f"{who} refused the request ({seen})", ErrorCode.INVALID_REQUEST, 400)
 
-    async def count_tokens(self, *, prompt: str | None = None, messages: list[dict] | None = None) -> int:
+    async def count_tokens(self, *, prompt: str | None = None, messages: list[dict] | None = None,
+                           media: list[Media] | None = None) -> int:
         raise RequestRefused(f"{self.model_id} is a remote model: its upstream does not count tokens for Hearth")
 
     def cancel(self, request_id: str) -> None:

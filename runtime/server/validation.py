@@ -37,6 +37,7 @@ from aiohttp import web
 
 from runtime.sampling_params import LIMITS, MAX_STOP_CHARS, MAX_STOPS, utf8_ok
 from runtime.server.errors import bad_request
+from runtime.server.media_input import MediaInput
 
 MAX_DEPTH = 64
 MAX_INT_DIGITS = 40
@@ -335,9 +336,11 @@ def stop_list(obj: dict, name: str = "stop", prefix: str = "") -> list[str]:
     return [s for s in items if s]
 
 
-def content_text(content: Any, field: str) -> str:
+def content_text(content: Any, field: str, media: MediaInput | None = None) -> str:
     """A message's content as text: a string, or a list of text parts (``{"type": "text",
-    "text": "..."}``, or bare strings) joined. Other part types are refused by name."""
+    "text": "..."}``, or bare strings) joined. With ``media``, ``image_url`` and ``input_audio``
+    parts are taken into it and leave their marker in the text. Other part types are refused
+    by name."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -353,6 +356,17 @@ def content_text(content: Any, field: str) -> str:
         if not isinstance(part, dict):
             raise bad_request(f"'{where}' must be a text part: {{\"type\": \"text\", \"text\": \"...\"}}", where)
         kind = part.get("type")
+        if media is not None and kind == "image_url":
+            url = part.get("image_url")
+            parts.append(media.image_url(url.get("url") if isinstance(url, dict) else url, f"{where}.image_url.url"))
+            continue
+        if media is not None and kind == "input_audio":
+            audio = part.get("input_audio")
+            if not isinstance(audio, dict):
+                raise bad_request(f"'{where}.input_audio' must be an object: {{\"data\": base64, \"format\": \"wav\"}}",
+                                  f"{where}.input_audio")
+            parts.append(media.audio(audio.get("data"), audio.get("format"), f"{where}.input_audio"))
+            continue
         if kind != "text":
             shown = kind if isinstance(kind, str) and utf8_ok(kind) and len(kind) <= 40 else "?"
             raise bad_request(f"'{where}' is a {shown!r} part; the models served here take text parts only",
@@ -365,9 +379,10 @@ def content_text(content: Any, field: str) -> str:
 
 
 def messages(raw: Any, roles: frozenset[str], field: str = "messages", *, parts: bool = True,
-             empty: bool = False) -> list[dict]:
+             empty: bool = False, media: MediaInput | None = None) -> list[dict]:
     """Chat messages as ``[{"role", "content"}]`` with the content flattened to one string,
-    so only plain text crosses into the worker. ``parts``: content may be a list of parts."""
+    so only plain text crosses into the worker (media as markers, their bytes in ``media``).
+    ``parts``: content may be a list of parts."""
     if not isinstance(raw, list) or (not raw and not empty):
         raise bad_request(f"'{field}' must be a {'' if empty else 'non-empty '}list", field)
     out = []
@@ -378,7 +393,7 @@ def messages(raw: Any, roles: frozenset[str], field: str = "messages", *, parts:
         content = m.get("content")
         if not parts and content is not None and not isinstance(content, str):
             raise bad_request(f"'{where}.content' must be a string", f"{where}.content")
-        out.append({"role": m["role"], "content": content_text(content, f"{where}.content")})
+        out.append({"role": m["role"], "content": content_text(content, f"{where}.content", media)})
     return out
 
 

@@ -4,8 +4,8 @@
 encoder); ``embedding``: an encoder architecture or a pooling type in its metadata (or an ONNX
 encoder); ``rerank``: rank pooling (or an ONNX cross-encoder); ``tools``:
 its chat template renders a ``tools`` list; ``reasoning``: its template has a thinking block;
-``vision``: it carries a vision encoder (a CLIP
-projector, or vision metadata of its own).
+``vision`` / ``audio``: a projector beside it
+(``runtime.store.projector``) reads images / audio, or it carries a vision encoder of its own.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 from runtime.server.generate.tool_formats import template_capabilities
 from runtime.server.models.embed_engines import ENCODER_ARCHITECTURES
 from runtime.store.gguf_file import GGUFHeader
+from runtime.store.projector import projector_for
 
 def capabilities_of(h: GGUFHeader) -> list[str]:
     arch = h.architecture or ""
@@ -49,6 +50,11 @@ def capabilities(path: Path) -> list[str]:
         except InvalidOnnxModel:
             return []
     try:
-        return capabilities_of(header(path))
+        caps = capabilities_of(header(path))
     except (OSError, ValueError):
         return []
+    projector = projector_for(path)  # an mmproj file beside it: the model reads images and/or audio
+    if projector is not None:
+        caps += [name for name, has in (("vision", projector.vision), ("audio", projector.audio))
+                 if has and name not in caps]
+    return caps

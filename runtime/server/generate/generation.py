@@ -74,7 +74,8 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> Gene
         params = replace(params, max_tokens=limit)
     try:
         handles = await engine.submit(params, prompt=req.prompt, messages=req.messages, tokens=req.tokens,
-                                      n=req.n, constraint=req.constraint, template_vars=template_vars(req, plan))
+                                      n=req.n, constraint=req.constraint, template_vars=template_vars(req, plan),
+                                      media=req.media)
     except (RequestRefused, WorkerDied, UpstreamFailed) as e:
         raise engine_error(e) from None
     manager.requests_served += 1
@@ -91,7 +92,7 @@ async def count_prompt_tokens(request: web.Request, req: GenerationRequest) -> i
     if loaded is not None:  # tools described in the prompt, earlier calls in the model's markup
         await plan_output(req, loaded.chat_template)
     try:
-        return await engine.count_tokens(prompt=req.prompt, messages=req.messages)
+        return await engine.count_tokens(prompt=req.prompt, messages=req.messages, media=req.media)
     except (RequestRefused, WorkerDied, UpstreamFailed) as e:
         raise engine_error(e) from None
 

@@ -37,4 +37,6 @@ class GenerationRequest:
     #: at most this many tokens of reasoning (Anthropic's ``thinking.budget_tokens``); None: the
     #: effort's budget (``generation.EFFORT_BUDGETS``), or none
     reasoning_budget: int | None = None
+    #: images and clips (``runtime.media.Media``), in the order of their markers in ``messages``
+    media: list[Any] | None = None
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from runtime.config import DEFAULT_CTX, ServeConfig
@@ -21,6 +22,7 @@ from runtime.server.models.embed_engines import GENERATE, EmbedPlan, model_task,
 from runtime.server.models.model_refs import resolve_request_model
 from runtime.server.models.residency import Budget, default_budget
 from runtime.server.models.router import ModelDoesNotFit, NoRoom, Router  # noqa: F401  (errors re-exported)
+from runtime.store.projector import projector_for
 from runtime.store.resolve import InvalidModelFile, ModelPathRefused, ResolvedModel, UnknownModel  # noqa: F401
 
 if TYPE_CHECKING:
@@ -231,6 +233,7 @@ class ModelManager:
             self.last_error = None
             return embedder
         draft, draft_id = await asyncio.to_thread(self.draft_for, model)
+        projector = await asyncio.to_thread(projector_for, Path(model.path))
         n_ctx = min(ctx, plan.ctx) if plan is not None else ctx
         kv_type = plan.kv_type if plan is not None else (c.kv_type or "f16")
         gpu_layers = plan.gpu_layers if plan is not None else 0
@@ -238,7 +241,9 @@ class ModelManager:
                  if plan is not None and gpu_layers else {})
         rpc = tuple(plan.rpc) if plan is not None else c.rpc  # the workers the plan counted
         engine = EngineClient(WorkerSpec(model.id, str(model.path), replace(c, ctx=n_ctx, kv_type=kv_type, rpc=rpc),
-                                         n_gpu_layers=gpu_layers, draft=draft, draft_id=draft_id, **split))
+                                         n_gpu_layers=gpu_layers, draft=draft, draft_id=draft_id,
+                                         mmproj_path=str(projector.path) if projector is not None else None,
+                                         **split))
         try:
             await asyncio.wait_for(engine.start(), c.load_timeout)
         except asyncio.TimeoutError:

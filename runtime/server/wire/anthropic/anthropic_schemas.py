@@ -31,6 +31,8 @@ from typing import Any
 from runtime.sampling_params import DEFAULT_TOP_K, SamplingParams
 from runtime.server.generate.client_metadata import strip_metadata
 from runtime.server.errors import bad_request
+from runtime.server.media_input import MediaInput
+from runtime.media import IMAGE
 from runtime.server.generate.request import GenerationRequest
 from runtime.server.wire.openai.schemas import DEFAULT_TEMPERATURE
 from runtime.server.generate.structured_output import extension_fields
@@ -91,6 +93,18 @@ def _texts(content: Any, where: str, *, media: bool = False) -> str:
     return "\n".join(parts)
 
 
+def _image_block(block: dict, where: str, media: MediaInput) -> str:
+    """An ``image`` block with a base64 source: its marker (the bytes go into ``media``)."""
+    source = block.get("source")
+    if not isinstance(source, dict) or source.get("type") != "base64":
+        raise bad_request(f"{where}.source: only base64 image sources are read here "
+                          "({\"type\": \"base64\", \"media_type\": \"image/png\", \"data\": ...})", f"{where}.source")
+    mime = source.get("media_type")
+    if not isinstance(mime, str) or not mime.startswith("image/"):
+        raise bad_request(f"{where}.source.media_type: must be an image type such as image/png", f"{where}.source.media_type")
+    return media.add(IMAGE, source.get("data"), f"{where}.source.data")
+
+
 def tool_call(block: dict, where: str) -> dict:
     """An assistant's ``tool_use`` block as an OpenAI tool call."""
     if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
@@ -112,8 +126,9 @@ def tool_message(block: dict, where: str) -> dict:
     return {"role": "tool", "tool_call_id": block["tool_use_id"], "content": text}
 
 
-def translate_message(m: Any, i: int) -> list[dict]:
-    """One Anthropic message as OpenAI-shaped messages (a user turn with tool results gives several)."""
+def translate_message(m: Any, i: int, media: MediaInput | None = None) -> list[dict]:
+    """One Anthropic message as OpenAI-shaped messages (a user turn with tool results gives several).
+    ``media``: a user's image blocks go into it, their markers into the text."""
     where = f"messages.{i}"
     if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
         raise bad_request(f"{where}.role: must be 'user' or 'assistant'", f"{where}.role")
@@ -138,6 +153,8 @@ def translate_message(m: Any, i: int) -> list[dict]:
             out.append(tool_message(b, at))
         elif kind in _SKIPPED_BLOCKS or (isinstance(kind, str) and kind.endswith("_tool_result")):
             continue  # Anthropic's server tools ran these: nothing here for the model to read
+        elif kind == "image" and role == "user" and media is not None:
+            texts.append(_image_block(b, at, media))
         elif kind in ("image", "document"):
             raise bad_request(f"{at}: the models served here take text only, not {kind} blocks", at)
         else:
@@ -279,7 +296,8 @@ def parse_messages(body: Any, *, count_only: bool = False) -> MessagesRequest:
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise bad_request("messages: Field required (a non-empty list)", "messages")
-    messages = fold_system([t for i, m in enumerate(raw) for t in translate_message(m, i)])
+    media = MediaInput()
+    messages = fold_system([t for i, m in enumerate(raw) for t in translate_message(m, i, media)])
     if isinstance(raw[-1], dict) and raw[-1].get("role") == "assistant" and not count_only:
         raise bad_request("messages: a final assistant message (prefilling the reply) is not supported by this server",
                           "messages")
@@ -292,6 +310,7 @@ def parse_messages(body: Any, *, count_only: bool = False) -> MessagesRequest:
     if not any(m["role"] != "system" for m in messages):
         raise bad_request("messages: at least one user message is required", "messages")
     gen = GenerationRequest(model, params, stream=boolean(body, "stream"), messages=messages)
+    gen.media = media.media
     choice, parallel = translate_tool_choice(body.get("tool_choice"))
     fmt, effort = translate_output_config(body.get("output_config"))
     budget = thinking_budget(body.get("thinking"))

@@ -17,6 +17,8 @@ from typing import Any
 from runtime.sampling_params import DEFAULT_TOP_K, LIMITS, SamplingParams
 from runtime.server import validation as v
 from runtime.server.errors import bad_request
+from runtime.server.media_input import MediaInput
+from runtime.media import IMAGE
 from runtime.server.models.keep_alive import parse_keep_alive
 from runtime.server.generate.logprobs_api import parse_chat_logprobs
 from runtime.server.generate.request import GenerationRequest
@@ -116,8 +118,6 @@ def engine_model(name: str) -> str:
 
 
 def _refuse_unsupported(body: dict) -> None:
-    if body.get("images"):
-        raise bad_request("'images': the models served here take text only", "images")
     if body.get("suffix"):
         raise bad_request("'suffix' (fill-in-the-middle) is not supported by this server", "suffix")
     if body.get("context"):
@@ -130,12 +130,22 @@ def _stream(body: dict) -> bool:
     return v.boolean(body, "stream", default=True)
 
 
-def _messages(raw: Any) -> list[dict]:
-    if isinstance(raw, list):
-        for i, m in enumerate(raw):
-            if isinstance(m, dict) and m.get("images"):
-                raise bad_request(f"messages[{i}].images: the models served here take text only", f"messages[{i}].images")
-    return v.messages(raw, ROLES, parts=False, empty=True)
+def _images(raw: Any, where: str, media: MediaInput) -> str:
+    """Ollama's ``images`` (a list of base64 strings): their markers, which go before the text."""
+    if raw is None or raw == []:
+        return ""
+    if not isinstance(raw, list):
+        raise bad_request(f"'{where}' must be a list of base64-encoded images", where)
+    return "".join(media.add(IMAGE, b, f"{where}[{j}]") for j, b in enumerate(raw))
+
+
+def _messages(raw: Any, media: MediaInput) -> list[dict]:
+    out = v.messages(raw, ROLES, parts=False, empty=True)
+    for i, m in enumerate(out):  # v.messages checked ``raw`` is a list of objects
+        markers = _images(raw[i].get("images"), f"messages[{i}].images", media)
+        if markers:
+            m["content"] = markers + m["content"]
+    return out
 
 
 def parse_ollama_chat(body: Any) -> OllamaRequest:
@@ -145,12 +155,13 @@ def parse_ollama_chat(body: Any) -> OllamaRequest:
     stream = _stream(body)
     params = sampling_from_options(body.get("options"))
     params.logprobs, params.top_logprobs = parse_chat_logprobs(body)
-    messages = _messages(body.get("messages") if body.get("messages") is not None else [])
+    media = MediaInput()
+    messages = _messages(body.get("messages") if body.get("messages") is not None else [], media)
     ctx = num_ctx(body.get("options"))
     if not messages:
         return OllamaRequest(name, None, keep_alive, ctx)
     gen = GenerationRequest(engine_model(name), params, stream, messages=messages, keep_alive=keep_alive,
-                            num_ctx=ctx)
+                            num_ctx=ctx, media=media.media)
     gen.constraint, gen.schema = ollama_constraint(body)
     # Ollama has no tool_choice; Hearth reads one from the body or from options (which the
     # official clients pass through): "required" or a function name forces a call
@@ -177,9 +188,14 @@ def parse_ollama_generate(body: Any) -> OllamaRequest:
                             num_ctx=ctx)
     gen.constraint, gen.schema = ollama_constraint(body)
     gen.think, gen.reasoning_effort = parse_reasoning(body)
+    media = MediaInput()
+    images = _images(body.get("images"), "images", media)
+    if raw and images:
+        raise bad_request("'images' need the model's template: leave out 'raw'", "images")
     if raw:
         gen.prompt = prompt  # no template: the client sends the model's own format
     else:
         gen.messages = ([{"role": "system", "content": system}] if system else []) + [
-            {"role": "user", "content": prompt}]
+            {"role": "user", "content": images + prompt}]
+        gen.media = media.media
     return OllamaRequest(name, gen, keep_alive, ctx)

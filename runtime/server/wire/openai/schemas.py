@@ -11,6 +11,7 @@ from typing import Any
 from runtime.sampling_params import DEFAULT_TOP_K, SamplingParams
 from runtime.server import validation as v
 from runtime.server.errors import bad_request
+from runtime.server.media_input import MediaInput
 from runtime.server.generate.request import GenerationRequest
 from runtime.server.generate.logprobs_api import parse_chat_logprobs, parse_completion_logprobs
 from runtime.server.generate.structured_output import openai_constraint
@@ -74,7 +75,9 @@ def _common(body: Any) -> GenerationRequest:
 
 def parse_chat(body: Any) -> GenerationRequest:
     req = _common(body)
-    req.messages = v.messages(body.get("messages"), ROLES)
+    media = MediaInput()
+    req.messages = v.messages(body.get("messages"), ROLES, media=media)
+    req.media = media.media
     req.params.logprobs, req.params.top_logprobs = parse_chat_logprobs(body)
     apply_tools(req, body, body["messages"])
     return req

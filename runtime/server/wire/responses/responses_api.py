@@ -25,6 +25,7 @@ from runtime.engine.client import EngineError
 from runtime.server import sse
 from runtime.server.app_keys import CONFIG
 from runtime.server.errors import ApiError
+from runtime.server.media_input import without_media
 from runtime.server.generate.error_table import api_error
 from runtime.server.generate.generation import start_generation
 from runtime.server.generate.logprobs_api import chat_content
@@ -152,7 +153,8 @@ async def _keep(request: web.Request, rreq: ResponsesRequest, body: dict, histor
         if items.calls:
             turn["tool_calls"] = [{"id": c["call_id"], "type": "function",
                                    "function": {"name": c["name"], "arguments": _arguments(c)}} for c in items.calls]
-        conversation = history + rreq.input_messages + [turn]
+        # a stored turn keeps no media bytes: a later turn reads a note where an image was
+        conversation = history + without_media(rreq.input_messages) + [turn]
         await asyncio.to_thread(request.app[RESPONSES].put, body["id"], body, conversation)
 
 

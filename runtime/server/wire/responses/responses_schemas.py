@@ -31,6 +31,7 @@ from typing import Any
 
 from runtime.sampling_params import DEFAULT_TOP_K, SamplingParams
 from runtime.server.errors import bad_request
+from runtime.server.media_input import MediaInput
 from runtime.server.generate.request import GenerationRequest
 from runtime.server.wire.openai.schemas import DEFAULT_TEMPERATURE
 from runtime.server.generate.structured_output import extension_fields
@@ -74,8 +75,9 @@ class ResponsesRequest:
         return bool(self.tools) or any(m["role"] == "tool" or m.get("tool_calls") for m in self.input_messages)
 
 
-def _part_text(content: Any, where: str, *, media: bool = False) -> str:
-    """Text parts as one string; ``media``: image, file and audio parts become a note (a tool's output)."""
+def _part_text(content: Any, where: str, *, media: bool = False, inputs: MediaInput | None = None) -> str:
+    """Text parts as one string; ``media``: image, file and audio parts become a note (a tool's
+    output); ``inputs``: images and audio are taken into it, leaving their markers."""
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
@@ -85,6 +87,16 @@ def _part_text(content: Any, where: str, *, media: bool = False) -> str:
         kind = p.get("type") if isinstance(p, dict) else None
         if kind in _TEXT_PARTS and isinstance(p.get("text", p.get("refusal")), str):
             texts.append(p.get("text", p.get("refusal")))
+        elif kind == "input_image" and inputs is not None and not media:
+            url = p.get("image_url")
+            if p.get("file_id") is not None and url is None:
+                raise bad_request(f"'{where}[{j}].file_id': files are not stored here; send the image inline as "
+                                  "image_url (a data URL)", f"{where}[{j}].file_id")
+            texts.append(inputs.image_url(url.get("url") if isinstance(url, dict) else url, f"{where}[{j}].image_url"))
+        elif kind == "input_audio" and inputs is not None and not media:
+            audio = p.get("input_audio")
+            audio = audio if isinstance(audio, dict) else p
+            texts.append(inputs.audio(audio.get("data"), audio.get("format"), f"{where}[{j}].input_audio"))
         elif kind in _MEDIA_PARTS and media:
             texts.append(f"[{kind.removeprefix('input_')} not shown: this model reads text only]")
         elif kind in _MEDIA_PARTS:
@@ -103,8 +115,9 @@ def _function_call(item: dict, where: str) -> dict:
     return {"id": item["call_id"], "type": "function", "function": {"name": item["name"], "arguments": arguments}}
 
 
-def translate_input(raw: Any) -> list[dict]:
-    """``input`` as OpenAI-shaped chat messages; consecutive function calls join one assistant turn."""
+def translate_input(raw: Any, inputs: MediaInput | None = None) -> list[dict]:
+    """``input`` as OpenAI-shaped chat messages; consecutive function calls join one assistant turn.
+    ``inputs``: the messages' images and audio go into it (their markers in the text)."""
     if isinstance(raw, str):
         return [{"role": "user", "content": raw}]
     if not isinstance(raw, list) or not raw:
@@ -116,7 +129,8 @@ def translate_input(raw: Any) -> list[dict]:
         if kind == "message":
             if item.get("role") not in ROLES:
                 raise bad_request(f"'{where}.role' must be one of {sorted(ROLES)}", f"{where}.role")
-            out.append({"role": item["role"], "content": _part_text(item.get("content", ""), f"{where}.content")})
+            out.append({"role": item["role"], "content": _part_text(item.get("content", ""), f"{where}.content",
+                                                                    inputs=inputs)})
         elif kind in ("function_call", "custom_tool_call"):
             call = _function_call(item, where)
             if out and out[-1]["role"] == "assistant" and out[-1].get("tool_calls"):
@@ -224,7 +238,8 @@ def parse_responses(body: Any) -> ResponsesRequest:
     params = SamplingParams(temperature=option(body, "temperature", DEFAULT_TEMPERATURE),
                             top_k=DEFAULT_TOP_K if top_k is None else top_k,
                             top_p=option(body, "top_p", 1.0), max_tokens=max_tokens)
-    inputs = translate_input(body.get("input"))
+    media = MediaInput()
+    inputs = translate_input(body.get("input"), media)
     metadata = body.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise bad_request("'metadata' must be an object", "metadata")
@@ -232,6 +247,7 @@ def parse_responses(body: Any) -> ResponsesRequest:
     top = int_option(body, "top_logprobs", limit="top_logprobs")
     params.logprobs, params.top_logprobs = top is not None, top or 0
     gen = GenerationRequest(model, params, stream=boolean(body, "stream"))
+    gen.media = media.media
     tools, tool_kinds = translate_tools(body.get("tools"))
     return ResponsesRequest(
         gen, inputs, instructions or None, _optional_str(body, "previous_response_id"),

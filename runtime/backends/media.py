@@ -1,0 +1,234 @@
+"""Images and audio through llama.cpp's multimodal library (libmtmd, ``llama_cpp.mtmd_cpp``).
+
+A ``Projector`` loads a model's ``mmproj`` file beside its text model. ``prepare`` turns a
+rendered prompt (``runtime.media.MARKER`` where each medium goes) and the media's
+bytes into the request's token list and its media spans; a span's ``encode`` runs the vision
+or audio tower and returns its embeddings, which the engine decodes into the request's
+sequence like tokens (``LlamaBackend.decode_embd``).
+
+Untrusted bytes are decoded here in the worker, never by the native library: images with
+Pillow (its decompression-bomb guard, and a pixel limit read from the header before any pixel
+is decoded), audio as WAV with the standard library (PCM 8/16/24/32-bit, any rate and channel
+count, resampled to the model's rate).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import threading
+import wave
+from dataclasses import dataclass
+from pathlib import Path
+
+import llama_cpp as lc
+import llama_cpp.mtmd_cpp as mt
+import numpy as np
+
+from runtime.backends.errors import ModelLoadError
+from runtime.media import (
+    AUDIO, IMAGE, MARKER, MAX_AUDIO_SECONDS, MAX_IMAGE_PIXELS, Media, MediaLayout, MediaSpan,
+    media_token_ids,
+)
+
+_TEXT, _IMAGE, _AUDIO = 0, 1, 2  # mtmd_input_chunk_type
+
+
+def silence_media_log(callback) -> None:
+    """libmtmd logs every image it prepares and encodes: route that where llama.cpp's log goes."""
+    mt.mtmd_log_set(callback, ctypes.c_void_p(0))
+    mt.mtmd_helper_log_set(callback, ctypes.c_void_p(0))
+
+
+class MediaError(ValueError):
+    """This request's media cannot be used (the client's fault: a 400)."""
+
+
+@dataclass(slots=True)
+class Capabilities:
+    vision: bool
+    audio: bool
+
+
+class _Chunks:
+    """The native chunks of one prompt; freed when the last span that encodes from them goes."""
+
+    def __init__(self, ptr) -> None:
+        self.ptr = ptr
+
+    def __del__(self) -> None:
+        if self.ptr:
+            mt.mtmd_input_chunks_free(self.ptr)
+            self.ptr = None
+
+
+class Projector:
+    """One ``mmproj`` file bound to a loaded text model."""
+
+    def __init__(self, path: str | Path, model, n_threads: int, use_gpu: bool = False) -> None:
+        path = str(path)
+        if not Path(path).is_file():
+            raise ModelLoadError(f"projector file not found: {path}")
+        params = mt.mtmd_context_params_default()
+        params.use_gpu = use_gpu
+        params.n_threads = n_threads
+        params.print_timings = False
+        params.warmup = False
+        self._marker = MARKER.encode()  # C keeps the pointer: the bytes must outlive the context
+        params.media_marker = self._marker
+        self.ctx = mt.mtmd_init_from_file(path.encode(), model, params)
+        if not self.ctx:
+            raise ModelLoadError(f"llama.cpp could not load the projector {Path(path).name} for this model")
+        if mt.mtmd_decode_use_mrope(self.ctx):
+            mt.mtmd_free(self.ctx)
+            self.ctx = None
+            raise ModelLoadError(f"{Path(path).name}: this projector places images on a 2-D grid of positions "
+                                 "(M-RoPE, Qwen2-VL family), which Hearth's engine does not place yet")
+        self.caps = Capabilities(bool(mt.mtmd_support_vision(self.ctx)), bool(mt.mtmd_support_audio(self.ctx)))
+        self.sample_rate = int(mt.mtmd_get_audio_sample_rate(self.ctx)) if self.caps.audio else 0
+        self.n_embd = lc.llama_model_n_embd_inp(model)
+        #: tokenize and encode run on the worker's helper thread and, rarely, on the step loop
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        if self.ctx:
+            mt.mtmd_free(self.ctx)
+            self.ctx = None
+
+    # -- a request's media ------------------------------------------------------------
+    def prepare(self, text: str, media: list[Media], add_special: bool, parse_special: bool,
+                max_span: int) -> tuple[list[int], MediaLayout]:
+        """The token list of ``text`` with ``media`` in place of its markers, and the spans.
+
+        ``max_span``: the most positions one medium may take (a non-causal one is computed in
+        one decode, so it must fit one batch)."""
+        if text.count(MARKER) != len(media):
+            raise MediaError(f"the prompt has {text.count(MARKER)} media places for {len(media)} media")
+        bitmaps = [self._bitmap(m) for m in media]
+        try:
+            arr = (mt.mtmd_bitmap_p_ctypes * max(1, len(bitmaps)))(*bitmaps)
+            data = text.encode("utf-8")
+            inp = mt.mtmd_input_text(data, len(data), add_special, parse_special)
+            chunks = _Chunks(mt.mtmd_input_chunks_init())
+            with self._lock:
+                rc = mt.mtmd_tokenize(self.ctx, chunks.ptr, ctypes.byref(inp), arr, len(bitmaps))
+        finally:
+            for b in bitmaps:
+                mt.mtmd_bitmap_free(b)
+        if rc != 0:
+            raise MediaError(f"the media could not be prepared for this model (libmtmd code {rc})")
+        tokens: list[int] = []
+        layout = MediaLayout(owner=chunks)
+        # a long clip comes as several chunks (one per 30 s window): the chunk's id names its medium
+        by_id = {m.digest.hex(): m for m in media}
+        seen: dict[str, int] = {}
+        for i in range(mt.mtmd_input_chunks_size(chunks.ptr)):
+            chunk = mt.mtmd_input_chunks_get(chunks.ptr, i)
+            kind = mt.mtmd_input_chunk_get_type(chunk)
+            if kind == _TEXT:
+                n = ctypes.c_size_t(0)
+                ptr = mt.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(n))
+                tokens.extend(ptr[:n.value] if n.value else [])
+                continue
+            cid = (mt.mtmd_input_chunk_get_id(chunk) or b"").decode("ascii", "replace")
+            m = by_id.get(cid)
+            if m is None:
+                raise MediaError("the multimodal library returned a chunk of no known medium")
+            k = seen[cid] = seen.get(cid, -1) + 1  # the chunk's place among its medium's chunks
+            n_tok = mt.mtmd_input_chunk_get_n_tokens(chunk)
+            if mt.mtmd_input_chunk_get_n_pos(chunk) != n_tok:
+                raise MediaError("this model places media on fewer positions than embeddings, "
+                                 "which Hearth's engine does not place yet")
+            non_causal = bool(mt.mtmd_decode_use_non_causal(self.ctx, chunk))
+            if non_causal and n_tok > max_span:
+                raise MediaError(f"one {m.kind} takes {n_tok} positions, computed at once by this model; its batch "
+                                 f"holds {max_span}: load it with a larger batch")
+            start = len(tokens)
+            tokens.extend(media_token_ids(m.digest + k.to_bytes(4, "little"), n_tok))
+            layout.spans.append(MediaSpan(start, len(tokens), m.kind, self._encoder(chunks, chunk, n_tok), non_causal))
+        return tokens, layout
+
+    def _encoder(self, owner: _Chunks, chunk, n_tok: int):
+        def encode() -> np.ndarray:
+            with self._lock:
+                assert owner.ptr  # the spans keep their chunks alive
+                rc = mt.mtmd_encode_chunk(self.ctx, chunk)
+                if rc != 0:
+                    raise RuntimeError(f"the projector failed on this medium (libmtmd code {rc})")
+                out = mt.mtmd_get_output_embd(self.ctx)
+                return np.ctypeslib.as_array(out, shape=(n_tok * self.n_embd,)).reshape(n_tok, self.n_embd).copy()
+        return encode
+
+    def _bitmap(self, m: Media):
+        if m.kind == IMAGE:
+            if not self.caps.vision:
+                raise MediaError("this model reads no images (its projector is for audio)")
+            w, h, rgb = decode_image(m.data)
+            buf = (ctypes.c_uint8 * len(rgb)).from_buffer_copy(rgb)
+            bitmap = mt.mtmd_bitmap_init(w, h, buf)
+        elif m.kind == AUDIO:
+            if not self.caps.audio:
+                raise MediaError("this model hears no audio (its projector is for images)")
+            pcm = decode_wav(m.data, self.sample_rate)
+            bitmap = mt.mtmd_bitmap_init_from_audio(len(pcm), pcm.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
+        else:
+            raise MediaError(f"unknown medium {m.kind!r}")
+        if not bitmap:
+            raise MediaError(f"the {m.kind} could not be handed to the projector")
+        mt.mtmd_bitmap_set_id(bitmap, m.digest.hex().encode())
+        return bitmap
+
+
+def decode_image(data: bytes) -> tuple[int, int, bytes]:
+    """Width, height and RGB bytes of an encoded image; MediaError for anything else."""
+    from PIL import Image, UnidentifiedImageError
+
+    Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS  # above it Pillow raises (twice it: DecompressionBombError)
+    try:
+        with Image.open(io.BytesIO(data)) as im:
+            w, h = im.size
+            if w <= 0 or h <= 0 or w * h > MAX_IMAGE_PIXELS:
+                raise MediaError(f"the image is {w}x{h} pixels; the limit is {MAX_IMAGE_PIXELS:,} pixels")
+            im.seek(0)  # an animation: its first frame
+            rgb = im.convert("RGB")
+            return w, h, rgb.tobytes()
+    except MediaError:
+        raise
+    except (UnidentifiedImageError, Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
+        raise MediaError(f"not an image that can be read: {e}") from None
+    except (OSError, ValueError, SyntaxError, EOFError, MemoryError) as e:  # truncated or corrupt data
+        raise MediaError(f"the image is damaged or truncated ({type(e).__name__}: {e})") from None
+
+
+def decode_wav(data: bytes, rate: int) -> np.ndarray:
+    """Mono float32 samples at ``rate`` Hz from a PCM WAV file; MediaError for anything else."""
+    try:
+        with wave.open(io.BytesIO(data)) as w:
+            channels, width, src_rate, frames = w.getnchannels(), w.getsampwidth(), w.getframerate(), w.getnframes()
+            if not 1 <= channels <= 8 or width not in (1, 2, 3, 4) or not 1000 <= src_rate <= 384_000:
+                raise MediaError(f"unsupported WAV: {channels} channels, {8 * width}-bit, {src_rate} Hz")
+            if frames > MAX_AUDIO_SECONDS * src_rate:
+                raise MediaError(f"the clip is {frames / src_rate:.0f} s; the limit is {MAX_AUDIO_SECONDS} s")
+            raw = w.readframes(frames)
+    except MediaError:
+        raise
+    except (wave.Error, EOFError, OSError, ValueError) as e:
+        raise MediaError(f"audio must be a PCM WAV file ({e})") from None
+    n = len(raw) // (width * channels)
+    if n == 0:
+        raise MediaError("the audio clip is empty")
+    raw = raw[:n * width * channels]
+    x: np.ndarray
+    if width == 1:
+        x = (np.frombuffer(raw, np.uint8).astype(np.float32) - 128) / 128
+    elif width == 3:
+        b = np.frombuffer(raw, np.uint8).reshape(-1, 3).astype(np.int32)
+        x = ((b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16)) << 8 >> 8).astype(np.float32) / (1 << 23)
+    else:
+        dt = np.int16 if width == 2 else np.int32
+        x = np.frombuffer(raw, dt).astype(np.float32) / float(1 << (8 * width - 1))
+    x = x.reshape(n, channels).mean(axis=1)
+    if src_rate != rate:
+        t = np.arange(int(n * rate / src_rate)) * (src_rate / rate)
+        x = np.interp(t, np.arange(n), x).astype(np.float32)
+    return np.ascontiguousarray(x, dtype=np.float32)

@@ -1,0 +1,138 @@
+"""Images and audio inside a prompt: what crosses the pipe, and where they sit in the tokens.
+
+The service puts ``MARKER`` in a message's text where each image or clip goes and sends the
+media's bytes beside it (``Media``); the worker turns the text and media into chunks with
+llama.cpp's multimodal library (``runtime.backends.media``). A media chunk takes as many KV
+cells as it has embeddings; in the request's token list each of those positions holds a
+negative id derived from a hash of the media's content and the position inside it
+(``media_token_ids``), so the prefix cache's block hashes cover images like text: the same
+image re-sent every turn of a conversation hits the cache, a different one never does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+#: where a medium goes in the rendered prompt: not a string any tokenizer or user writes
+MARKER = "<__hearth_media_7c1e__>"
+
+IMAGE, AUDIO = "image", "audio"
+#: per request: media count, encoded bytes of one medium, decoded pixels of one image, and
+#: seconds of one clip; all checked before anything is decoded past its header
+MAX_MEDIA = 16
+MAX_MEDIA_BYTES = 20 << 20
+MAX_IMAGE_PIXELS = 40_000_000
+MAX_AUDIO_SECONDS = 600
+
+
+@dataclass(slots=True, frozen=True)
+class Media:
+    """One image or audio clip as the client sent it (encoded bytes: PNG, JPEG, WAV, ...)."""
+
+    kind: str
+    data: bytes
+
+    @property
+    def digest(self) -> bytes:
+        return hashlib.blake2b(self.kind.encode() + b"\0" + self.data, digest_size=16).digest()
+
+
+def media_token_ids(digest: bytes, n: int) -> list[int]:
+    """``n`` negative int32 ids for the positions of one medium: a 31-bit hash of its content and
+    the position, so two media share a block's ids only if all of them collide."""
+    out = []
+    for i in range(n):
+        h = hashlib.blake2b(digest + i.to_bytes(4, "little"), digest_size=4).digest()
+        out.append(-1 - (int.from_bytes(h, "little") & 0x7FFFFFFE))
+    return out
+
+
+@dataclass(slots=True, eq=False)
+class MediaSpan:
+    """Positions ``start..end-1`` of a request hold one medium's embeddings."""
+
+    start: int
+    end: int
+    kind: str
+    #: ``() -> float32 [end - start, n_embd]``: runs the projector (the backend's)
+    encode: Callable[[], object]
+    #: the model attends across the whole medium at once (Gemma 3's images): its remaining
+    #: positions are computed in one piece
+    non_causal: bool = False
+    #: the embeddings once computed (None: not yet)
+    embd: object = None
+
+    def embeddings(self) -> object:
+        if self.embd is None:
+            self.embd = self.encode()
+        return self.embd
+
+
+@dataclass(slots=True, eq=False)
+class MediaLayout:
+    """A request's media spans, in order."""
+
+    spans: list[MediaSpan] = field(default_factory=list)
+    #: the native chunks the spans encode from, freed with this object (backend's)
+    owner: object = None
+
+    def span_at(self, pos: int) -> MediaSpan | None:
+        for s in self.spans:
+            if s.start <= pos < s.end:
+                return s
+        return None
+
+    def clip(self, start: int, n: int) -> int:
+        """How many of ``n`` tokens from ``start`` one step computes: text stops at the next
+        medium, a medium's positions are not mixed with text (they go in their own decode)."""
+        for s in self.spans:
+            if start < s.start:
+                return min(n, s.start - start)
+            if start < s.end:
+                return s.end - start if s.non_causal else min(n, s.end - start)
+        return n
+
+    def positions(self) -> int:
+        return sum(s.end - s.start for s in self.spans)
+
+
+def sniff_mime(data: bytes) -> str:
+    """The MIME type of an encoded image or clip from its first bytes (``application/octet-stream``
+    when unknown)."""
+    for magic, mime in ((b"\x89PNG", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"GIF8", "image/gif"),
+                        (b"BM", "image/bmp"), (b"RIFF", "")):
+        if data.startswith(magic):
+            if mime:
+                return mime
+            return "image/webp" if data[8:12] == b"WEBP" else "audio/wav"
+    return "application/octet-stream"
+
+
+def with_media_parts(messages: list[dict], media: list[Media]) -> list[dict]:
+    """Messages whose text holds ``MARKER`` as OpenAI content parts: text, ``image_url`` with a
+    data URL, ``input_audio`` (for an upstream server that reads the OpenAI format)."""
+    import base64
+
+    items = iter(media)
+    out = []
+    for m in messages:
+        text = m.get("content")
+        if not isinstance(text, str) or MARKER not in text:
+            out.append(m)
+            continue
+        parts: list[dict] = []
+        for i, piece in enumerate(text.split(MARKER)):
+            if i:
+                medium = next(items)
+                b64 = base64.b64encode(medium.data).decode("ascii")
+                if medium.kind == AUDIO:
+                    parts.append({"type": "input_audio", "input_audio": {"data": b64, "format": "wav"}})
+                else:
+                    url = f"data:{sniff_mime(medium.data)};base64,{b64}"
+                    parts.append({"type": "image_url", "image_url": {"url": url}})
+            if piece:
+                parts.append({"type": "text", "text": piece})
+        out.append({**m, "content": parts})
+    return out

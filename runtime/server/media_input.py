@@ -1,0 +1,87 @@
+"""Images and audio in a request body, as each wire format sends them, checked before decoding.
+
+Every format carries media as base64 (OpenAI's ``data:`` URLs and ``input_audio``, Anthropic's
+``base64`` sources, Ollama's ``images``); a ``MediaInput`` takes them in message order, checks
+count and size from the string's length before decoding it, decodes the base64 (strict: C speed,
+about 1 ms a megabyte) and leaves ``runtime.media.MARKER`` where each one goes in the text.
+The pixels and samples are decoded in the model's worker, never here (``runtime.backends.media``).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+
+from runtime.media import AUDIO, IMAGE, MARKER, MAX_MEDIA, MAX_MEDIA_BYTES, Media
+from runtime.server.errors import bad_request
+
+_DATA_URL = re.compile(r"data:([\w.+-]+/[\w.+-]+)?((?:;[\w.+-]+=[\w.+-]+)*);base64,", re.ASCII)
+#: audio formats read here: PCM WAV (the worker decodes it with the standard library)
+AUDIO_FORMATS = frozenset({"wav", "wave", "audio/wav", "audio/x-wav", "audio/wave"})
+
+
+class MediaInput:
+    """The media of one request, in the order their markers appear in the messages' text."""
+
+    def __init__(self) -> None:
+        self.items: list[Media] = []
+
+    def image_url(self, url: object, where: str) -> str:
+        """An OpenAI / Responses image URL: a ``data:`` URL with base64 data."""
+        if not isinstance(url, str):
+            raise bad_request(f"'{where}' must be a string: a data URL (data:image/png;base64,...)", where)
+        m = _DATA_URL.match(url[:200])
+        if m is None:
+            if url.startswith(("http://", "https://")):
+                raise bad_request(f"'{where}': this server does not fetch images from the web; send the image "
+                                  "inline as a data URL (data:image/png;base64,...)", where)
+            raise bad_request(f"'{where}' must be a data URL with base64 data (data:image/png;base64,...)", where)
+        mime = (m.group(1) or "").lower()
+        if mime and not mime.startswith("image/"):
+            raise bad_request(f"'{where}' is {mime}, not an image", where)
+        return self.add(IMAGE, url[m.end():], where)
+
+    def audio(self, data: object, fmt: object, where: str) -> str:
+        """OpenAI's ``input_audio``: base64 data and its format (WAV is read)."""
+        if not isinstance(fmt, str) or fmt.lower() not in AUDIO_FORMATS:
+            raise bad_request(f"'{where}.format' must be \"wav\"; other audio formats are not read here "
+                              "(convert the clip to WAV)", f"{where}.format")
+        return self.add(AUDIO, data, f"{where}.data")
+
+    def add(self, kind: str, data: object, where: str) -> str:
+        """One base64 medium: checked, decoded, kept; returns the marker that stands for it."""
+        if not isinstance(data, str) or not data:
+            raise bad_request(f"'{where}' must be a non-empty base64 string", where)
+        if len(self.items) >= MAX_MEDIA:
+            raise bad_request(f"'{where}': a request may carry at most {MAX_MEDIA} images and clips", where)
+        if len(data) // 4 * 3 > MAX_MEDIA_BYTES:
+            raise bad_request(f"'{where}' is about {len(data) // 4 * 3:,} bytes; the limit is "
+                              f"{MAX_MEDIA_BYTES:,} bytes for one {kind}", where)
+        try:
+            raw = base64.b64decode(data.strip(), validate=True)
+        except (binascii.Error, ValueError):
+            try:  # the URL-safe alphabet, which some clients use
+                raw = base64.b64decode(data.strip(), altchars=b"-_", validate=True)
+            except (binascii.Error, ValueError):
+                raise bad_request(f"'{where}' is not valid base64", where) from None
+        if not raw:
+            raise bad_request(f"'{where}' is empty", where)
+        self.items.append(Media(kind, raw))
+        return MARKER
+
+    @property
+    def media(self) -> list[Media] | None:
+        return self.items or None
+
+
+def without_media(messages: list[dict]) -> list[dict]:
+    """Messages to keep for a later turn: each medium's marker becomes a short note (the bytes
+    are not kept, so a later turn cannot send them again)."""
+    out = []
+    for m in messages:
+        text = m.get("content")
+        if isinstance(text, str) and MARKER in text:
+            m = {**m, "content": text.replace(MARKER, "[an image or audio clip from an earlier turn]")}
+        out.append(m)
+    return out
