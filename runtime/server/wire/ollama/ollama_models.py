@@ -103,7 +103,7 @@ def _show_onnx(m: LocalModel) -> dict:
 
 
 def show(m: LocalModel, params: dict) -> dict:
-    from runtime.server.generate.capabilities import capabilities_of
+    from runtime.server.generate.capabilities import capabilities
 
     if is_onnx_path(m.path):
         return _show_onnx(m)
@@ -121,6 +121,6 @@ def show(m: LocalModel, params: dict) -> dict:
         "model_info": model_info(h),
         # Ollama's vocabulary has no "chat" (a chat model is a "completion" one there) and
         # calls reasoning "thinking"
-        "capabilities": [{"reasoning": "thinking"}.get(c, c) for c in capabilities_of(h) if c != "chat"],
+        "capabilities": [{"reasoning": "thinking"}.get(c, c) for c in capabilities(path) if c != "chat"],
         "modified_at": iso(path.stat().st_mtime),
     }
