@@ -256,6 +256,8 @@ async def augment(library: DocumentLibrary, doc_ids: list[int], messages: list[d
         return messages, []
     budget_chars = int(context_tokens * DOCUMENT_SHARE * CHARS_PER_TOKEN)
     question = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), "")
+    if isinstance(question, list):  # a message with images: its text parts
+        question = " ".join(p.get("text", "") for p in question if isinstance(p, dict) and p.get("type") == "text")
     whole: list[tuple[Document, str]] = []
     passages: list[Chunk] = []
     if sum(d.chars for d in docs) <= budget_chars:

@@ -77,6 +77,10 @@ API_WORDS = {
     "engine_stopped": ("The model stopped unexpectedly.", "Send again to reload it."),
     "model_load_failed": ("The model could not be loaded.", "Check the file on the Models page, or pick another model."),
     "download_failed": ("The download failed.", "Check the network connection and press Resume."),
+    "media_not_supported": ("This model reads text only.",
+                            "Pick a model marked “vision” (or “audio” for sound) in the chat's model list, or remove "
+                            "the attachment."),
+    "invalid_media": ("The image or sound could not be read.", "Attach it again as a PNG, JPEG or WAV file."),
 }
 
 

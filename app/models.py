@@ -35,8 +35,8 @@ def _rows(body, *keys: str) -> list[dict]:
 
 #: the fit badge's colour by the planner's verdict: green fits, amber partly, blue CPU, red too big
 VERDICT_COLOURS = {"gpu": "#2e7d32", "partial": "#b26a00", "cpu": "#1565c0", "too_big": "#c62828"}
-CAPABILITY_WORDS = {"tools": "tools", "vision": "vision", "reasoning": "reasoning", "embedding": "embedding",
-                    "rerank": "rerank"}
+CAPABILITY_WORDS = {"tools": "tools", "vision": "vision", "audio": "audio", "reasoning": "reasoning",
+                    "embedding": "embedding", "rerank": "rerank"}
 
 
 def capability_badges(caps: list[str] | None) -> list[str]:

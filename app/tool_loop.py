@@ -159,8 +159,9 @@ def history_messages(turns) -> list[dict]:
         if m.content or m.role == "user":
             content = m.content
             if m.role == "user" and (m.meta or {}).get("attachments"):
-                from app.attachments import with_attachments
+                from app.attachments import content_parts, with_attachments
 
-                content = with_attachments(content, m.meta["attachments"])  # dropped files, as context
+                # dropped files, as context; images and clips as content parts
+                content = content_parts(with_attachments(content, m.meta["attachments"]), m.meta["attachments"])
             msgs.append({"role": m.role, "content": content})
     return msgs

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QSize, Qt, QTimer
 from PySide6.QtGui import QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QDialog, QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSplitter, QVBoxLayout, QWidget,
@@ -103,6 +103,12 @@ class ChatPage(QWidget):
         self.attach_button.setAccessibleName("Attach documents")
         self.attach_button.clicked.connect(self.open_library)
         self.attach_button.setVisible(documents is not None)
+        self.media_button = QPushButton("Image")
+        self.media_button.setObjectName("smallButton")
+        self.media_button.setToolTip("Attach images or a sound clip (WAV) to the next message, for a model that reads "
+                                     "them; or drop them on the message box")
+        self.media_button.setAccessibleName("Attach images or sound")
+        self.media_button.clicked.connect(self.pick_media)
         self.attach_button.setObjectName("iconButton")
         self.tools_button = QPushButton("Tools")
         self.tools_button.setObjectName("smallButton")
@@ -114,6 +120,7 @@ class ChatPage(QWidget):
         self.hint.setObjectName("statsLabel")
         self.hint.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         cl.addWidget(self.attach_button)
+        cl.addWidget(self.media_button)
         cl.addWidget(self.tools_button)
         cl.addWidget(self.hint, 1)
         self.meter = ContextMeter()
@@ -235,10 +242,50 @@ class ChatPage(QWidget):
     def send(self) -> None:
         files = [a.to_meta() for a in self.pending]
         text = self.input.toPlainText()
+        if files and not self._model_reads(files):
+            return
         if self.chat.send(text, files) if files else self.chat.send(text):
             self.input.clear()
             self.pending = []
             self._show_attachments()
+
+    def _model_reads(self, files: list[dict]) -> bool:
+        """Whether the chat's model reads the attached images and clips; if not, say so (nothing
+        is sent: the message and its attachments stay in the box)."""
+        from app.attachments import needs
+        from app.errors import UserError
+
+        want = needs(files)
+        mid = self.header.chat_model()
+        caps = (self.header.row(mid) or {}).get("capabilities")
+        if not want or caps is None:  # nothing to read, or the service has not said: it decides
+            return True
+        missing = sorted(want - set(caps))
+        if not missing:
+            return True
+        what = {"vision": "images", "audio": "sound"}
+        name = mid or "This model"
+        title = (f"{name} reads text only." if not {"vision", "audio"} & set(caps)
+                 else f"{name} does not read {' or '.join(what[m] for m in missing)}.")
+        self.chat.error.emit(UserError(
+            title, "The attached " + " and ".join(what[m] for m in missing) + " cannot be sent to it.",
+            "Pick a model marked “" + "” or “".join(missing) + "” in the model list above, or remove the "
+            "attachment (click its chip).", "attach"))
+        return False
+
+    def pick_media(self) -> None:
+        """Choose images or sound clips for the next message."""
+        from PySide6.QtWidgets import QFileDialog
+
+        from app.attachments import AUDIO_TYPES, IMAGE_TYPES
+
+        images = " ".join(f"*{s}" for s in IMAGE_TYPES)
+        sounds = " ".join(f"*{s}" for s in AUDIO_TYPES)
+        paths, _ = QFileDialog.getOpenFileNames(self, "Attach images or sound", "",
+                                                f"Images and sound ({images} {sounds});;Images ({images});;"
+                                                f"Sound ({sounds})")
+        if paths:
+            self.attach_files(paths)
 
     def attach_files(self, paths: list[str]) -> None:
         """Read dropped files off the event loop; each becomes a chip above the message box."""
@@ -273,17 +320,26 @@ class ChatPage(QWidget):
     def _show_attachments(self) -> None:
         from app.qt_models import format_size
         from app.ui.documents_ui import file_icon
+        from app.ui.thumbnails import thumbnail_icon
 
         while self._attach_row.count():
             w = self._attach_row.takeAt(0).widget()
             if w is not None:
                 w.deleteLater()
         for a in self.pending:
-            chip = QPushButton(f"{a.name} · {format_size(len(a.text.encode()))}   ×")
+            chip = QPushButton(f"{a.name} · {format_size(a.size)}   ×")
             chip.setObjectName("chip")
-            chip.setIcon(file_icon())
-            chip.setToolTip(f"{len(a.text):,} characters, sent with the message as context. Click to remove it.")
-            chip.setAccessibleName(f"Attached file {a.name}; remove")
+            if a.kind == "image":
+                chip.setIcon(thumbnail_icon(a.data))
+                chip.setIconSize(QSize(28, 28))
+                chip.setToolTip("An image, sent with the message for a model that reads images. Click to remove it.")
+            elif a.kind == "audio":
+                chip.setIcon(file_icon())
+                chip.setToolTip("A sound clip, sent with the message for a model that hears audio. Click to remove it.")
+            else:
+                chip.setIcon(file_icon())
+                chip.setToolTip(f"{len(a.text):,} characters, sent with the message as context. Click to remove it.")
+            chip.setAccessibleName(f"Attached {a.kind if a.kind != 'text' else 'file'} {a.name}; remove")
             chip.clicked.connect(lambda _=False, n=a.name: self.remove_attachment(n))
             self._attach_row.addWidget(chip)
         self._attach_row.addStretch(1)
@@ -292,6 +348,7 @@ class ChatPage(QWidget):
 
     def update_meter(self) -> None:
         """How full the chat's context is: its own context length, or the model's."""
+        from app.attachments import attachment_chars
         from app.context_use import context_use
 
         c = self.chat.current
@@ -299,7 +356,7 @@ class ChatPage(QWidget):
         limit = (c.options.get("ctx") if c else None) or row.get("context_length")
         self.meter.show_use(context_use(self.chat.messages.items(), self.input.toPlainText(),
                                         int(limit) if limit else None, c.system_prompt if c else "",
-                                        sum(len(a.text) for a in self.pending)))
+                                        attachment_chars({"attachments": [a.to_meta() for a in self.pending]})))
 
     def bind_models(self, models, run) -> None:
         """The model service: loaded state, capabilities, loading on demand, fit verdicts."""

@@ -45,6 +45,43 @@ def stats_line(meta: dict) -> str:
     return " · ".join(parts)
 
 
+class MediaStrip(QWidget):
+    """The images of a message as thumbnails (and its sound clips by name), in a wrapping row."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setObjectName("mediaStrip")
+        self._row = QHBoxLayout(self)
+        self._row.setContentsMargins(0, 0, 0, 0)
+        self._row.setSpacing(6)
+        self._key: tuple = ()
+
+    def set_media(self, media: list[dict]) -> None:
+        from app.ui.thumbnails import thumbnail
+
+        key = tuple((a.get("name"), len(a.get("data") or "")) for a in media)
+        if key == self._key:
+            return
+        self._key = key
+        while self._row.count():
+            w = self._row.takeAt(0).widget()
+            if w is not None:
+                w.deleteLater()
+        for a in media:
+            label = QLabel()
+            label.setObjectName("thumbnail")
+            pix = thumbnail(a.get("data") or "") if a.get("kind") == "image" else None
+            if pix is not None:
+                label.setPixmap(pix)
+                label.setFixedSize(pix.size())
+            else:
+                label.setText(("Sound clip: " if a.get("kind") == "audio" else "") + str(a.get("name", "")))
+            label.setToolTip(str(a.get("name", "")))
+            label.setAccessibleName(f"{'Image' if a.get('kind') == 'image' else 'Sound clip'} {a.get('name', '')}")
+            self._row.addWidget(label)
+        self._row.addStretch(1)
+
+
 def _wrapping(name: str, rich: bool = False) -> QLabel:
     label = QLabel()
     label.setObjectName(name)
@@ -95,7 +132,7 @@ class MessageWidget(QFrame):
         self.refresh()
 
     # the parts made on demand, in their place in the column
-    _ORDER = ("attachments", "reasoning_toggle", "reasoning", "tool_calls", "body", "citations", "editor", "error",
+    _ORDER = ("media", "attachments", "reasoning_toggle", "reasoning", "tool_calls", "body", "citations", "editor", "error",
               "stats")
 
     def _part(self, name: str) -> QWidget | None:
@@ -117,6 +154,8 @@ class MessageWidget(QFrame):
             w = ToolCallsView()
         elif name == "attachments":
             w = _wrapping("citations")
+        elif name == "media":
+            w = MediaStrip()
         elif name == "citations":
             w = _wrapping("citations", rich=True)
             w.linkActivated.connect(self._citation)
@@ -151,6 +190,7 @@ class MessageWidget(QFrame):
     tool_calls = property(lambda self: self._make("tool_calls"))
     citations = property(lambda self: self._make("citations"))
     attachments = property(lambda self: self._make("attachments"))
+    media = property(lambda self: self._make("media"))
     editor = property(lambda self: self._make("editor"))
     error = property(lambda self: self._make("error"))
     edit_button = property(lambda self: self._button("edit_button", "Edit", self._start_edit))
@@ -193,7 +233,12 @@ class MessageWidget(QFrame):
         if calls or "tool_calls" in self._parts:
             self.tool_calls.set_calls(calls)
             _show(self.tool_calls, bool(calls))
-        files = [a.get("name", "") for a in m.meta.get("attachments") or () if isinstance(a, dict)]
+        attached = m.meta.get("attachments") or ()
+        shown = [a for a in attached if isinstance(a, dict) and a.get("kind") in ("image", "audio")]
+        if shown or "media" in self._parts:
+            self.media.set_media(shown)
+            _show(self.media, bool(shown))
+        files = [a.get("name", "") for a in attached if isinstance(a, dict) and a.get("kind") not in ("image", "audio")]
         if files or "attachments" in self._parts:
             self.attachments.setText("Attached: " + " · ".join(files))
             _show(self.attachments, bool(files))
