@@ -89,7 +89,7 @@ def test_missing_max_tokens_is_anthropics_error(server):
     ({"tools": [{"name": "weather", "input_schema": {"type": "object"}}], "tool_choice": {"type": "tool", "name": "x"}},
      400, "not in 'tools'"),
     ({"tools": [{"name": "weather", "input_schema": {"type": "nonsense"}}]}, 400, "not a valid JSON schema"),
-    ({"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}, 400, "text only"),
+    ({"messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}, 400, "base64 image sources"),
     ({"model": "no-such-model"}, 404, "no-such-model"),
     ({"temperature": 1.5}, 400, "temperature"),
     ({"messages": [{"role": "bot", "content": "hi"}]}, 400, "messages.0.role"),

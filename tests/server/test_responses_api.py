@@ -104,7 +104,7 @@ def test_unstored_responses_cannot_be_continued(oai):
     ({"tools": [{"type": "function", "name": "weather", "parameters": {"type": "object"}}],
       "tool_choice": {"type": "function", "name": "other"}}, "not in 'tools'"),
     ({"text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "nonsense"}}}}, "not a valid JSON schema"),
-    ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "text only"),
+    ({"input": [{"role": "user", "content": [{"type": "input_image", "image_url": "x"}]}]}, "data URL"),
     ({"max_output_tokens": 0}, "max_output_tokens"),
     ({"temperature": "warm"}, "temperature"),
     ({"input": [{"type": "item_reference", "id": "x"}]}, "item_reference"),

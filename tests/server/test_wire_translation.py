@@ -69,7 +69,7 @@ def test_anthropic_error_result_and_structured_output():
     ({"max_tokens": 4, "messages": [{"role": "assistant", "content": [{"type": "tool_result", "tool_use_id": "x"}]}]},
      "messages.0.content.0"),
     ({"max_tokens": 4, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
-     "text only"),
+     "base64 image sources"),
     ({"max_tokens": 4, "messages": [{"role": "user", "content": "hi"}], "stop_sequences": 7}, "stop_sequences"),
     ({"max_tokens": 4, "messages": [{"role": "user", "content": "hi"}], "thinking": {"type": "on"}}, "thinking.type"),
 ])

@@ -14,8 +14,9 @@ What real clients send beyond the documented API is accepted with a fixed meanin
   still matches the next request);
 - blocks produced by Anthropic's own server tools (``server_tool_use``, ``*_tool_result``,
   ``mcp_tool_use``, ``container_upload``) and earlier ``thinking`` are not shown to the model;
-- an image or document inside a ``tool_result`` becomes a short note in the result's text (the
-  models served here read text only; an image the user sends directly is still a 400);
+- a user's ``image`` block with a base64 source goes to a model that reads images (its marker in
+  the text, ``runtime.server.media_input``); an image or document inside a ``tool_result``
+  becomes a short note in the result's text, and a ``document`` block is a 400;
 - server tools (``web_search_*``, ``code_execution_*``, ...) are not offered to the model,
   since nothing here would run them; client tools with Anthropic-defined schemas (``bash_*``,
   ``text_editor_*``) are offered with their documented input schemas;

@@ -4,8 +4,10 @@ Ollama's names map onto the engine's sampling parameters: ``options.num_predict`
 ``max_tokens`` (negative: until the context ends; 0 is one token), ``options.repeat_last_n`` is the penalty
 window, and so on. Options Ollama knows but that do not apply to a running Hearth model
 (``num_gpu``, ``use_mmap``, ...) are ignored as Ollama ignores unknown ones; an option of the
-wrong type is a 400 that names it. Features Hearth does not have (images, suffix) are refused
-with a clear message instead of being silently dropped. ``format``, ``tools`` and ``think`` are
+wrong type is a 400 that names it. ``images`` (base64, per message or beside ``prompt``) go
+before the message's text, for a model with a projector (``runtime.server.media_input``).
+Features Hearth does not have (suffix, context) are refused with a clear message instead of
+being silently dropped. ``format``, ``tools`` and ``think`` are
 read by ``structured_output`` and ``tool_calls``.
 """
 

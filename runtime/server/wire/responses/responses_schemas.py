@@ -19,8 +19,9 @@ What agents send beyond function tools is accepted with a fixed meaning (Codex s
   ``*_call`` items of hosted tools) are not shown to the model (an ``item_reference`` is a 400:
   nothing here looks items up by id);
   ``custom_tool_call`` / ``custom_tool_call_output`` are, like function calls and their outputs;
-- an image or file inside a tool's output becomes a short note in its text (the models served
-  here read text only; an image the user sends directly is still a 400).
+- a user's ``input_image`` (a data URL) and ``input_audio`` (WAV) go to a model that reads them
+  (``runtime.server.media_input``); an image or file inside a tool's output becomes a short
+  note in its text, and an ``input_file`` is a 400.
 """
 
 from __future__ import annotations
