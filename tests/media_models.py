@@ -82,15 +82,15 @@ def _layers(prefix: str, n_layer: int, n_embd: int, n_ff: int, mat, k_bias: bool
     return t
 
 
-def _vision(kind: str, n_embd_text: int, mat) -> tuple[dict, dict[str, np.ndarray]]:
+def _vision(kind: str, n_embd_text: int, mat, image_size: int = IMAGE_SIZE) -> tuple[dict, dict[str, np.ndarray]]:
     if kind not in _PATCH:
         raise ValueError(f"unknown vision projector kind {kind!r}: use one of {sorted(_PATCH)}")
     patch = _PATCH[kind]
-    n_patches = (IMAGE_SIZE // patch) ** 2
+    n_patches = (image_size // patch) ** 2
     kv = {
         "clip.has_vision_encoder": True,
         "clip.vision.projector_type": kind,
-        "clip.vision.image_size": IMAGE_SIZE,
+        "clip.vision.image_size": image_size,
         "clip.vision.patch_size": patch,
         "clip.vision.embedding_length": _V_EMBD,
         "clip.vision.feed_forward_length": _V_FF,
@@ -155,17 +155,18 @@ def _audio(n_embd_text: int, mat) -> tuple[dict, dict[str, np.ndarray]]:
 
 
 def write_projector(path: Path | str, n_embd_text: int, vision: str | None = "mlp", audio: bool = False,
-                    seed: int = 0) -> Path:
+                    seed: int = 0, image_size: int = IMAGE_SIZE) -> Path:
     """An mmproj file with a vision tower of kind ``vision`` (None: none) and/or the audio
     encoder; both in one file is what libmtmd calls a mixed-modality projector (each modality
-    names its projector type in its own key)."""
+    names its projector type in its own key). ``image_size``: the square images are resized to
+    (an image is ``(image_size / patch)**2`` embeddings for "mlp": 16 at the default 32)."""
     if vision is None and not audio:
         raise ValueError("a projector needs vision, audio or both")
     path = Path(path)
     mat = _rng_mat(np.random.default_rng(seed))
     kv: dict = {}
     tensors: dict[str, np.ndarray] = {}
-    for part in ([_vision(vision, n_embd_text, mat)] if vision else []) + ([_audio(n_embd_text, mat)] if audio else []):
+    for part in ([_vision(vision, n_embd_text, mat, image_size)] if vision else []) + ([_audio(n_embd_text, mat)] if audio else []):
         kv.update(part[0])
         tensors.update(part[1])
     w = GGUFWriter(str(path), "clip")
