@@ -71,6 +71,17 @@ class CatalogEntry:
     def draft(self) -> str | None:
         return self.raw.get("draft")
 
+    @property
+    def mmproj(self) -> tuple[str, int | None] | None:
+        """(file name, size or None) of the model's multimodal projector; None: text only."""
+        spec = self.raw.get("mmproj")
+        return (spec["file"], spec.get("size")) if spec else None
+
+    @property
+    def modalities(self) -> list[str]:
+        """What the model reads besides text through its projector ("vision", "audio")."""
+        return list(self.raw.get("modalities", []))
+
     def quant_files(self, quant: str) -> tuple[str, int | None] | None:
         """(file name, size or None) of a quantization, None when the catalog does not list it."""
         spec = self.raw.get("files", {}).get(quant)
@@ -108,6 +119,7 @@ def parse_catalog(data: dict) -> dict[str, CatalogEntry]:
         _check_vocabulary(m)
         if "embedded" not in m:
             _check_hub_entry(m)
+        _check_media(m)
         entries[m["id"]] = CatalogEntry(m["id"], m["name"], m["family"], m["license"], m["context_length"], m)
     for e in entries.values():
         if e.draft is not None and e.draft not in entries:
@@ -186,6 +198,37 @@ def _check_hub_entry(m: dict) -> None:
                 shape.get("layers", 0) if key == "attention_layers" else 1 << 40)):
             raise CatalogError(f"{where}: shape.{key} must be a non-negative integer"
                                + (" no larger than shape.layers" if key == "attention_layers" else ""))
+
+
+MODALITIES = ("vision", "audio")
+
+
+def _check_media(m: dict) -> None:
+    """``mmproj``, ``modalities`` and ``note`` (see the module docstring)."""
+    import posixpath
+
+    where = f"catalog model {m['id']}"
+    if "note" in m and not (isinstance(m["note"], str) and m["note"].strip()):
+        raise CatalogError(f"{where}: 'note' must be a sentence")
+    if "mmproj" not in m and "modalities" not in m:
+        return
+    if "embedded" in m or m.get("format") == "onnx" or "task" in m:
+        raise CatalogError(f"{where}: only a GGUF chat model from the hub has a projector ('mmproj', 'modalities')")
+    spec, mods = m.get("mmproj"), m.get("modalities")
+    if spec is None or mods is None:
+        raise CatalogError(f"{where}: 'mmproj' and 'modalities' come together: the projector is what reads the media")
+    name = spec.get("file") if isinstance(spec, dict) else None
+    if not isinstance(name, str) or not name.endswith(".gguf") or "mmproj" not in posixpath.basename(name).lower():
+        raise CatalogError(f"{where}: mmproj needs a 'file' ending in .gguf whose name says mmproj")
+    if set(spec) - {"file", "size"}:
+        raise CatalogError(f"{where}: mmproj has only 'file' and 'size', not {', '.join(sorted(set(spec) - {'file', 'size'}))}")
+    if "size" in spec and not (isinstance(spec["size"], int) and not isinstance(spec["size"], bool) and spec["size"] > 0):
+        raise CatalogError(f"{where}: mmproj.size must be a positive integer (bytes)")
+    folders = {posixpath.dirname(f["file"]) for f in m["files"].values()}
+    if folders != {posixpath.dirname(name)}:
+        raise CatalogError(f"{where}: mmproj {name!r} must sit in the same folder as the model files")
+    if not (isinstance(mods, list) and mods and all(x in MODALITIES for x in mods) and len(set(mods)) == len(mods)):
+        raise CatalogError(f"{where}: 'modalities' must list one or both of {', '.join(MODALITIES)}")
 
 
 @lru_cache(maxsize=1)

@@ -26,11 +26,12 @@ def test_embedded_models_are_placed_once(data_dir, smollm2_path):
 
 
 def test_catalog_size_and_hub_entries_are_complete():
-    catalog = {k: e for k, e in load_catalog().items() if "task" not in e.raw}  # the text-generation models
+    generators = {k: e for k, e in load_catalog().items() if "task" not in e.raw}  # the text-generation models
+    catalog = {k: e for k, e in generators.items() if not e.modalities}  # text only
     assert 15 <= len(catalog) <= 25
     families = {e.family for e in catalog.values()}
     assert {"llama", "qwen2", "qwen3", "gemma3", "phi3"} <= families
-    for e in catalog.values():
+    for e in generators.values():
         if e.embedded is not None:
             continue
         assert e.repo and e.default_quant in e.quants, e.id
@@ -64,7 +65,7 @@ def test_every_hub_entry_gives_the_fit_planner_a_shape():
     for e in load_catalog().values():
         if e.embedded is not None or "task" in e.raw:  # encoders are planned by their file size
             continue
-        raw = {**e.raw, "shape": {**e.raw["shape"], "file_bytes": e.estimated_bytes()}}
+        raw = {**e.raw, "shape": {**e.raw["shape"], "file_bytes": e.estimated_bytes("Q4_K_M")}}
         shape = shape_from_catalog(CatalogEntry(e.id, e.name, e.family, e.license, e.context_length, raw))
         assert shape.n_layer == e.raw["shape"]["layers"] and shape.ctx_train == e.context_length
         assert 4 < shape.bits_per_weight < 6, e.id  # Q4_K_M
@@ -113,3 +114,70 @@ def test_embedding_and_reranking_entries():
     bad = {**catalog["bge-reranker-base"].raw, "companions": ["config.json"]}
     with pytest.raises(CatalogError, match="tokenizer.json"):
         parse_catalog({"schema_version": 1, "models": [bad]})
+
+
+def test_vision_entries_name_their_projector():
+    """The vision models people run locally, each with the projector a pull fetches beside it."""
+    catalog = load_catalog()
+    media = {k: e for k, e in catalog.items() if e.mmproj}
+    assert {"smolvlm-256m", "smolvlm-500m", "gemma-3-4b-vision", "qwen2.5-vl-3b", "qwen2.5-omni-3b"} <= set(media)
+    assert catalog["qwen2.5-omni-3b"].modalities == ["vision", "audio"]
+    assert catalog["gemma-3-4b-vision"].mmproj == ("mmproj-model-f16.gguf", 851251104)
+    for e in media.values():
+        assert e.repo.startswith("ggml-org/") and e.modalities, e.id
+        assert "mmproj" in e.mmproj[0] and e.mmproj[0] not in {e.quant_files(q)[0] for q in e.quants}, e.id
+        assert "mmproj" in e.to_dict() and e.to_dict()["modalities"] == e.modalities  # as /hearth/catalog sends it
+    # the Qwen2-VL family places image positions with M-RoPE, which the engine refuses for now: said
+    for mrope in ("qwen2.5-vl-3b", "qwen2.5-omni-3b"):
+        assert "M-RoPE" in catalog[mrope].raw["note"]
+    assert all(not e.mmproj and not e.modalities for e in catalog.values() if "task" in e.raw or e.embedded)
+
+
+_VISION = {"id": "v", "name": "V", "family": "llama", "license": "MIT", "context_length": 4096, "repo": "o/v-GGUF",
+           "default_quant": "Q8_0", "files": {"Q8_0": {"file": "v-Q8_0.gguf"}},
+           "mmproj": {"file": "mmproj-v-f16.gguf", "size": 1000}, "modalities": ["vision"]}
+
+
+def test_projector_fields_are_accepted():
+    entry = parse_catalog({"schema_version": 1, "models": [_VISION]})["v"]
+    assert (entry.mmproj, entry.modalities) == (("mmproj-v-f16.gguf", 1000), ["vision"])
+    no_size = {**_VISION, "mmproj": {"file": "mmproj-v-f16.gguf"}, "modalities": ["vision", "audio"],
+               "note": "Reads images and audio."}
+    entry = parse_catalog({"schema_version": 1, "models": [no_size]})["v"]
+    assert (entry.mmproj, entry.modalities) == (("mmproj-v-f16.gguf", None), ["vision", "audio"])
+    text = parse_catalog({"schema_version": 1, "models": [{k: v for k, v in _VISION.items()
+                                                           if k not in ("mmproj", "modalities")}]})["v"]
+    assert (text.mmproj, text.modalities) == (None, [])
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"mmproj": {"file": "v-f16.gguf"}}, "says mmproj"),
+    ({"mmproj": {"file": "mmproj-v-f16.bin"}}, "ending in .gguf"),
+    ({"mmproj": "mmproj-v-f16.gguf"}, "needs a 'file'"),
+    ({"mmproj": {"file": "mmproj-v-f16.gguf", "size": 0}}, "mmproj.size"),
+    ({"mmproj": {"file": "mmproj-v-f16.gguf", "size": True}}, "mmproj.size"),
+    ({"mmproj": {"file": "mmproj-v-f16.gguf", "sha256": "ab"}}, "only 'file' and 'size'"),
+    ({"mmproj": {"file": "sub/mmproj-v-f16.gguf"}}, "same folder"),
+    ({"modalities": []}, "'modalities' must list"),
+    ({"modalities": ["vision", "vision"]}, "'modalities' must list"),
+    ({"modalities": ["video"]}, "'modalities' must list"),
+    ({"modalities": "vision"}, "'modalities' must list"),
+    ({"mmproj": None}, "come together"),
+    ({"modalities": None}, "come together"),
+    ({"note": ""}, "'note'"),
+])
+def test_projector_fields_are_validated(change, says):
+    entry = {k: v for k, v in {**_VISION, **change}.items() if v is not None}
+    with pytest.raises(CatalogError, match=says):
+        parse_catalog({"schema_version": 1, "models": [entry]})
+
+
+def test_only_a_gguf_chat_model_has_a_projector():
+    onnx = {**load_catalog()["bge-small-en-v1.5"].raw, "mmproj": {"file": "mmproj-f16.gguf"}, "modalities": ["vision"]}
+    with pytest.raises(CatalogError, match="only a GGUF chat model"):
+        parse_catalog({"schema_version": 1, "models": [onnx]})
+    embedded = {"id": "x", "name": "X", "family": "llama", "license": "MIT", "context_length": 4096,
+                "embedded": {"package": "p", "module": "m", "file": "x.gguf"}, "repo": "o/x", "default_quant": "Q4_1",
+                "mmproj": {"file": "mmproj-f16.gguf"}, "modalities": ["vision"]}
+    with pytest.raises(CatalogError, match="only a GGUF chat model"):
+        parse_catalog({"schema_version": 1, "models": [embedded]})
