@@ -17,6 +17,7 @@ from runtime.store.gguf_names import is_auxiliary, is_gguf, quant_of, split_part
 from runtime.store.hf_cache import (
     UntrustedName, checked_commit, checked_etag, checked_filename, checked_sha256, hub_endpoint,
 )
+from runtime.store.projector import preferred_projector
 
 #: quantizations chosen, in this order, when a reference names none
 PREFERRED_QUANTS = ("Q4_K_M", "Q4_K_S", "Q4_0", "Q5_K_M", "Q4_1", "Q6_K", "Q8_0")
@@ -128,6 +129,17 @@ class RemoteRepo:
             if hits:
                 return self.parts(hits[0])
         return self.parts(models[0])
+
+    def projector(self, model: str, named: str | None = None) -> RemoteFile | None:
+        """The multimodal projector to fetch with the model file ``model``, checked: the file
+        ``named`` (the catalog's) when the repo has it, else the preferred ``mmproj`` GGUF
+        (``projector.PREFERENCE``); only one in the model's own folder, where ``projector_for``
+        looks for it. None for a text-only model."""
+        folder = model.rpartition("/")[0]
+        beside = [f.name for f in self.files if f.name.rpartition("/")[0] == folder]
+        name = named if named is not None and named in beside else preferred_projector(beside)
+        found = self.file(name) if name is not None and name != model else None
+        return found.checked() if found is not None else None
 
     def gguf_summary(self) -> list[dict]:
         """One entry per model file: name, quantization, total bytes (all parts), parts."""

@@ -4,20 +4,24 @@ Hugging Face repositories of vision and audio models (``ggml-org/SmolVLM-256M-In
 ``ggml-org/gemma-3-4b-it-GGUF``, ...) keep the projector next to the model's quantizations, and
 ``hearth pull`` fetches it into the same folder; LM Studio lays models out the same way. A file
 counts when its name says ``mmproj`` and its header says ``clip`` (llama.cpp's projector
-architecture); with several, the one of the highest precision is used (F16 over Q8_0 ...),
-since a projector is small and its precision is what the image's embeddings keep.
+architecture). With several, one is chosen by ``PREFERENCE`` (``preferred_projector``), the
+same rule for the file a pull fetches and the file a load takes: F16, the precision projectors
+are usually published in, then BF16 and F32 (as precise, in other or twice the bytes), then
+Q8_0; a projector is small beside its model, and its precision is what the image's embeddings
+keep.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from runtime.store.gguf_file import InvalidModelFile, read_header
-from runtime.store.gguf_names import is_auxiliary, is_gguf
+from runtime.store.gguf_names import is_auxiliary, is_gguf, quant_of
 
-#: quantization names in the order a projector is preferred
-_PREFERENCE = ("f32", "bf16", "f16", "q8_0")
+#: a projector's precision (as its file name states it) in the order one is chosen
+PREFERENCE = ("F16", "BF16", "F32", "Q8_0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,9 +31,21 @@ class ProjectorFile:
     audio: bool
 
 
-def _rank(name: str) -> int:
-    low = name.lower()
-    return next((i for i, q in enumerate(_PREFERENCE) if q in low), len(_PREFERENCE))
+def is_projector_name(name: str) -> bool:
+    """Whether a file name (a path inside a repo, too) names a projector: ``mmproj`` and ``.gguf``."""
+    return is_gguf(name) and "mmproj" in name.rsplit("/", 1)[-1].lower()
+
+
+def projector_rank(name: str) -> int:
+    """Where a projector's file name stands in ``PREFERENCE`` (precisions it lacks come after)."""
+    q = quant_of(name)
+    return PREFERENCE.index(q) if q in PREFERENCE else len(PREFERENCE)
+
+
+def preferred_projector(names: Iterable[str]) -> str | None:
+    """The projector to use among file ``names`` (others are ignored), or None when none is one."""
+    found = sorted((n for n in names if is_projector_name(n)), key=lambda n: (projector_rank(n), n))
+    return found[0] if found else None
 
 
 def read_projector(path: Path) -> ProjectorFile | None:
@@ -51,8 +67,8 @@ def projector_for(model: Path) -> ProjectorFile | None:
     if not is_gguf(model.name) or is_auxiliary(model.name):
         return None
     try:
-        names = sorted((p for p in model.parent.iterdir() if is_gguf(p.name) and "mmproj" in p.name.lower()),
-                       key=lambda p: (_rank(p.name), p.name))
+        names = sorted((p for p in model.parent.iterdir() if is_projector_name(p.name)),
+                       key=lambda p: (projector_rank(p.name), p.name))
     except OSError:
         return None
     for p in names:

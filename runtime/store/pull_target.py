@@ -1,4 +1,10 @@
-"""What a pull of a model reference downloads: repo, commit and file(s), from the hub's metadata."""
+"""What a pull of a model reference downloads: repo, commit and file(s), from the hub's metadata.
+
+The model's file(s) come first (a download's path is its first file); after them what the model
+needs beside it: an ONNX graph's tokenizer and configuration, or a GGUF model's multimodal
+projector (``mmproj``), which lands in the same snapshot folder, where ``projector_for`` finds
+it. Every file is fetched, resumed and SHA-256-checked alike, and counts in the space check.
+"""
 
 from __future__ import annotations
 
@@ -33,6 +39,14 @@ def onnx_companions(entry, remote: hub.RemoteRepo, model_file: str) -> list[hub.
     return [f.checked() for f in found if f is not None]  # each of them: names lists only files it has
 
 
+def with_projector(files: list[hub.RemoteFile], remote: hub.RemoteRepo,
+                   named: str | None = None) -> list[hub.RemoteFile]:
+    """``files`` (a GGUF model's parts) and the projector the repo has for it, if any: the one
+    the catalog ``named`` when the repo has it, else the repo's preferred ``mmproj`` file."""
+    projector = remote.projector(files[0].name, named)
+    return files + [projector] if projector is not None and projector not in files else files
+
+
 def pull_target(ref: str, endpoint: str | None = None) -> PullTarget:
     """Resolve ``ref`` against the hub (blocking: one model-info request).
 
@@ -57,6 +71,8 @@ def pull_target(ref: str, endpoint: str | None = None) -> PullTarget:
         files = remote.select(filename=spec[0])
         if entry.raw.get("format") == "onnx":
             files += onnx_companions(entry, remote, spec[0])
+        else:
+            files = with_projector(files, remote, entry.mmproj[0] if entry.mmproj else None)
         model_id = entry.id if quant == entry.default_quant else f"{entry.id}:{quant}"
         return PullTarget(model_id, remote.repo_id, remote.commit, files)
     assert r.repo_id is not None  # parse_ref sets it for every hub reference
@@ -64,7 +80,7 @@ def pull_target(ref: str, endpoint: str | None = None) -> PullTarget:
     if not remote.models() and r.quant is None and r.filename is None:
         method, files = checkpoint_pull.checkpoint_files(remote, checkpoint_pull.hub_endpoint_or(endpoint))
         return PullTarget(remote.repo_id, remote.repo_id, remote.commit, files, convert=method)
-    files = remote.select(quant=r.quant, filename=r.filename)
+    files = with_projector(remote.select(quant=r.quant, filename=r.filename), remote)
     return PullTarget(f"{remote.repo_id}/{files[0].name}", remote.repo_id, remote.commit, files)
 
 
