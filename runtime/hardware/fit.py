@@ -28,6 +28,11 @@ only that holds more of the target context. Every
 device keeps a margin: estimates are taken 10% larger, a GPU keeps 512 MiB for its runtime
 (CUDA context, cuBLAS), RAM keeps 512 MiB for the service and the OS.
 
+A multimodal projector beside the model (``ModelShape.projector_bytes``) is counted where the
+worker loads it: its weights and a fixed compute margin (``memory.PROJECTOR_COMPUTE_BYTES``) on
+the first local GPU when the model has layers on a GPU, else in RAM (beside RPC workers only, in
+RAM too: the safe side). It is not read per token, so it does not change the predicted speed.
+
 Decode speed: one step takes, on each device, the bytes it reads (its weights plus the KV
 cache of 512 filled cells) over its bandwidth times an efficiency, plus on the CPU a fixed
 cost per step. The CPU's efficiency and fixed cost are measured on this machine
@@ -39,10 +44,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from runtime.hardware.advice import Shortfall, explain
+from runtime.hardware.advice import Shortfall, explain, gb
 from runtime.hardware.gpus import GpuInfo
 from runtime.hardware.info import HardwareInfo
 from runtime.hardware.memory import (
+    PROJECTOR_COMPUTE_BYTES,
     SAFETY_FRACTION,
     WORKER_PROCESS_BYTES,
     DeviceMemory,
@@ -111,6 +117,8 @@ class FitPlan:
     main_gpu: int = 0
     #: the RPC workers (``HOST:PORT``) whose devices ``tensor_split`` and ``main_gpu`` count, first
     rpc: list[str] = field(default_factory=list)
+    #: the multimodal projector's weights and compute margin (included in the devices' totals)
+    projector_bytes: int = 0
 
     @property
     def fits(self) -> bool:
@@ -165,7 +173,7 @@ def _with_margin(n: int) -> int:
 
 
 def _copy(d: DeviceMemory) -> DeviceMemory:
-    return DeviceMemory(d.name, d.weights, d.kv, d.compute, d.overhead, list(d.layers), d.output)
+    return DeviceMemory(d.name, d.weights, d.kv, d.compute, d.overhead, list(d.layers), d.output, d.projector)
 
 
 def _add(into: DeviceMemory, other: DeviceMemory) -> None:
@@ -173,6 +181,7 @@ def _add(into: DeviceMemory, other: DeviceMemory) -> None:
     into.kv += other.kv
     into.compute += other.compute
     into.overhead += other.overhead
+    into.projector += other.projector
 
 
 class _Planner:
@@ -191,6 +200,7 @@ class _Planner:
         s = Settings(ctx, self.base.kv_type, self.base.n_seq, self.base.n_batch, self.base.swa_full)
         cpu, gpus = estimate(self.shape, s, n_gpu, self.pool, self.remote)
         cpu.overhead += WORKER_PROCESS_BYTES  # the worker process the model runs in
+        self.place_projector(cpu, gpus, n_gpu)
         t = _Trial(s, n_gpu, cpu, gpus, None, [])
         if self.draft is not None:
             # The draft follows the main model: on the (last) GPU when all of it is there; beside
@@ -200,6 +210,15 @@ class _Planner:
                 self.draft, s, self.draft.n_layer + 1 if on_gpu else 0, self.pool[-1:] if on_gpu else [], self.remote)
         t.fits = self.gpu_fits(t) and self.ram_fits(t)
         return t
+
+    def place_projector(self, cpu: DeviceMemory, gpus: list[DeviceMemory], n_gpu: int) -> None:
+        """The model's projector where the worker loads it: libmtmd takes the (first local) GPU
+        when the model has layers on one, else the CPU (see the module docstring)."""
+        if self.shape.projector_bytes is None:
+            return
+        local = next((i for i, g in enumerate(self.gpus) if not g.remote), None)
+        on = gpus[local] if n_gpu and local is not None else cpu
+        on.projector += self.shape.projector_bytes + PROJECTOR_COMPUTE_BYTES
 
     def gpu_fits(self, t: _Trial) -> bool:
         _, gpus = t.merged()
@@ -340,12 +359,17 @@ def _finish(p: _Planner, t: _Trial, verdict: str, asked: int | None, at_target: 
         ram_bytes=cpu.total, gpu_bytes=sum(d.total for d in gpus), ram_available=p.hw.ram.available,
         gpu_free=sum(g.memory_free for g in p.gpus), devices=[cpu, *used],
         predicted_tokens_per_s=tps, speed_calibrated=calibrated,
-        state_bytes=state_bytes(p.shape, t.settings),
+        state_bytes=state_bytes(p.shape, t.settings), projector_bytes=sum(d.projector for d in main),
     )
     plan.message, plan.notes = explain(
         plan, p.shape, p.gpus, target_ctx=at_target.settings.ctx,
         target_short=_shortfalls(p, at_target), short=_shortfalls(p, t),
     )
+    if plan.projector_bytes:
+        where = next(d.name for d in main if d.projector)
+        plan.notes.append(f"the multimodal projector (mmproj) takes {gb(plan.projector_bytes)} on {where}"
+                          + ("" if p.shape.projector_bytes else
+                             ": its file's size is not known yet, so only the margin for encoding is counted"))
     _place(p, t, plan)
     return plan
 

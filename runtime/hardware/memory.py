@@ -23,6 +23,11 @@ pool of ``n_seq`` sequences, ``n_ubatch = n_batch``, ``swa_full`` on by default)
 - the rest of the process: logits output buffer (``n_vocab * n_seq * 4``), the vocabulary
   (about 120 bytes a token) and a fixed 22 MiB (allocator arenas, thread stacks, llama.cpp's
   own tables), measured on the two embedded models.
+- a multimodal projector (``mmproj``, loaded by libmtmd when one sits beside the model): its
+  file's bytes (every tensor is read into memory) on the first GPU when the model has layers
+  there (the worker loads it with ``use_gpu`` then), else in RAM, plus ``PROJECTOR_COMPUTE_BYTES``
+  for encoding one image or clip: a fixed margin, not measured per projector (counted by the fit
+  planner, ``DeviceMemory.projector``, not by ``estimate``).
 - the worker process itself (``WORKER_PROCESS_BYTES``, counted by the fit planner, not by
   ``estimate``): the interpreter, numpy and llama-cpp-python's bindings, Hearth's engine
   modules, 25 MiB anonymous and about 7 MiB of code pages no other process shares (PSS of a
@@ -47,6 +52,10 @@ WORKER_PROCESS_BYTES = 32 * MIB
 VOCAB_BYTES_PER_TOKEN = 120
 #: host memory a GPU backend's runtime takes (CUDA context, pinned staging buffers)
 GPU_HOST_OVERHEAD_BYTES = 256 * MIB
+#: a multimodal projector's compute buffer for encoding one image or clip, beside its weights:
+#: a fixed margin for the vision towers of small local models (SigLIP / CLIP sized), not a
+#: measurement; large towers at high resolution can take more
+PROJECTOR_COMPUTE_BYTES = 64 * MIB
 
 
 class UnknownKVType(ValueError):
@@ -127,15 +136,17 @@ class DeviceMemory:
     overhead: int = 0
     layers: list[int] = field(default_factory=list)  #: repeating layers placed here
     output: bool = False  #: the output layer is here
+    #: the multimodal projector's weights and compute margin, when it is loaded here
+    projector: int = 0
 
     @property
     def total(self) -> int:
-        return self.weights + self.kv + self.compute + self.overhead
+        return self.weights + self.kv + self.compute + self.overhead + self.projector
 
     def to_dict(self) -> dict:
         return {
             "device": self.name, "weights_bytes": self.weights, "kv_bytes": self.kv,
-            "compute_bytes": self.compute, "overhead_bytes": self.overhead,
+            "compute_bytes": self.compute, "overhead_bytes": self.overhead, "projector_bytes": self.projector,
             "total_bytes": self.total, "layers": len(self.layers), "output_layer": self.output,
         }
 

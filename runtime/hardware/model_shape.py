@@ -3,6 +3,10 @@
 A catalog model that is not downloaded is sized from its architecture numbers and its file
 size (the catalog's, or parameters x the quantization's bits per weight), so ``hearth fit``
 and the catalog's fit badges answer before anything is downloaded.
+
+Either way the shape carries the model's multimodal projector (``projector_bytes``), which the
+worker loads beside it: the ``mmproj`` file next to a local model (``projector_for``), or the
+one the catalog names with its size.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from runtime.hardware.shape import ModelShape, shape_from_catalog, shape_from_he
 from runtime.store.catalog import CatalogEntry, load_catalog
 from runtime.store.gguf_file import read_header
 from runtime.store.gguf_names import split_part
+from runtime.store.projector import projector_for
 from runtime.store.refs import BadReference, parse_ref
 from runtime.store.resolve import Confinement, UnknownModel, resolve_model
 
@@ -24,11 +29,15 @@ def catalog_shape(entry: CatalogEntry, quant: str | None = None) -> ModelShape |
         return None
     sized = CatalogEntry(entry.id, entry.name, entry.family, entry.license, entry.context_length,
                          {**entry.raw, "shape": {**entry.raw["shape"], "file_bytes": size}})
-    return shape_from_catalog(sized)
+    shape = shape_from_catalog(sized)
+    if entry.mmproj is not None:
+        shape.projector_bytes = entry.mmproj[1] or 0
+    return shape
 
 
 def shape_of_file(path: str | Path) -> ModelShape:
-    """The shape of a local GGUF; for a split model, the tensors of all its parts (beside it)."""
+    """The shape of a local GGUF; for a split model, the tensors of all its parts (beside it);
+    with the projector beside it, if any (the one the worker loads)."""
     path = Path(path)
     header = read_header(path)
     part = split_part(path.name)
@@ -38,7 +47,14 @@ def shape_of_file(path: str | Path) -> ModelShape:
                 other = read_header(path.parent / name)  # a missing part raises InvalidModelFile
                 header.tensors.extend(other.tensors)
                 header.file_size += other.file_size
-    return shape_from_header(header)
+    shape = shape_from_header(header)
+    projector = projector_for(path)
+    if projector is not None:
+        try:
+            shape.projector_bytes = projector.path.stat().st_size
+        except OSError:  # gone since it was read: the worker will not load it either
+            pass
+    return shape
 
 
 def model_shape(ref: str, data_dir: Path, confine: Confinement | None = None) -> ModelShape:

@@ -82,6 +82,8 @@ def format_fit_report(plan: FitPlan) -> str:
     if plan.state_bytes:
         parts = parts.replace(f"({plan.kv_type})", f"({plan.kv_type}; recurrent state "
                               f"{size(plan.state_bytes)} for {plan.n_seq} sequences, at any context)", 1)
+    if plan.projector_bytes:
+        parts += f", projector {size(plan.projector_bytes)}"
     if plan.draft_bytes:
         parts += f", draft {size(plan.draft_bytes)}"
     devices = "\n".join(

@@ -69,6 +69,9 @@ class ModelShape:
     swa_assumed: bool = False  #: True when the SWA layers come from the architecture table
     #: per layer: bytes of one sequence's recurrent state (0: an attention layer)
     state_bytes: tuple[int, ...] = ()
+    #: the multimodal projector loaded beside the model (``mmproj``): its file's bytes, 0 when
+    #: the catalog does not list its size; None: no projector (text only)
+    projector_bytes: int | None = None
 
     @property
     def recurrent(self) -> bool:
@@ -107,6 +110,7 @@ class ModelShape:
             "file_bytes": self.file_bytes, "source": self.source,
             "recurrent_layers": sum(1 for b in self.state_bytes if b),
             "state_bytes_per_seq": self.state_bytes_per_seq,
+            "projector_bytes": self.projector_bytes,
         }
 
 
