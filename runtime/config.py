@@ -89,7 +89,11 @@ class SecurityConfig:
     models_dirs: tuple[Path, ...] = ()
     max_tokens_limit: int = 16384
     max_client_requests: int = 16  #: in flight or queued per client address
-    max_body_bytes: int = 8 * 1024 * 1024
+    #: a request body: room for a few photos as base64 (each image or clip is 20 MB at most)
+    max_body_bytes: int = 32 * 1024 * 1024
+    #: fetch images that a request names by web address (the service then makes requests on a
+    #: client's behalf); off: only inline data is read
+    fetch_media_urls: bool = False
     # connections (runtime/server/connections.py): nobody holds the door open
     header_timeout: float = 10.0  #: seconds a new connection has to send a complete request head
     body_timeout: float = 10.0  #: seconds a request body may go without a byte before it is dropped
@@ -134,6 +138,7 @@ def serve_config(args: Namespace, data_dir: Path, api_key: str | None = None) ->
         models_dirs=tuple(Path(d).expanduser().resolve() for d in args.models_dir),
         max_tokens_limit=args.max_tokens_limit, max_client_requests=args.max_client_requests,
         max_body_bytes=int(args.max_body_mb * 1024 * 1024), header_timeout=args.header_timeout,
+        fetch_media_urls=bool(getattr(args, "fetch_media_urls", False)),
         body_timeout=args.body_timeout, keepalive_timeout=args.idle_connection_timeout,
         max_connections=args.max_connections)
     return ServeConfig(port=args.port, model=args.model, preload=False, data_dir=data_dir,

@@ -33,6 +33,8 @@ class Media:
 
     kind: str
     data: bytes
+    #: a web address to fetch the bytes from (``--fetch-media-urls``); "" once they are here
+    url: str = ""
 
     @property
     def digest(self) -> bytes:

@@ -5,6 +5,7 @@ Every format carries media as base64 (OpenAI's ``data:`` URLs and ``input_audio`
 count and size from the string's length before decoding it, decodes the base64 (strict: C speed,
 about 1 ms a megabyte) and leaves ``runtime.media.MARKER`` where each one goes in the text.
 The pixels and samples are decoded in the model's worker, never here (``runtime.backends.media``).
+A web address is kept as such, for ``media_fetch`` (off unless the service allows it).
 """
 
 from __future__ import annotations
@@ -33,9 +34,12 @@ class MediaInput:
             raise bad_request(f"'{where}' must be a string: a data URL (data:image/png;base64,...)", where)
         m = _DATA_URL.match(url[:200])
         if m is None:
-            if url.startswith(("http://", "https://")):
-                raise bad_request(f"'{where}': this server does not fetch images from the web; send the image "
-                                  "inline as a data URL (data:image/png;base64,...)", where)
+            if url.startswith(("http://", "https://")) and len(url) <= 8192:
+                # fetched before the request runs, where the service allows it (``media_fetch``)
+                if len(self.items) >= MAX_MEDIA:
+                    raise bad_request(f"'{where}': a request may carry at most {MAX_MEDIA} images and clips", where)
+                self.items.append(Media(IMAGE, b"", url))
+                return MARKER
             raise bad_request(f"'{where}' must be a data URL with base64 data (data:image/png;base64,...)", where)
         mime = (m.group(1) or "").lower()
         if mime and not mime.startswith("image/"):

@@ -47,6 +47,9 @@ def add_api_args(p: argparse.ArgumentParser) -> None:
                    help="requests one client address may have in flight or queued; more get 429 (default %(default)s)")
     g.add_argument("--max-body-mb", type=float, default=sec.max_body_bytes / (1024 * 1024), metavar="MB",
                    help="largest request body in MiB; larger ones get 413 (default %(default)s)")
+    g.add_argument("--fetch-media-urls", action="store_true",
+                   help="fetch images that a request names by http(s) address (10 s, 20 MB each, 3 redirects); "
+                        "off by default: the service would make requests on its clients' behalf")
     g.add_argument("--header-timeout", type=_positive, default=sec.header_timeout, metavar="SECONDS",
                    help="a new connection that has not sent a whole request head by then is closed "
                         "(default %(default)s)")

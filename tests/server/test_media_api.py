@@ -4,8 +4,10 @@ service: the embedded SmolLM2 in a folder beside a tiny generated projector (vis
 from __future__ import annotations
 
 import base64
+import http.server
 import os
 import shutil
+import threading
 
 import anthropic
 import httpx
@@ -151,3 +153,44 @@ def test_a_text_only_model_explains_that_it_reads_no_images(oai):
     with pytest.raises(BadRequestError) as e:
         oai.chat.completions.create(model="smollm2-135m", max_tokens=2, messages=[image_message()])
     assert e.value.code == "media_not_supported" and "text only" in str(e.value)
+
+
+@pytest.fixture(scope="module")
+def picture_site(tmp_path_factory):
+    """A loopback web server with a picture, an oversized file and nothing else."""
+    from runtime.media import MAX_MEDIA_BYTES
+
+    folder = tmp_path_factory.mktemp("site")
+    (folder / "cat.png").write_bytes(png(21))
+    (folder / "huge.png").write_bytes(b"\x89PNG" + b"\0" * MAX_MEDIA_BYTES)
+    handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(folder))  # noqa: E731
+    site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{site.server_address[1]}"
+    site.shutdown()
+
+
+def test_web_addresses_are_fetched_only_where_the_service_allows_it(oai, vlm, picture_site):
+    part = {"type": "image_url", "image_url": {"url": f"{picture_site}/cat.png"}}
+    with pytest.raises(BadRequestError, match="does not fetch images from the web"):
+        oai.chat.completions.create(model=vlm, max_tokens=2, messages=[{"role": "user", "content": [part]}])
+    s = live_server("--parallel", "2", "--ctx", "2048", "--models-dir", os.path.dirname(vlm), "--fetch-media-urls")
+    try:
+        client = OpenAI(base_url=f"{s.url}/v1", api_key="unused", max_retries=0, timeout=300)
+        r = client.chat.completions.create(model=vlm, max_tokens=4, temperature=0, messages=[
+            {"role": "user", "content": [part, {"type": "text", "text": "What is it?"}]}])
+        assert r.usage.prompt_tokens > TOKENS_PER_IMAGE["mlp"]
+        c = anthropic.Anthropic(base_url=s.url, api_key="unused", max_retries=0, timeout=300)
+        m = c.messages.create(model=vlm, max_tokens=4, messages=[{"role": "user", "content": [
+            {"type": "image", "source": {"type": "url", "url": f"{picture_site}/cat.png"}}]}])
+        assert m.usage.input_tokens + (m.usage.cache_read_input_tokens or 0) > TOKENS_PER_IMAGE["mlp"]
+        for path, words in (("/missing.png", "HTTP 404"), ("/huge.png", "limit is")):
+            bad = {"type": "image_url", "image_url": {"url": f"{picture_site}{path}"}}
+            with pytest.raises(BadRequestError, match=words):
+                client.chat.completions.create(model=vlm, max_tokens=2, messages=[{"role": "user", "content": [bad]}])
+        with pytest.raises(BadRequestError, match="could not be fetched"):
+            client.chat.completions.create(model=vlm, max_tokens=2, messages=[{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": "http://127.0.0.1:1/nothing.png"}}]}])
+        assert httpx.get(f"{s.url}/health", timeout=10).status_code == 200
+    finally:
+        s.stop()

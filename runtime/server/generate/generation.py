@@ -13,6 +13,7 @@ from runtime.engine.protocol import Engine, OutputStream, UpstreamFailed
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.generate.error_table import api_error
 from runtime.server.errors import ApiError
+from runtime.server.media_fetch import fetch_media
 from runtime.server.generate.request import GenerationRequest
 from runtime.server.validation import token_ids
 from runtime.server.generate.reply import Reply
@@ -54,6 +55,8 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> Gene
         # cut at the server's limit (and at the end of the context: the engine's bound, never a
         # refusal), and its finish reason says ``length`` if it gets there.
         params = replace(params, max_tokens=limit)
+    if req.media:
+        req.media = await fetch_media(req.media, request.app[CONFIG].security.fetch_media_urls)
     try:
         engine = await manager.engine_for(req.model, req.num_ctx, req.keep_alive)
     except Exception as e:
@@ -84,6 +87,8 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> Gene
 
 async def count_prompt_tokens(request: web.Request, req: GenerationRequest) -> int:
     """The request's prompt length in the model's tokens (loading the model if needed); nothing is generated."""
+    if req.media:
+        req.media = await fetch_media(req.media, request.app[CONFIG].security.fetch_media_urls)
     try:
         engine = await request.app[MANAGER].engine_for(req.model, None, req.keep_alive)
     except Exception as e:

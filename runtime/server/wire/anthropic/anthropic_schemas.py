@@ -97,6 +97,8 @@ def _texts(content: Any, where: str, *, media: bool = False) -> str:
 def _image_block(block: dict, where: str, media: MediaInput) -> str:
     """An ``image`` block with a base64 source: its marker (the bytes go into ``media``)."""
     source = block.get("source")
+    if isinstance(source, dict) and source.get("type") == "url":  # fetched where the service allows it
+        return media.image_url(source.get("url"), f"{where}.source.url")
     if not isinstance(source, dict) or source.get("type") != "base64":
         raise bad_request(f"{where}.source: only base64 image sources are read here "
                           "({\"type\": \"base64\", \"media_type\": \"image/png\", \"data\": ...})", f"{where}.source")
