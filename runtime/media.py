@@ -23,7 +23,7 @@ IMAGE, AUDIO = "image", "audio"
 #: seconds of one clip; all checked before anything is decoded past its header
 MAX_MEDIA = 16
 MAX_MEDIA_BYTES = 20 << 20
-MAX_IMAGE_PIXELS = 40_000_000
+MAX_IMAGE_PIXELS = 100_000_000
 MAX_AUDIO_SECONDS = 600
 
 

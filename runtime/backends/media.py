@@ -32,6 +32,9 @@ from runtime.media import (
 )
 
 _TEXT, _IMAGE, _AUDIO = 0, 1, 2  # mtmd_input_chunk_type
+#: the longest side an image reaches the projector with (vision towers see 224-1,536 pixels, and
+#: tiling ones such as Idefics3 cut at most a few 512-pixel tiles from it)
+MAX_SIDE = 4096
 
 
 def silence_media_log(callback) -> None:
@@ -183,15 +186,19 @@ def decode_image(data: bytes) -> tuple[int, int, bytes]:
     """Width, height and RGB bytes of an encoded image; MediaError for anything else."""
     from PIL import Image, UnidentifiedImageError
 
-    Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS  # above it Pillow raises (twice it: DecompressionBombError)
+    Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS  # above it Pillow warns (twice it: DecompressionBombError)
     try:
         with Image.open(io.BytesIO(data)) as im:
-            w, h = im.size
+            w, h = im.size  # from the header: nothing is decoded yet
             if w <= 0 or h <= 0 or w * h > MAX_IMAGE_PIXELS:
                 raise MediaError(f"the image is {w}x{h} pixels; the limit is {MAX_IMAGE_PIXELS:,} pixels")
             im.seek(0)  # an animation: its first frame
+            if max(w, h) > MAX_SIDE:
+                im.draft("RGB", (MAX_SIDE, MAX_SIDE))  # a JPEG decodes at 1/2, 1/4, 1/8 scale: far less memory
             rgb = im.convert("RGB")
-            return w, h, rgb.tobytes()
+            if max(rgb.size) > MAX_SIDE:  # no projector looks at more: its preprocessing shrinks it anyway
+                rgb.thumbnail((MAX_SIDE, MAX_SIDE), Image.Resampling.BICUBIC)
+            return rgb.size[0], rgb.size[1], rgb.tobytes()
     except MediaError:
         raise
     except (UnidentifiedImageError, Image.DecompressionBombError, Image.DecompressionBombWarning) as e:

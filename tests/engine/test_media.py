@@ -221,3 +221,14 @@ def test_a_prompt_ending_in_a_medium_is_refused(engine, backend):
         return
     with pytest.raises(RequestRejected, match="ends with an image"):
         engine.add_request("x", tokens, greedy(), media=layout)
+
+
+def test_a_large_photo_is_scaled_to_the_longest_side_a_projector_needs():
+    from runtime.backends.media import MAX_SIDE, decode_image
+
+    im = Image.new("RGB", (6000, 4000), (200, 30, 40))
+    buf = io.BytesIO()
+    im.save(buf, "JPEG", quality=80)
+    w, h, rgb = decode_image(buf.getvalue())
+    assert max(w, h) <= MAX_SIDE and abs(w / h - 1.5) < 0.01 and len(rgb) == w * h * 3
+    assert rgb[:3] == bytes(rgb[:3]) and abs(rgb[0] - 200) < 8  # the colour survives
