@@ -267,6 +267,7 @@ class Engine:
                 index = batch.add(r.tokens[c.start:c.end], c.start, r.seq_id, c.samples)
             if index is not None:
                 sampled.append((r, index))
+        failed = self._embeddings(media, chunks)
         t0 = time.perf_counter()
         try:
             for c in media:
@@ -286,13 +287,29 @@ class Engine:
             if c.request not in drafts:
                 self.kv.commit(c.request)
         prompt_entries = {c.request: self._prompt_logprobs(c, first) for c, first in prompt_rows}
-        outputs = [self._isolated(r, self._sample, r, index) for r, index in sampled]
+        outputs = failed + [self._isolated(r, self._sample, r, index) for r, index in sampled]
         outputs += [self._isolated(c.request, self._verify, c, drafts[c.request], first) for c, first in verified]
         if prompt_entries:
             outputs = self._with_prompt_logprobs(outputs, prompt_entries)
         if self.spec is not None:
             self.spec.adapt(self.scheduler.running, sum(1 for c in chunks if c.samples))
         return outputs
+
+    def _embeddings(self, media: list[ScheduledChunk], chunks: list[ScheduledChunk]) -> list[RequestOutput]:
+        """Make sure each media chunk's embeddings exist (the worker computed them before admission,
+        unless the cache that held the medium's cells lost them since); a medium the projector
+        fails on ends its own request, and its chunk leaves this step."""
+        failed = []
+        for c in list(media):
+            span = c.request.media.span_at(c.start)
+            try:
+                span.embeddings()
+            except Exception as e:  # noqa: BLE001 - the projector's failure is this request's alone
+                media.remove(c)
+                chunks.remove(c)
+                failed.append(self.fail(c.request, REQUEST_FAILED, f"the projector failed on this request's "
+                                        f"{span.kind} ({type(e).__name__}: {e})"))
+        return failed
 
     def _decode_media(self, c: ScheduledChunk) -> None:
         """Positions ``c.start..c.end-1`` of one medium: its embeddings (the projector runs here

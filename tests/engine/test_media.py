@@ -232,3 +232,21 @@ def test_a_large_photo_is_scaled_to_the_longest_side_a_projector_needs():
     w, h, rgb = decode_image(buf.getvalue())
     assert max(w, h) <= MAX_SIDE and abs(w / h - 1.5) < 0.01 and len(rgb) == w * h * 3
     assert rgb[:3] == bytes(rgb[:3]) and abs(rgb[0] - 200) < 8  # the colour survives
+
+
+def test_a_projector_failure_ends_only_its_own_request(engine, backend):
+    tokens, layout = prepare(backend, f"Describe {MARKER}", [Media(IMAGE, png(8))])
+
+    def broken():
+        raise RuntimeError("the projector failed on this medium (libmtmd code 1)")
+
+    layout.spans[0].encode = broken
+    engine.add_request("img", tokens, greedy(), media=layout)
+    engine.add_request("text", backend.tokenize("One, two, three,"), greedy(6))
+    errors, texts = {}, {}
+    while engine.has_work():
+        for o in engine.step():
+            if o.error:
+                errors[o.request_id] = o.error
+            texts[o.request_id] = texts.get(o.request_id, "") + o.text
+    assert "projector failed" in errors["img"] and "text" not in errors and texts["text"]
