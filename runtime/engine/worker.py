@@ -75,6 +75,8 @@ class _Worker:
         self._tokenizer = ThreadPoolExecutor(1, thread_name_prefix="hearth-tokenize")
         #: submits whose prompt is being tokenized, in arrival order
         self._tokenizing: dict[str, tuple[Submit, list[str], Future | _Encoding]] = {}
+        #: why the model's projector could not be loaded (None: it was, or there is none)
+        self.media_refusal: str | None = None
 
     def handle(self, msg: object) -> bool:
         """Apply one message; False means stop."""
@@ -100,9 +102,10 @@ class _Worker:
             # text never is: the template renders it and only the template's markers count.
             add_special, parse_special = True, True
             if msg.media and self.backend.projector is None:
-                raise RequestRejected("this model reads text only: send the images or audio to a model that "
-                                      "has a projector (vision or audio), or leave them out",
-                                      ErrorCode.MEDIA_NOT_SUPPORTED)
+                why = (f"this model's projector cannot be used ({self.media_refusal}); it reads text only here"
+                       if self.media_refusal else "this model reads text only")
+                raise RequestRejected(f"{why}: send the images or audio to a model that has a projector (vision "
+                                      "or audio), or leave them out", ErrorCode.MEDIA_NOT_SUPPORTED)
             if msg.messages is not None:
                 # tool_choice is for engines that forward it (remote ones); here the constraint enforces it
                 tvars = {k: v for k, v in (msg.template_vars or {}).items() if k != "tool_choice"}
@@ -328,13 +331,13 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
     speculator = None
     try:
         backend = LlamaBackend(spec.model_path, config)
+        media_refusal = None
         if spec.mmproj_path:
             try:
                 backend.attach_projector(spec.mmproj_path, use_gpu=spec.n_gpu_layers != 0)
-            except ModelLoadError as e:
-                backend.close()
-                conn.send(LoadFailed(str(e)))
-                return
+            except ModelLoadError as e:  # the model still chats: text only, and a request with media is told why
+                log.warning("%s: text only, the projector is not used: %s", spec.model_id, e)
+                media_refusal = str(e)
         try:
             speculator = load_speculator(backend, spec.draft, config, spec.draft_id)
         except ModelLoadError as e:
@@ -345,6 +348,7 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
         conn.send(LoadFailed(str(e)))
         return
     worker = _Worker(conn, backend, spec, speculator)
+    worker.media_refusal = media_refusal
     conn.send(Loaded(os.getpid(), backend.n_ctx, worker.engine.max_request_tokens, asdict(backend.info),
                      n_vocab=backend.info.n_vocab, chat_template=backend.info.chat_template,
                      media=asdict(backend.projector.caps) if backend.projector is not None else None))

@@ -34,8 +34,22 @@ def vlm(smollm2_path, tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="module")
-def server(vlm):
-    s = live_server("--parallel", "4", "--ctx", "2048", "--models-dir", os.path.dirname(vlm))
+def mismatched(smollm2_path, tmp_path_factory) -> str:
+    """A model beside a projector made for another model (its width is 64, SmolLM2's 576)."""
+    folder = tmp_path_factory.mktemp("mismatched")
+    model = folder / "Mismatched-Q8_0.gguf"
+    try:
+        os.link(smollm2_path, model)
+    except OSError:
+        shutil.copy(smollm2_path, model)
+    write_projector(folder / "mmproj-other-f16.gguf", 64, vision="mlp")
+    return str(model)
+
+
+@pytest.fixture(scope="module")
+def server(vlm, mismatched):
+    s = live_server("--parallel", "4", "--ctx", "2048", "--models-dir", os.path.dirname(vlm),
+                    "--models-dir", os.path.dirname(mismatched))
     yield s
     s.stop()
 
@@ -194,3 +208,11 @@ def test_web_addresses_are_fetched_only_where_the_service_allows_it(oai, vlm, pi
         assert httpx.get(f"{s.url}/health", timeout=10).status_code == 200
     finally:
         s.stop()
+
+
+def test_a_projector_that_does_not_fit_its_model_leaves_it_a_text_model(oai, mismatched):
+    text = oai.chat.completions.create(model=mismatched, max_tokens=3, messages=[{"role": "user", "content": "Hi"}])
+    assert text.choices[0].finish_reason in ("stop", "length")
+    with pytest.raises(BadRequestError) as e:
+        oai.chat.completions.create(model=mismatched, max_tokens=2, messages=[image_message()])
+    assert e.value.code == "media_not_supported" and "projector cannot be used" in str(e.value)
