@@ -49,6 +49,8 @@ class CatalogModel:
     fit: dict | None = None  #: the planner's verdict (``/hearth/fit``'s body)
     task: str | None = None  #: "embedding" or "rerank"; None for a chat model
     params: int | None = None  #: the parameter count
+    #: what it reads besides text: "vision", "audio" (its projector comes with it)
+    modalities: tuple[str, ...] = ()
 
     @classmethod
     def from_api(cls, d: dict) -> CatalogModel:
@@ -56,7 +58,9 @@ class CatalogModel:
         return cls(str(d["id"]), _str(d, "name") or str(d["id"]), _str(d, "family"), _str(d, "repo"),
                    _str(d, "default_quant"), _str(d, "parameters"), _str(d, "license"), _int(d, "context_length"),
                    bool(d.get("embedded")), bool(d.get("local")), dict(sizes), _fit(d), _str(d, "task"),
-                   _int(d, "params"))
+                   _int(d, "params"),
+                   tuple(str(m) for m in d.get("modalities") or () if m in ("vision", "audio"))
+                   if isinstance(d.get("modalities"), list) else ())
 
     @property
     def size(self) -> int | None:

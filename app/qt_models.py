@@ -145,6 +145,7 @@ def _catalog_text(e: CatalogModel) -> str:
         parts.append(e.default_quant)
     if e.size:
         parts.append(format_size(e.size))
+    parts += list(e.modalities)  # reads images / audio
     return " · ".join(parts)
 
 

@@ -34,3 +34,13 @@ def test_running_model_from_stats():
     r = RunningModel.from_api({"id": "m", "n_ctx": 2048, "pid": 7, "memory": {"rss_bytes": 123, "planned": {}}})
     assert (r.id, r.n_ctx, r.pid, r.memory_bytes) == ("m", 2048, 7, 123)
     assert RunningModel.from_api({"id": "m"}).memory_bytes is None
+
+
+def test_a_catalog_vision_model_says_what_it_reads():
+    from app.api_types import CatalogModel
+    from app.qt_models import _catalog_text
+
+    m = CatalogModel.from_api({"id": "smolvlm-256m", "name": "SmolVLM 256M", "default_quant": "Q8_0",
+                               "modalities": ["vision", "smell"], "sizes": {"Q8_0": 175_000_000}})
+    assert m.modalities == ("vision",) and _catalog_text(m).endswith("· vision")
+    assert CatalogModel.from_api({"id": "x", "name": "X", "modalities": "vision"}).modalities == ()
