@@ -10,6 +10,7 @@ both. Bundle size, build time and cold start time are printed as one JSON line.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -169,6 +170,21 @@ def test_bundled_service_first_run_then_streams_with_the_default_model(built, tm
         assert chunks and chunks[-1] is None and "".join(c for c in chunks if c).strip(), chunks
         MEASURED["first_token_with_model_load_s"] = round(first - t0, 2)
         assert _get(f"{url}/health")["engine"]["state"] == "running"
+
+        # A vision model (a projector beside it) reads an image: Pillow and libmtmd are in the bundle.
+        from tests.engine.test_media import png
+        from tests.media_models import TOKENS_PER_IMAGE, write_projector
+
+        vlm = data / "vlm" / "SmolTiny-VL-Q8_0.gguf"
+        vlm.parent.mkdir()
+        shutil.copyfile(smollm2_path, vlm)
+        write_projector(vlm.parent / "mmproj-SmolTiny-VL-f16.gguf", 576, vision="mlp")
+        image = "data:image/png;base64," + base64.b64encode(png(3)).decode()
+        with _post(f"{url}/v1/chat/completions", {"model": str(vlm), "max_tokens": 4, "messages": [
+                {"role": "user", "content": [{"type": "image_url", "image_url": {"url": image}},
+                                             {"type": "text", "text": "What is it?"}]}]}) as resp:
+            answer = json.loads(resp.read())
+        assert answer["usage"]["prompt_tokens"] > TOKENS_PER_IMAGE["mlp"] and answer["choices"][0]["message"]
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
