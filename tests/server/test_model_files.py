@@ -31,8 +31,11 @@ def _routes(url: str, ref: str) -> list[httpx.Response]:
     return [
         httpx.post(f"{url}/v1/chat/completions", json={**CHAT, "model": ref}, timeout=60),
         httpx.post(f"{url}/v1/completions", json={"model": ref, "prompt": "hi", "max_tokens": 2}, timeout=60),
-        httpx.post(f"{url}/api/chat", json={"model": ref, "messages": CHAT["messages"], "stream": False}, timeout=60),
-        httpx.post(f"{url}/api/generate", json={"model": ref, "prompt": "hi", "stream": False}, timeout=60),
+        # a short answer: an unbounded one may run to the end of the context
+        httpx.post(f"{url}/api/chat", json={"model": ref, "messages": CHAT["messages"], "stream": False,
+                                            "options": {"num_predict": 2}}, timeout=60),
+        httpx.post(f"{url}/api/generate", json={"model": ref, "prompt": "hi", "stream": False,
+                                                "options": {"num_predict": 2}}, timeout=60),
         httpx.post(f"{url}/api/show", json={"model": ref}, timeout=60),
         httpx.get(f"{url}/hearth/fit", params={"model": ref}, timeout=60),
     ]
