@@ -53,6 +53,19 @@ class MediaInput:
                               "(convert the clip to WAV)", f"{where}.format")
         return self.add(AUDIO, data, f"{where}.data")
 
+    def sniffed(self, data: object, where: str) -> str:
+        """Base64 media of no declared kind (Ollama's ``images``): a WAV file is audio, anything
+        else an image."""
+        head = data[:16] if isinstance(data, str) else ""
+        if head.startswith("UklGR"):  # "RIFF": a WAV file (WebP is RIFF too: its type is at byte 8)
+            try:
+                riff = base64.b64decode(head[:16], validate=True)
+            except (binascii.Error, ValueError):
+                riff = b""
+            if riff[8:12] == b"WAVE":
+                return self.add(AUDIO, data, where)
+        return self.add(IMAGE, data, where)
+
     def add(self, kind: str, data: object, where: str) -> str:
         """One base64 medium: checked, decoded, kept; returns the marker that stands for it."""
         if not isinstance(data, str) or not data:

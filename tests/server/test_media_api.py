@@ -216,3 +216,22 @@ def test_a_projector_that_does_not_fit_its_model_leaves_it_a_text_model(oai, mis
     with pytest.raises(BadRequestError) as e:
         oai.chat.completions.create(model=mismatched, max_tokens=2, messages=[image_message()])
     assert e.value.code == "media_not_supported" and "projector cannot be used" in str(e.value)
+
+
+def test_a_sound_clip_through_responses_anthropic_and_ollama(server, oai, vlm):
+    clip = wav(1.0)
+    r = oai.responses.create(model=vlm, max_output_tokens=16, temperature=0, input=[{"role": "user", "content": [
+        {"type": "input_audio", "input_audio": {"data": b64(clip), "format": "wav"}},
+        {"type": "input_text", "text": "What is this sound?"}]}])
+    assert r.output_text and r.usage.input_tokens > TOKENS_PER_AUDIO_WINDOW
+    # Anthropic's API has no sound block: Hearth reads one shaped like its image block
+    c = anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0, timeout=300)
+    m = c.messages.create(model=vlm, max_tokens=8, messages=[{"role": "user", "content": [
+        {"type": "audio", "source": {"type": "base64", "media_type": "audio/wav", "data": b64(clip)}},
+        {"type": "text", "text": "What is this sound?"}]}])
+    assert m.content[0].text and m.usage.input_tokens + (m.usage.cache_read_input_tokens or 0) > TOKENS_PER_AUDIO_WINDOW
+    # Ollama's API has only ``images``: a WAV file among them is heard, not looked at
+    o = ollama.Client(host=server.url, timeout=300).chat(
+        model=vlm, messages=[{"role": "user", "content": "What is this sound?", "images": [clip]}],
+        options={"num_predict": 6, "temperature": 0})
+    assert o.message.content and o.prompt_eval_count > TOKENS_PER_AUDIO_WINDOW

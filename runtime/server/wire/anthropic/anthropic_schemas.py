@@ -108,6 +108,16 @@ def _image_block(block: dict, where: str, media: MediaInput) -> str:
     return media.add(IMAGE, source.get("data"), f"{where}.source.data")
 
 
+def _audio_block(block: dict, where: str, media: MediaInput) -> str:
+    """Hearth's ``audio`` block (Anthropic's API has none): shaped like an image block, a base64
+    WAV source: its marker (the bytes go into ``media``)."""
+    source = block.get("source")
+    if not isinstance(source, dict) or source.get("type") != "base64":
+        raise bad_request(f"{where}.source: an audio block takes a base64 source "
+                          "({\"type\": \"base64\", \"media_type\": \"audio/wav\", \"data\": ...})", f"{where}.source")
+    return media.audio(source.get("data"), source.get("media_type"), f"{where}.source")
+
+
 def tool_call(block: dict, where: str) -> dict:
     """An assistant's ``tool_use`` block as an OpenAI tool call."""
     if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
@@ -156,8 +166,8 @@ def translate_message(m: Any, i: int, media: MediaInput | None = None) -> list[d
             out.append(tool_message(b, at))
         elif kind in _SKIPPED_BLOCKS or (isinstance(kind, str) and kind.endswith("_tool_result")):
             continue  # Anthropic's server tools ran these: nothing here for the model to read
-        elif kind == "image" and role == "user" and media is not None:
-            texts.append(_image_block(b, at, media))
+        elif kind in ("image", "audio") and role == "user" and media is not None:
+            texts.append(_image_block(b, at, media) if kind == "image" else _audio_block(b, at, media))
         elif kind in ("image", "document"):
             raise bad_request(f"{at}: the models served here take text only, not {kind} blocks", at)
         else:

@@ -20,7 +20,6 @@ from runtime.sampling_params import DEFAULT_TOP_K, LIMITS, SamplingParams
 from runtime.server import validation as v
 from runtime.server.errors import bad_request
 from runtime.server.media_input import MediaInput
-from runtime.media import IMAGE
 from runtime.server.models.keep_alive import parse_keep_alive
 from runtime.server.generate.logprobs_api import parse_chat_logprobs
 from runtime.server.generate.request import GenerationRequest
@@ -133,12 +132,13 @@ def _stream(body: dict) -> bool:
 
 
 def _images(raw: Any, where: str, media: MediaInput) -> str:
-    """Ollama's ``images`` (a list of base64 strings): their markers, which go before the text."""
+    """Ollama's ``images`` (a list of base64 strings): their markers, which go before the text. A WAV
+    file among them is heard (Ollama's API has no other place for sound)."""
     if raw is None or raw == []:
         return ""
     if not isinstance(raw, list):
         raise bad_request(f"'{where}' must be a list of base64-encoded images", where)
-    return "".join(media.add(IMAGE, b, f"{where}[{j}]") for j, b in enumerate(raw))
+    return "".join(media.sniffed(b, f"{where}[{j}]") for j, b in enumerate(raw))
 
 
 def _messages(raw: Any, media: MediaInput) -> list[dict]:
