@@ -15,6 +15,8 @@ DEFAULT_TOP_K = 40
 #: at most this many stop strings, each at most ``MAX_STOP_CHARS`` long (every token checks
 #: the tail of the text against each of them)
 MAX_STOPS = 16
+#: alternatives per token a request may ask logprobs for (``runtime.kernels.logprobs.MAX_TOP``)
+MAX_TOP_LOGPROBS = 20
 MAX_STOP_CHARS = 256
 
 #: field -> (lowest, highest) allowed value

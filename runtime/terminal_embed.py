@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import json
 import sys
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from runtime.service_session import service_session
+
+if TYPE_CHECKING:  # numpy loads when the command runs, not with every `hearth` command
+    import numpy as np
 
 
 def abridged(v: np.ndarray, edge: int = 4) -> str:
@@ -23,6 +25,8 @@ def abridged(v: np.ndarray, edge: int = 4) -> str:
 
 
 def similarity_table(texts: list[str], vectors: np.ndarray, width: int = 28) -> str:
+    import numpy as np
+
     unit = vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     sims = unit @ unit.T
     label = [t if len(t) <= width else t[: width - 1] + "…" for t in texts]
@@ -42,6 +46,8 @@ async def _embed(session, base: str, model: str, texts: list[str], headers: dict
 
 
 async def run_embed(args, start_site) -> int:
+    import numpy as np
+
     async with service_session(args.port, args.model, start_site) as (session, base, headers):
         try:
             body = await _embed(session, base, args.model, args.texts, headers)

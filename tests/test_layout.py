@@ -186,6 +186,22 @@ def test_the_service_side_of_the_pipe_loads_no_step_loop():
     assert out.stdout.strip() == "[]"
 
 
+def test_the_service_loads_no_numpy_until_it_needs_it():
+    """The service process reads headers, routes requests and relays tokens: numpy (and the gguf
+    package, which loads it) come only with an embedding request, a logprob's computation in a
+    worker, or the one-time bandwidth measure (about 12 MiB of the service's memory)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, runtime.cli, runtime.server.app\n"
+            "runtime.cli.build_parser()\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('numpy', 'gguf', 'PIL')"
+            " and '.' not in m))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]"
+
+
 #: runtime/server's layers, lowest first: a module imports its own layer and the ones below it.
 #: The shell's base (errors, validation, app keys, security, SSE...) is every module at the
 #: package's root except the top ones, which put the application and the command line together.

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from runtime.engine.embed_messages import EmbedCancel, EmbedDone, EmbedFailed, EmbedJob, EmbedSpec
 from runtime.engine.embed_worker_entry import embed_worker_main
@@ -18,6 +17,9 @@ from runtime.engine.messages import Loaded
 from runtime.engine.worker_pipe import WorkerProcess
 from runtime.engine.protocol import EngineError, ErrorCode, RequestRefused, WorkerDied
 
+
+if TYPE_CHECKING:  # numpy loads with the first embedding request, not with the service
+    import numpy as np
 
 class EmbedClient(WorkerProcess):
     _ids = itertools.count(1)
@@ -56,6 +58,8 @@ class EmbedClient(WorkerProcess):
 
     # -- jobs ------------------------------------------------------------------------------
     async def _job(self, job: EmbedJob) -> tuple[np.ndarray, int]:
+        import numpy as np
+
         if not self.alive:
             raise WorkerDied(self.error or "the embedding worker is not running")
         assert self._loop is not None  # alive: start() has set it

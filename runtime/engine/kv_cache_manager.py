@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from runtime.engine.block_pool import Block, BlockPool
 from runtime.engine.checkpoints import Checkpoints, MemoryLayout
 from runtime.engine.disk_cache import DiskCache
-from runtime.engine.host_cache import HostCache, HostEntry, TierCounters, TierStats
+from runtime.engine.host_cache import HostCache, HostEntry, TierCounters
 from runtime.engine.kv_memory import KVMemory
+from runtime.engine.kv_stats import KVStats  # noqa: F401 (re-exported: the manager's statistics)
 from runtime.engine.request import Request
 from runtime.kernels.block_hash import ROOT, hash_block
 
@@ -48,31 +49,6 @@ class PrefixHit:
 
     def num_blocks(self) -> int:
         return len(self.blocks) if self.blocks else self.host_blocks
-
-
-@dataclass(slots=True)
-class KVStats:
-    block_size: int
-    blocks_total: int
-    blocks_used: int
-    blocks_cached: int
-    prefix_hit_tokens: int
-    prompt_tokens: int
-    evictions: int
-    holders: int
-    host_bytes: int = 0
-    host_entries: int = 0
-    host_hit_tokens: int = 0
-    #: checkpoints kept (their bytes are in host_bytes), taken and restored so far
-    checkpoints: int = 0
-    checkpoints_saved: int = 0
-    checkpoints_restored: int = 0
-    #: attention, sliding-window, recurrent or hybrid (``MemoryLayout.kind``)
-    memory: str = "attention"
-    #: the host-memory and disk tiers: entries, bytes, hits and misses, states and
-    #: checkpoints apart (None: the tier is off)
-    host_tier: TierStats | None = None
-    disk_tier: TierStats | None = None
 
 
 class KVCacheManager:

@@ -14,10 +14,10 @@ spelling (``<|im_end|>``) with ``in_text`` False.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from runtime.kernels.logprobs import row_logprobs
+if TYPE_CHECKING:  # the worker computes entries; the service only reads them (and loads no numpy)
+    import numpy as np
 
 
 @dataclass(slots=True)
@@ -53,6 +53,8 @@ class Logprobs:
 
     def entry(self, row: np.ndarray, token: int, n_top: int) -> TokenLogprob:
         """The entry of ``token`` sampled (or read) from logits ``row`` (float [V])."""
+        from runtime.kernels.logprobs import row_logprobs
+
         r = row_logprobs(row, token, n_top)
         piece, in_text = self.piece(token)
         top = [(int(t), self.piece(int(t))[0], float(lp)) for t, lp in zip(r.top_ids, r.top_logprobs)]

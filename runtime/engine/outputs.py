@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from runtime.engine.kv_cache_manager import KVStats
+from runtime.engine.kv_stats import KVStats
 from runtime.engine.logprobs import TokenLogprob
 from runtime.engine.protocol import ErrorCode
 

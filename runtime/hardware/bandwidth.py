@@ -16,8 +16,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
-
 CACHE_NAME = "hardware.json"
 CACHE_VERSION = 1
 DEFAULT_ARRAY_BYTES = 256 << 20
@@ -61,6 +59,8 @@ def update_cache(fingerprint: dict, **entries: dict | None) -> dict:
 
 def measure_bandwidth(array_bytes: int = DEFAULT_ARRAY_BYTES, threads: int = 1, repeats: int = 5) -> float:
     """Copy bandwidth in bytes/s (read + write), best of ``repeats`` copies of ``array_bytes``."""
+    import numpy as np  # here: a cached measure costs the service no numpy
+
     n = max(array_bytes // 8, 1024)
     src = np.ones(n, dtype=np.float64)  # ones, not empty: the pages must exist before timing
     dst = np.zeros_like(src)

@@ -39,7 +39,7 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gguf.constants import GGML_QUANT_SIZES, GGMLQuantizationType
+from runtime.store.ggml_types import QUANT_SIZES
 
 GGUF_MAGIC = b"GGUF"
 # GGUF metadata value types -> struct format of scalars
@@ -298,8 +298,8 @@ def _read_tensors(cur: _Cursor, header: GGUFHeader, n_tensors: int, align: int) 
 
 def _tensor_bytes(cur: _Cursor, name: str, dims: tuple[int, ...], ggml_type: int) -> int:
     try:
-        block, type_size = GGML_QUANT_SIZES[GGMLQuantizationType(ggml_type)]
-    except (ValueError, KeyError):
+        block, type_size = QUANT_SIZES[ggml_type]
+    except KeyError:
         raise InvalidModelFile(f"{cur.name}: tensor {name!r} has the unknown type {ggml_type}: the file is "
                                "damaged or too new for this version of Hearth") from None
     n = 1

@@ -60,3 +60,11 @@ def test_embedded_model_header(smollm2_path):
     h = read_header(smollm2_path)
     assert h.architecture == "llama"
     assert h.arch_value("attention.head_count_kv") == 3
+
+
+def test_the_type_table_is_ggml_s():
+    from gguf.constants import GGML_QUANT_SIZES
+
+    from runtime.store.ggml_types import QUANT_SIZES
+
+    assert QUANT_SIZES == {int(k): v for k, v in GGML_QUANT_SIZES.items()}

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import numpy as np
+from typing import TYPE_CHECKING
+
 from aiohttp import web
 
 from runtime.engine.protocol import EncoderEngine, ErrorCode, RequestRefused, WorkerDied
 from runtime.server.app_keys import MANAGER
 from runtime.server.errors import ApiError
+
+if TYPE_CHECKING:  # numpy loads with the first embedding request, not with the service
+    import numpy as np
 
 #: the embedding model a request that names none gets
 DEFAULT_EMBEDDING_MODEL = "minilm-l6"
@@ -62,4 +66,6 @@ def shorten(vectors: np.ndarray, dimensions: int | None, info: dict, model_id: s
     if full is None or not 1 <= dimensions <= full:
         raise ApiError(400, f"'{param}' must be between 1 and {full} for model {model_id}", param=param)
     cut = vectors[:, :dimensions]
+    import numpy as np
+
     return cut / np.maximum(np.linalg.norm(cut, axis=1, keepdims=True), 1e-12)

@@ -21,7 +21,7 @@ import math
 from typing import Any
 
 from runtime.engine.logprobs import TokenLogprob
-from runtime.kernels.logprobs import MAX_TOP
+from runtime.sampling_params import MAX_TOP_LOGPROBS as MAX_TOP
 from runtime.server.errors import bad_request
 from runtime.server.validation import boolean, integer
 

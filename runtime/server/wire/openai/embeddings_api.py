@@ -13,7 +13,6 @@ from __future__ import annotations
 import base64
 import time
 
-import numpy as np
 import orjson
 from aiohttp import web
 
@@ -58,6 +57,8 @@ def _model(body: dict) -> str:
 
 
 async def openai_embeddings(request: web.Request) -> web.Response:
+    import numpy as np
+
     body = v.require_object(await v.read_json(request))
     model = _model(body)
     texts, rows = parse_input(body.get("input"))
@@ -97,6 +98,8 @@ def _ollama_model(body: dict) -> str:
 
 
 async def ollama_embed(request: web.Request) -> web.Response:
+    import numpy as np
+
     t0 = time.perf_counter_ns()
     body = v.require_object(await v.read_json(request))
     model = _ollama_model(body)
@@ -117,6 +120,8 @@ async def ollama_embed(request: web.Request) -> web.Response:
 
 async def ollama_embeddings(request: web.Request) -> web.Response:
     """The older endpoint: one ``prompt``, one ``embedding``."""
+    import numpy as np
+
     body = v.require_object(await v.read_json(request))
     model = _ollama_model(body)
     prompt = v.text(body.get("prompt"), "prompt", empty=False) if body.get("prompt") is not None else None

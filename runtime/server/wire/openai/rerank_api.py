@@ -10,9 +10,8 @@ Cohere shape's ``relevance_score`` is its sigmoid (0..1), TEI's ``score`` too un
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
 from aiohttp import web
 
 from runtime.server import validation as v
@@ -20,6 +19,10 @@ from runtime.server.app_keys import MANAGER
 from runtime.server.models.embed_engines import RERANK
 from runtime.server.generate.embed_run import MAX_INPUTS, encoder_for, run_score
 from runtime.server.errors import bad_request
+
+
+if TYPE_CHECKING:  # numpy loads with the first embedding request, not with the service
+    import numpy as np
 
 
 def _documents(raw, field: str) -> list[str]:
@@ -36,6 +39,8 @@ def _documents(raw, field: str) -> list[str]:
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     return 1.0 / (1.0 + np.exp(-x.astype(np.float64)))
 
 
@@ -81,6 +86,8 @@ async def rerank(request: web.Request) -> web.Response:
 
 
 async def tei_rerank(request: web.Request) -> web.Response:
+    import numpy as np
+
     body = v.require_object(await v.read_json(request))
     raw = v.boolean(body, "raw_scores", False)
     return_text = v.boolean(body, "return_text", False)
