@@ -15,6 +15,7 @@ count, resampled to the model's rate).
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import io
 import threading
 import wave
@@ -90,6 +91,11 @@ class Projector:
         self.caps = Capabilities(bool(mt.mtmd_support_vision(self.ctx)), bool(mt.mtmd_support_audio(self.ctx)))
         self.sample_rate = int(mt.mtmd_get_audio_sample_rate(self.ctx)) if self.caps.audio else 0
         self.n_embd = lc.llama_model_n_embd_inp(model)
+        # in every medium's position ids: the prompt cache (its disk tier outlives the process)
+        # never serves cells that another projector computed from the same image
+        st = Path(path).stat()
+        self._salt = hashlib.blake2b(f"{Path(path).name}\0{st.st_size}\0{st.st_mtime_ns}".encode(),
+                                     digest_size=8).digest()
         #: tokenize and encode run on the worker's helper thread and, rarely, on the step loop
         self._lock = threading.Lock()
 
@@ -147,7 +153,7 @@ class Projector:
                 raise MediaError(f"one {m.kind} takes {n_tok} positions, computed at once by this model; its batch "
                                  f"holds {max_span}: load it with a larger batch")
             start = len(tokens)
-            tokens.extend(media_token_ids(m.digest + k.to_bytes(4, "little"), n_tok))
+            tokens.extend(media_token_ids(self._salt + m.digest + k.to_bytes(4, "little"), n_tok))
             layout.spans.append(MediaSpan(start, len(tokens), m.kind, self._encoder(chunks, chunk, n_tok), non_causal))
         return tokens, layout
 

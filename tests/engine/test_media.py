@@ -250,3 +250,19 @@ def test_a_projector_failure_ends_only_its_own_request(engine, backend):
                 errors[o.request_id] = o.error
             texts[o.request_id] = texts.get(o.request_id, "") + o.text
     assert "projector failed" in errors["img"] and "text" not in errors and texts["text"]
+
+
+def test_another_projector_gives_the_same_image_other_positions(smollm2_path, tmp_path, backend):
+    if backend.kind != "mlp":
+        pytest.skip("compared with a projector of the same kind: the same layout, other ids")
+    other = write_projector(tmp_path / "mmproj-other.gguf", SMOL_EMBD, vision="mlp", seed=7)
+    b = LlamaBackend(smollm2_path, ContextConfig(n_ctx=512, n_seq_max=2, n_batch=64))
+    try:
+        b.attach_projector(other)
+        text, add = b.chat_text([{"role": "user", "content": f"{MARKER} what is it?"}])
+        mine, layout = b.projector.prepare(text, [Media(IMAGE, png(1))], add, True, b.n_batch)
+        theirs, layout2 = backend.projector.prepare(text, [Media(IMAGE, png(1))], add, True, backend.n_batch)
+        s = layout.spans[0]
+        assert mine[:s.start] == theirs[:s.start] and mine[s.start:s.end] != theirs[s.start:s.end]
+    finally:
+        b.close()
