@@ -32,6 +32,12 @@ def data_dir() -> Path:
 #: tokens of KV capacity where no fit plan chose one (the probe failed; an encoder's window)
 DEFAULT_CTX = 8192
 
+#: idle sequences a model with sliding-window layers keeps for the prefix cache beside its
+#: running ones. llama.cpp sizes those layers' cells by the sequence count (``window * n_seq
+#: + n_batch``), so each such sequence costs a window of cells on every sliding layer; a prefix
+#: that no holder keeps comes back from the host tier (its cells and a checkpoint)
+SWA_HOLDER_SEQS = 2
+
 
 @dataclass(slots=True, frozen=True)
 class EngineConfig:

@@ -29,7 +29,7 @@ from runtime.backends.errors import (
 from runtime.backends.gpu_split import set_split
 from runtime.backends.llama_sampler import NativeSampler
 from runtime.backends.media import Projector, silence_media_log
-from runtime.config import DEFAULT_CTX
+from runtime.config import DEFAULT_CTX, SWA_HOLDER_SEQS
 from runtime.sampling_params import SamplingParams
 
 _GGML_LOG_LEVEL_WARN = 3
@@ -54,7 +54,17 @@ def _silence_llama_log() -> None:
 @dataclass(slots=True)
 class ContextConfig:
     n_ctx: int = DEFAULT_CTX
+    #: sequence ids: running requests and idle prefix-cache holders
     n_seq_max: int = 4
+    #: the running requests alone; where every sequence id costs memory of its own, the
+    #: context gets fewer ids than ``n_seq_max``: these plus ``SWA_HOLDER_SEQS`` with
+    #: sliding-window layers (each id a window of cells), these alone with a recurrent state
+    #: (no holder can keep one). None: always ``n_seq_max``
+    n_seq_running: int | None = None
+    #: sliding-window layers keep every cell of the context, as the full-attention ones do
+    #: (llama.cpp's ``swa_full``); off, they keep a window per sequence and a prefix that ends
+    #: before a sequence's last position comes back through a checkpoint
+    swa_full: bool = False
     n_batch: int = 512
     n_threads: int = 0  # 0: physical cores
     n_gpu_layers: int = 0
@@ -130,6 +140,18 @@ def _rpc_devices(mparams, endpoints: tuple[str, ...]) -> ctypes.Array:
     return devices
 
 
+def _sequence_ids(model, config: ContextConfig) -> int:
+    """The context's sequence ids (``ContextConfig.n_seq_running``)."""
+    running = config.n_seq_running
+    if running is None or running >= config.n_seq_max:
+        return config.n_seq_max
+    if lc.llama_model_is_recurrent(model) or lc.llama_model_is_hybrid(model):
+        return running
+    if lc.llama_model_n_swa(model) > 0 and not config.swa_full:
+        return min(config.n_seq_max, running + SWA_HOLDER_SEQS)
+    return config.n_seq_max
+
+
 class LlamaBackend:
     """One model, one context, a unified KV pool shared by ``n_seq_max`` sequences."""
 
@@ -155,11 +177,12 @@ class LlamaBackend:
         cparams.n_ctx = config.n_ctx
         cparams.n_batch = config.n_batch
         cparams.n_ubatch = config.n_batch
-        cparams.n_seq_max = config.n_seq_max
+        n_seq_max = _sequence_ids(self.model, config)
+        cparams.n_seq_max = n_seq_max
         cparams.n_threads = threads
         cparams.n_threads_batch = threads
         cparams.kv_unified = True
-        cparams.swa_full = True
+        cparams.swa_full = config.swa_full
         cparams.no_perf = True
         if eval_callback is not None:
             cparams.cb_eval = eval_callback
@@ -182,7 +205,7 @@ class LlamaBackend:
         self.memory = lc.llama_get_memory(self.ctx)
         self.n_vocab = lc.llama_vocab_n_tokens(self.vocab)
         self.n_ctx = lc.llama_n_ctx(self.ctx)
-        self.n_seq_max = config.n_seq_max
+        self.n_seq_max = n_seq_max
         self.n_batch = config.n_batch
         self.batch = TokenBatch(config.n_batch)
         self.n_threads = threads

@@ -74,9 +74,11 @@ def model_identity(path: str | Path) -> bytes:
     return h.digest()
 
 
-def layout_key(identity: bytes, block_size: int, kv_type: str, flash_attn: bool | None, build: str) -> bytes:
+def layout_key(identity: bytes, block_size: int, kv_type: str, flash_attn: bool | None, build: str,
+               swa_full: bool = False) -> bytes:
     """What a saved state's bytes depend on: the model and the cache layout (module docstring)."""
-    layout = f"format={FORMAT_VERSION};block={block_size};kv={kv_type};flash={flash_attn};swa_full=1;build={build}"
+    layout = (f"format={FORMAT_VERSION};block={block_size};kv={kv_type};flash={flash_attn};"
+              f"swa_full={int(swa_full)};build={build}")
     return hashlib.blake2b(identity + layout.encode(), digest_size=32).digest()
 
 

@@ -278,8 +278,8 @@ class Engine:
             for c in chunks:  # undo the step in the target (and in the draft, which a pass may have run ahead)
                 self.kv.truncate(c.request, c.start)
             if isinstance(e, NoKVSlotError):
-                return self._recover_no_slot(chunks)
-            return self._recover_invalid_batch(chunks, e)
+                return failed + self._recover_no_slot(chunks)
+            return failed + self._recover_invalid_batch(chunks, e)
         if self.spec is not None:
             self.spec.observe_target(batch.n, time.perf_counter() - t0, bool(verified))
         for c in chunks:
@@ -394,10 +394,17 @@ class Engine:
         return outputs
 
     def _recover_no_slot(self, chunks: list[ScheduledChunk]) -> list[RequestOutput]:
-        """The pool was fuller than the accounting said (the step is undone): preempt the newest.
+        """The pool was fuller than the accounting said (the step is undone): the least recently
+        used idle holder leaves the device, else the newest request is preempted; the step runs
+        again next time.
 
+        The accounting counts the full-attention cells. Sliding-window layers keep a window of
+        cells per sequence id, and cells that a prefix hit shares stay until all but one of
+        their sequences let them go: idle holders are what frees them.
         A request that fails alone cannot fit at all: it ends with ``length``.
         """
+        if self.kv.drop_idle_holder():
+            return []
         running = self.scheduler.running
         if len(running) > 1:
             self.scheduler.preempt(running[-1])

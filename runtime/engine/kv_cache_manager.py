@@ -11,7 +11,8 @@ through the backend's memory API:
   the partial tail are removed with ``seq_rm``); evicting a cached block removes its cells
   from its holder, and a holder with no blocks frees its sequence id;
 - sequence ids are bounded (running slots + holders <= n_seq_max): when none is free, the
-  least recently used holder is dropped;
+  least recently used holder is dropped; so it is when llama.cpp finds no room for a step
+  (sliding-window layers hold a window per sequence id, not per block: ``engine.py``);
 - memory that cannot be cut at any position (sliding-window layers, recurrent state) is
   reused through checkpoints (``checkpoints.py``): a hit ends at the longest checkpoint at
   or below the matching prefix, whose partial state goes on top of the prefix's cells.
@@ -69,6 +70,8 @@ class KVCacheManager:
         self._holders: OrderedDict[int, None] = OrderedDict()  # LRU order of idle holders
         self.prefix_hit_tokens = 0
         self.prompt_tokens = 0
+        #: holders dropped to make room for a step (``drop_idle_holder``)
+        self.holders_dropped = 0
         self.host = HostCache(host_bytes, disk) if prefix_cache and host_bytes > 0 else None
         self.checkpoints = (Checkpoints(memory, self.host, block_size, checkpoint_every)
                             if self.host is not None and self.layout.partial else None)
@@ -79,6 +82,15 @@ class KVCacheManager:
         if not self._free_seqs and self._holders:
             self._drop_holder(next(iter(self._holders)))
         return self._free_seqs.pop() if self._free_seqs else None
+
+    def drop_idle_holder(self) -> bool:
+        """Drop the least recently used holder: its cells leave the device (what it held stays
+        in the host tier where that is on). False when no sequence holds anything."""
+        if not self._holders:
+            return False
+        self._drop_holder(next(iter(self._holders)))
+        self.holders_dropped += 1
+        return True
 
     def _drop_holder(self, seq: int) -> None:
         for block in self.pool.blocks:

@@ -311,7 +311,8 @@ def load_speculator(backend: LlamaBackend, draft: str | None, config: ContextCon
         raise ModelLoadError(why)
     if draft == NGRAM:
         return Speculator(backend, None, default=NGRAM)
-    model = LlamaBackend(draft, draft_config(config))
+    # the draft's memory mirrors the target's sequences: the same ids, whatever its own layers
+    model = LlamaBackend(draft, replace(draft_config(config), n_seq_max=backend.n_seq_max, n_seq_running=None))
     why = vocab_mismatch(backend, model)
     if why is not None:
         model.close()
@@ -324,6 +325,7 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
     """Entry point of the spawned process."""
     e = spec.engine
     config = ContextConfig(n_ctx=e.ctx or DEFAULT_CTX, n_seq_max=min(256, e.parallel + spec.cache_seqs),
+                           n_seq_running=e.parallel,
                            n_batch=e.n_batch, n_threads=e.threads, kv_type=e.kv_type or "f16",
                            flash_attn=e.flash_attn, n_gpu_layers=spec.n_gpu_layers,
                            split_mode=spec.split_mode, tensor_split=spec.tensor_split, main_gpu=spec.main_gpu,

@@ -265,7 +265,7 @@ def context_candidates(target: int, floor: int) -> list[int]:
 
 def plan_fit(shape: ModelShape, hardware: HardwareInfo, ctx: int | None = None, kv_type: str | None = None,
              draft: ModelShape | None = None, *, n_seq: int = 4, n_batch: int = 512,
-             swa_full: bool = True, split_mode: str = "layer") -> FitPlan:
+             swa_full: bool = False, split_mode: str = "layer") -> FitPlan:
     """Plan GPU layers and context for ``shape`` on ``hardware`` (see the module docstring).
 
     ``ctx`` is the context asked for (None: the default context, the trained one up to

@@ -69,13 +69,16 @@ def _run(path: str, n_ctx: int, kv_type: str, n_seq: int, n_batch: int, fill: bo
 
     from runtime.backends import ggml_devices
     from runtime.backends.llama import ContextConfig, LlamaBackend, default_threads
+    from runtime.config import SWA_HOLDER_SEQS
 
     ggml_devices.list_devices()  # loads and initialises llama.cpp: part of the baseline
     proc = psutil.Process()
     base = proc.memory_info().rss
     t0 = time.perf_counter()
-    config = ContextConfig(n_ctx=n_ctx, n_seq_max=n_seq, n_batch=n_batch, kv_type=kv_type,
-                           n_threads=n_threads)
+    # the sequence ids of a worker with ``n_seq`` running requests (a sliding-window model's
+    # cells grow with them): holders beside them
+    config = ContextConfig(n_ctx=n_ctx, n_seq_max=n_seq + SWA_HOLDER_SEQS, n_seq_running=n_seq, n_batch=n_batch,
+                           kv_type=kv_type, n_threads=n_threads)
     backend = LlamaBackend(path, config)
     load_s = time.perf_counter() - t0
     after_load = proc.memory_info().rss - base

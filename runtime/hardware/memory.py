@@ -1,14 +1,15 @@
 """Bytes a model takes on each device for a context size, KV type and GPU layer count.
 
 What llama.cpp allocates, as Hearth creates contexts (``runtime.backends.llama``: unified KV
-pool of ``n_seq`` sequences, ``n_ubatch = n_batch``, ``swa_full`` on by default):
+pool of ``n_seq`` running sequences, ``n_ubatch = n_batch``, ``swa_full`` off):
 
 - weights: the CPU keeps the token embeddings and every layer not offloaded (memory-mapped,
   resident once read); a GPU holds its layers, and the output layer when it is offloaded
   (tied embeddings are copied for it).
 - KV cache: per layer ``n_head_kv * (head_dim_k + head_dim_v) * bytes per element`` for every
   cell. The context is padded to 256 cells. A sliding-window layer holds
-  ``pad256(min(ctx, window * n_seq + n_batch))`` cells, or the whole context with swa_full.
+  ``pad256(min(ctx, window * (n_seq + holders) + n_batch))`` cells (``holders``: the idle
+  prefix-cache sequences the worker keeps for such a model), or the whole context with swa_full.
   llama.cpp clears the cache when it creates it, so it is resident from the start.
 - recurrent state (Mamba, RWKV, a hybrid's recurrent layers): ``n_seq`` states per recurrent
   layer (``ModelShape.state_bytes``), the same at any context size; counted with the KV.
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from runtime.config import SWA_HOLDER_SEQS
 from runtime.hardware.shape import ModelShape
 
 MIB = 1 << 20
@@ -80,9 +82,13 @@ class Settings:
 
     ctx: int
     kv_type: str = "f16"
+    #: running sequences
     n_seq: int = 4
     n_batch: int = 512
-    swa_full: bool = True
+    swa_full: bool = False
+    #: idle prefix-cache sequences beside them where each costs a sliding window of cells
+    #: (the worker's ``SWA_HOLDER_SEQS``)
+    holders: int = SWA_HOLDER_SEQS
 
 
 def layer_cells(shape: ModelShape, s: Settings) -> list[int]:
@@ -90,7 +96,7 @@ def layer_cells(shape: ModelShape, s: Settings) -> list[int]:
     full = pad_ctx(s.ctx)
     if s.swa_full or not shape.sliding_window:
         return [full] * shape.n_layer
-    swa = min(full, pad_ctx(min(full, shape.sliding_window * s.n_seq + s.n_batch)))
+    swa = min(full, pad_ctx(min(full, shape.sliding_window * (s.n_seq + s.holders) + s.n_batch)))
     return [swa if is_swa else full for is_swa in shape.swa_layers]
 
 

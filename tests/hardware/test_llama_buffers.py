@@ -72,7 +72,7 @@ def test_kv_and_compute_match_llama_cpp(reported, smollm2_path, gemma_path, name
     ctx, kv, batch, swa_full = config
     shape = shape_from_gguf(smollm2_path if name == "smollm2" else gemma_path)
     kv_mib, compute_mib = reported[(name, *config)]
-    s = Settings(ctx=ctx, kv_type=kv, n_seq=4, n_batch=batch, swa_full=swa_full)
+    s = Settings(ctx=ctx, kv_type=kv, n_seq=4, n_batch=batch, swa_full=swa_full, holders=0)  # 4 ids in all
     assert kv_bytes(s=s, shape=shape) / MIB == pytest.approx(kv_mib, abs=0.01)
     estimate = compute_bytes(shape, s, n_outputs=batch, flash_attn=kv != "f16") / MIB
     assert estimate == pytest.approx(compute_mib, rel=0.05)

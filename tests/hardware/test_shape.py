@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from runtime.hardware.memory import Settings, kv_bytes
+from runtime.config import SWA_HOLDER_SEQS
+from runtime.hardware.memory import Settings, kv_bytes, pad_ctx
 from runtime.hardware.shape import (
     ModelShapeError,
     shape_from_catalog,
@@ -60,9 +61,13 @@ def test_gemma3_kv_with_and_without_full_swa(gemma_path):
     full = Settings(ctx=8192, n_seq=4, n_batch=512, swa_full=True)
     assert kv_bytes(s, full) == 18 * 8192 * per_cell
     # swa_full off: sliding layers keep pad256(min(ctx, 512 * 4 seqs + 512 batch)) = 2560 cells
-    windowed = Settings(ctx=8192, n_seq=4, n_batch=512, swa_full=False)
+    windowed = Settings(ctx=8192, n_seq=4, n_batch=512, swa_full=False, holders=0)
     assert kv_bytes(s, windowed) == 3 * 8192 * per_cell + 15 * 2560 * per_cell
     assert kv_bytes(s, windowed) == int(61.5 * (1 << 20))  # llama.cpp logs 24.00 + 37.50 MiB
+    # the default: off, and the worker's two holders beside the 4 running sequences
+    assert Settings(ctx=8192).holders == SWA_HOLDER_SEQS == 2
+    held = Settings(ctx=8192, n_seq=4, n_batch=512)
+    assert kv_bytes(s, held) == 3 * 8192 * per_cell + 15 * pad_ctx(512 * 6 + 512) * per_cell
 
 
 def test_tiny_gqa_model_sizes(tmp_path):
@@ -88,9 +93,11 @@ def test_tiny_model_with_window_and_bool_pattern(tmp_path):
     assert s.swa_layers == (True, False, True, True) and not s.swa_assumed
     per_cell = 2 * (8 + 8) * 2
     # sliding layers: pad256(min(1024, 128 * 2 seqs + 64 batch = 320)) = 512 cells
-    s_off = Settings(ctx=1024, n_seq=2, n_batch=64, swa_full=False)
+    s_off = Settings(ctx=1024, n_seq=2, n_batch=64, swa_full=False, holders=0)
     assert kv_bytes(s, s_off) == per_cell * (1024 + 3 * 512)
-    assert kv_bytes(s, Settings(ctx=1024, n_seq=2, n_batch=64)) == per_cell * 4 * 1024
+    assert kv_bytes(s, Settings(ctx=1024, n_seq=2, n_batch=64, swa_full=True)) == per_cell * 4 * 1024
+    # two holders more: pad256(128 * 4 + 64 = 576) = 768 cells
+    assert kv_bytes(s, Settings(ctx=1024, n_seq=2, n_batch=64)) == per_cell * (1024 + 3 * 768)
 
 
 def test_int_pattern_and_unknown_architecture(tmp_path):
