@@ -217,9 +217,13 @@ class Engine:
 
     def fail_step(self, error: Exception) -> list[RequestOutput]:
         """The step raised ``error`` outside any one request's part of it: end the requests it
-        had scheduled (their cells are not trusted), keep the waiting ones."""
+        had scheduled (their cells are not trusted) and any the scheduler was moving when it
+        raised (neither waiting nor running: nothing would ever answer them); keep the waiting ones."""
         message = f"the engine could not compute this request ({type(error).__name__}: {error})"
-        return [self.fail(r, REQUEST_FAILED, message) for r in self._stepping if r.request_id in self.requests]
+        queued = {id(r) for r in self.scheduler.waiting} | {id(r) for r in self.scheduler.running}
+        stranded = [r for r in self.requests.values() if id(r) not in queued and r not in self._stepping]
+        return [self.fail(r, REQUEST_FAILED, message) for r in [*self._stepping, *stranded]
+                if r.request_id in self.requests]
 
     def has_work(self) -> bool:
         return self.scheduler.has_work()
@@ -232,6 +236,7 @@ class Engine:
 
     # -- the step ---------------------------------------------------------------------
     def step(self) -> list[RequestOutput]:
+        self._stepping = []
         chunks = self.scheduler.schedule()
         self._stepping = [c.request for c in chunks]
         if not chunks:

@@ -77,11 +77,23 @@ class KVCacheManager:
                             if self.host is not None and self.layout.partial else None)
 
     # -- sequence ids -----------------------------------------------------------------
-    def acquire_seq(self) -> int | None:
-        """A free sequence id; drops the least recently used holder when none is free."""
+    def acquire_seq(self, hit: PrefixHit | None = None) -> int | None:
+        """A free sequence id; drops the least recently used holder when none is free, one
+        that holds none of ``hit``'s blocks where there is such a holder. A hit whose holder
+        had to go is stale afterwards (``hit_intact``)."""
         if not self._free_seqs and self._holders:
-            self._drop_holder(next(iter(self._holders)))
+            used = {s for block in hit.blocks for s in block.seqs} if hit is not None else set()
+            self._drop_holder(next((s for s in self._holders if s not in used), next(iter(self._holders))))
         return self._free_seqs.pop() if self._free_seqs else None
+
+    def release_unused_seq(self, seq: int) -> None:
+        """Give back a sequence id from ``acquire_seq`` that was never admitted."""
+        self._free_seqs.append(seq)
+
+    @staticmethod
+    def hit_intact(hit: PrefixHit) -> bool:
+        """Whether every device block of ``hit`` still has a sequence holding its cells."""
+        return all(block.seqs for block in hit.blocks)
 
     def drop_idle_holder(self) -> bool:
         """Drop the least recently used holder: its cells leave the device (what it held stays

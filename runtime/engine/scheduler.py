@@ -146,9 +146,15 @@ class Scheduler:
         need = self.kv.blocks_needed(request, hit) + len(self.running)
         if self.running and self.kv.num_free_blocks < need:
             return None
-        seq = self.kv.acquire_seq()
+        seq = self.kv.acquire_seq(hit)
         if seq is None:
             return None
+        if not self.kv.hit_intact(hit):
+            # the only holder that could give way held this prefix: what is left of it
+            hit = self.kv.get_computed_blocks(request)
+            if self.running and self.kv.num_free_blocks < self.kv.blocks_needed(request, hit) + len(self.running):
+                self.kv.release_unused_seq(seq)
+                return None
         self.waiting.popleft()
         self.kv.admit(request, seq, hit)
         n = self._chunk(request, budget)

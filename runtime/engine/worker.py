@@ -238,6 +238,7 @@ class _Worker:
         except BackendError:
             raise
         except Exception as e:  # noqa: BLE001 - see the docstring: never one request's end for all
+            log.exception("an engine step failed; its requests end, the others go on")
             return self.engine.fail_step(e)
 
     def run(self) -> None:

@@ -96,3 +96,57 @@ def test_cells_shared_past_the_window_make_an_idle_holder_give_way(gemma_path):
     assert all(r.finish_reason is FinishReason.LENGTH and r.num_output == lengths[k] for k, r in requests.items())
     assert holders_dropped >= 1 and e.scheduler.num_preemptions == 0
     assert sum(same) >= len(same) - 1
+
+
+def test_a_prefix_whose_holder_is_the_oldest_survives_the_wait_for_a_sequence_id(gemma_path):
+    """Every sequence id is an idle holder (an agent's requests, one after another), and the
+    next request's prefix is held by the least recently used of them: the id it needs comes
+    from another holder, and the hit stands (a hit whose holder was dropped for that id would
+    point at cells nobody holds)."""
+    b = LlamaBackend(gemma_path, ContextConfig(n_ctx=4096, n_seq_max=2 + 32, n_seq_running=2, n_batch=128))
+    e = Engine(b, 2, CacheConfig(16, True, 1.0, host_mib=0))
+    topics = ("lighthouse", "mill", "bridge", "harbour")
+    prompts = {t: b.tokenize(_text(t, 3)) for t in topics}
+    prompts["again"] = prompts["lighthouse"] + b.tokenize(" And then the keeper", add_special=False)
+    replies: dict[str, str] = {k: "" for k in prompts}
+    requests = {}
+    try:
+        for k in prompts:
+            requests[k] = e.add_request(k, prompts[k], SamplingParams(temperature=0, max_tokens=4, ignore_eos=True))
+            while e.has_work():
+                for o in e.step():
+                    replies[o.request_id] += o.text
+                    assert o.error is None, o.error
+            if k == topics[-1]:
+                assert e.stats().kv.holders == b.n_seq_max  # no free id: one holder must give way
+        ref = LlamaBackend(gemma_path, ContextConfig(n_ctx=4096, n_seq_max=1, n_batch=2048))
+        try:
+            expected = greedy_reference(ref, prompts["again"], 4, ignore_eos=True)
+        finally:
+            ref.close()
+    finally:
+        b.close()
+    assert requests["again"].cached_tokens == len(prompts["lighthouse"]) // 16 * 16
+    assert requests["again"].finish_reason is FinishReason.LENGTH
+    assert_same_or_near_tie(replies["again"], expected, tol=1.5)
+
+
+def test_a_request_the_scheduler_was_admitting_when_the_step_raised_is_answered(smollm2_path, monkeypatch):
+    """A fault while a request moves from waiting to running (here injected into its
+    admission) leaves it in neither list: the step's failure must still answer it, or its
+    client waits forever."""
+    b = LlamaBackend(smollm2_path, ContextConfig(n_ctx=1024, n_seq_max=4, n_batch=128))
+    e = Engine(b, 2, CacheConfig(16, True, 1.0, host_mib=0))
+    try:
+        def broken(*args, **kwargs):
+            raise IndexError("injected")
+        monkeypatch.setattr(e.kv, "admit", broken)
+        e.add_request("r", b.tokenize("Hello there"), SamplingParams(temperature=0, max_tokens=4))
+        try:
+            outputs = e.step()
+        except IndexError as err:
+            outputs = e.fail_step(err)
+        assert [(o.request_id, o.finish_reason) for o in outputs] == [("r", FinishReason.ERROR.value)]
+        assert "injected" in (outputs[0].error or "") and not e.has_work() and not e.requests
+    finally:
+        b.close()
