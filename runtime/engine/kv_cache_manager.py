@@ -11,7 +11,8 @@ through the backend's memory API:
   the partial tail are removed with ``seq_rm``); evicting a cached block removes its cells
   from its holder, and a holder with no blocks frees its sequence id;
 - sequence ids are bounded (running slots + holders <= n_seq_max): when none is free, the
-  least recently used holder is dropped; so it is when llama.cpp finds no room for a step
+  least recently used holder that holds none of the admitted prefix is dropped; so it is
+  when llama.cpp finds no room for a step
   (sliding-window layers hold a window per sequence id, not per block: ``engine.py``);
 - memory that cannot be cut at any position (sliding-window layers, recurrent state) is
   reused through checkpoints (``checkpoints.py``): a hit ends at the longest checkpoint at
@@ -21,35 +22,16 @@ through the backend's memory API:
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field
 
 from runtime.engine.block_pool import Block, BlockPool
 from runtime.engine.checkpoints import Checkpoints, MemoryLayout
 from runtime.engine.disk_cache import DiskCache
 from runtime.engine.host_cache import HostCache, HostEntry, TierCounters
 from runtime.engine.kv_memory import KVMemory
+from runtime.engine.prefix_hit import PrefixHit
 from runtime.engine.kv_stats import KVStats  # noqa: F401 (re-exported: the manager's statistics)
 from runtime.engine.request import Request
 from runtime.kernels.block_hash import ROOT, hash_block
-
-
-@dataclass(slots=True)
-class PrefixHit:
-    """A prompt's reusable prefix: cached device blocks, or a saved state in host memory."""
-
-    blocks: list[Block]
-    host: HostEntry | None = None
-    #: blocks restored from host memory (a saved state, a checkpoint or both); with
-    #: device ``blocks``, 0
-    host_blocks: int = 0
-    #: the partial state to put on top of the prefix's cells (memory with checkpoints)
-    checkpoint: HostEntry | None = None
-    #: chained hashes of the prompt's full blocks before its last token (what any tier
-    #: could serve)
-    hashes: list[int] = field(default_factory=list)
-
-    def num_blocks(self) -> int:
-        return len(self.blocks) if self.blocks else self.host_blocks
 
 
 class KVCacheManager:
@@ -80,7 +62,7 @@ class KVCacheManager:
     def acquire_seq(self, hit: PrefixHit | None = None) -> int | None:
         """A free sequence id; drops the least recently used holder when none is free, one
         that holds none of ``hit``'s blocks where there is such a holder. A hit whose holder
-        had to go is stale afterwards (``hit_intact``)."""
+        had to go is stale afterwards (``PrefixHit.intact``)."""
         if not self._free_seqs and self._holders:
             used = {s for block in hit.blocks for s in block.seqs} if hit is not None else set()
             self._drop_holder(next((s for s in self._holders if s not in used), next(iter(self._holders))))
@@ -89,11 +71,6 @@ class KVCacheManager:
     def release_unused_seq(self, seq: int) -> None:
         """Give back a sequence id from ``acquire_seq`` that was never admitted."""
         self._free_seqs.append(seq)
-
-    @staticmethod
-    def hit_intact(hit: PrefixHit) -> bool:
-        """Whether every device block of ``hit`` still has a sequence holding its cells."""
-        return all(block.seqs for block in hit.blocks)
 
     def drop_idle_holder(self) -> bool:
         """Drop the least recently used holder: its cells leave the device (what it held stays

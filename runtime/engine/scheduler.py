@@ -149,7 +149,7 @@ class Scheduler:
         seq = self.kv.acquire_seq(hit)
         if seq is None:
             return None
-        if not self.kv.hit_intact(hit):
+        if not hit.intact:
             # the only holder that could give way held this prefix: what is left of it
             hit = self.kv.get_computed_blocks(request)
             if self.running and self.kv.num_free_blocks < self.kv.blocks_needed(request, hit) + len(self.running):

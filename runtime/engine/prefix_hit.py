@@ -1,0 +1,33 @@
+"""A prompt's reusable prefix, as the KV cache manager found it (``kv_cache_manager.py``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from runtime.engine.block_pool import Block
+from runtime.engine.host_cache import HostEntry
+
+
+@dataclass(slots=True)
+class PrefixHit:
+    """A prompt's reusable prefix: cached device blocks, or a saved state in host memory."""
+
+    blocks: list[Block]
+    host: HostEntry | None = None
+    #: blocks restored from host memory (a saved state, a checkpoint or both); with
+    #: device ``blocks``, 0
+    host_blocks: int = 0
+    #: the partial state to put on top of the prefix's cells (memory with checkpoints)
+    checkpoint: HostEntry | None = None
+    #: chained hashes of the prompt's full blocks before its last token (what any tier
+    #: could serve)
+    hashes: list[int] = field(default_factory=list)
+
+    def num_blocks(self) -> int:
+        return len(self.blocks) if self.blocks else self.host_blocks
+
+    @property
+    def intact(self) -> bool:
+        """Whether every device block still has a sequence holding its cells (a holder that
+        gave way for a sequence id after the lookup takes them)."""
+        return all(block.seqs for block in self.blocks)
