@@ -1,0 +1,451 @@
+"""Reading the tool calls of a reply in the syntax of its model's contract.
+
+:func:`read_calls` reads the text from where a call section starts (its trigger) and says which
+calls it holds so far: finished ones, and the one being written with its arguments as far as they
+go (JSON text that only grows, so it can be sent as it comes). Markers match with the whitespace
+around them free (a model writes ``<tool_call>`` with or without the template's newlines), and a
+section may be entered at its first marker, at a call's marker or at the name's own marker (some
+models skip the opening ``<tool_call>``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from runtime.chat.call_analysis import name_pattern
+from runtime.chat.contract import JSON, NAME_JSON, TAGGED, CallSyntax
+from runtime.chat.text_diff import last_marker
+
+_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
+#: how far a model may stray between a call's name and its arguments' marker (gpt-oss writes
+#: ``<|constrain|>json`` where its template renders ``<|channel|>commentary json``)
+_SLACK = 64
+
+
+class _Need(Exception):
+    """The text ends before the structure does."""
+
+
+class _No(Exception):
+    """The text is not what the syntax says comes here."""
+
+
+@dataclass(slots=True)
+class ReadCall:
+    name: str
+    id: str | None
+    #: the arguments as JSON text, as far as they are known (only grows)
+    args: str
+    done: bool = False
+
+
+@dataclass(slots=True)
+class Section:
+    calls: list[ReadCall] = field(default_factory=list)
+    #: where the section ends in the text (None: still open)
+    end: int | None = None
+    #: the text is not a call section
+    bad: bool = False
+
+
+def _ws(text: str, p: int) -> int:
+    while p < len(text) and text[p].isspace():
+        p += 1
+    return p
+
+
+def _lit(text: str, p: int, marker: str, final: bool) -> int:
+    """The position after ``marker`` at ``p`` (whitespace around it free)."""
+    core = marker.strip()
+    p = _ws(text, p)
+    if not core:
+        return p
+    if text.startswith(core, p):
+        return p + len(core)
+    if not final and core.startswith(text[p:]):
+        raise _Need
+    raise _No
+
+
+def _try(text: str, p: int, marker: str, final: bool) -> int | None:
+    """Like :func:`_lit`, None where the marker is not there."""
+    try:
+        return _lit(text, p, marker, final)
+    except _No:
+        return None
+
+
+class CallReader:
+    """Reads call sections in one syntax; ``schemas``: each tool's parameters (for the types
+    of tagged argument values)."""
+
+    def __init__(self, syntax: CallSyntax, schemas: dict[str, dict] | None = None) -> None:
+        self.s = syntax
+        self.schemas = schemas or {}
+        self._suffix = re.compile(name_pattern(syntax.name_suffix.strip())) if syntax.name_suffix.strip() else None
+        last = last_marker(syntax.name_suffix)
+        self._suffix_end = last.group() if last is not None else None
+        self._prefix_id = re.compile(name_pattern(syntax.name_prefix.strip())) if syntax.id_in_markers else None
+        #: JSON scans in progress, by start: (scanned up to, depth, in a string, after a backslash);
+        #: the text of one section only grows, so each character is scanned once
+        self._scans: dict[int, tuple[int, int, bool, bool]] = {}
+        self._last_end = 0
+
+    def reset(self) -> None:
+        """Forget the scans of the previous section."""
+        self._scans.clear()
+
+    # -- triggers ------------------------------------------------------------------------
+    def triggers(self) -> list[tuple[str, str]]:
+        """(text, entry) pairs where a call section may start, longest first."""
+        s = self.s
+        out: list[tuple[str, str]] = []
+        if s.section_start.strip():
+            out.append((s.section_start.strip(), "section"))
+        if s.call_start.strip():
+            out.append((s.call_start.strip(), "call"))
+        if s.body != JSON and s.name_prefix.strip():
+            core = s.name_prefix.strip()
+            if s.id_in_markers:
+                core = core[:core.find("call00001")] if "call00001" in core else core
+            out.append((core, "name"))
+            m = last_marker(core)
+            tail = core[m.end():].strip() if m is not None else ""
+            if tail and len(tail) >= 4:
+                out.append((tail, "tail"))
+        if s.body == JSON and not s.section_start.strip() and not s.call_start.strip():
+            key = s.extra_keys[0][0] if s.extra_keys else s.name_key
+            out.append(("[{" if s.list_wrapped else "{", "bare"))
+            out.append((f'{{"{key}"', "bare"))
+        return sorted({t: e for t, e in out if t}.items(), key=lambda te: -len(te[0]))
+
+    # -- sections ------------------------------------------------------------------------
+    def read(self, text: str, entry: str, final: bool) -> Section:
+        out = Section()
+        try:
+            self._section(text, entry, final, out)
+        except _Need:
+            if final:
+                out.end = len(text) if out.calls else None
+                out.bad = not out.calls
+        except _No:
+            out.bad = not out.calls or out.end is None and not any(c.done for c in out.calls)
+            if out.calls and out.calls[-1].done and out.end is None:
+                out.bad = False
+                out.end = self._last_end
+        return out
+
+    def _section(self, text: str, entry: str, final: bool, out: Section) -> None:
+        s = self.s
+        p = 0
+        self._last_end = 0
+        if entry == "section" and s.section_start.strip():
+            p = _lit(text, p, s.section_start, final)
+        if s.list_wrapped:
+            p = _lit(text, p, "[", final) if entry != "bare" or text.lstrip().startswith("[") else p
+        first = True
+        while True:
+            if not first:
+                at = self._next_call(text, p, final)
+                if at is None:
+                    self._finish(text, p, final, out)
+                    return
+                p = at
+            p = self._call(text, p, final, out, entry if first else "call")
+            self._last_end = p
+            first = False
+
+    def _next_call(self, text: str, p: int, final: bool) -> int | None:
+        """The start of another call after ``p`` (past the separator), or None."""
+        s = self.s
+        q = _ws(text, p)
+        if s.call_sep.strip():
+            at = _try(text, q, s.call_sep, final)
+            if at is None:
+                return None
+            q = at
+        elif s.list_wrapped:
+            at = _try(text, q, ",", final)
+            if at is None:
+                return None
+            q = at
+        q = _ws(text, q)
+        if q >= len(text):
+            if final:
+                return None
+            raise _Need
+        opener = s.call_start.strip() or (s.name_prefix.strip() if s.body != JSON else "{")
+        if text.startswith(opener, q):
+            return q
+        if not final and opener.startswith(text[q:]):
+            raise _Need
+        return None
+
+    def _finish(self, text: str, p: int, final: bool, out: Section) -> None:
+        s = self.s
+        if s.list_wrapped:
+            p = _lit(text, p, "]", final)
+        if s.section_end.strip():
+            at = _try(text, p, s.section_end, final)
+            p = at if at is not None else p
+        out.end = p
+
+    # -- one call --------------------------------------------------------------------------
+    def _call(self, text: str, p: int, final: bool, out: Section, entry: str) -> int:
+        s = self.s
+        if entry in ("section", "call") and s.call_start.strip():
+            p = _lit(text, p, s.call_start, final)
+        if s.body == JSON:
+            p = self._json_call(text, p, final, out)
+        else:
+            cid = None
+            if entry != "tail" and s.name_prefix.strip():
+                p, cid = self._name_prefix(text, p, final)
+            elif entry == "tail":
+                m = last_marker(s.name_prefix.strip())
+                p = _lit(text, p, s.name_prefix.strip()[m.end():] if m else s.name_prefix, final)
+            p, name, cid2 = self._name(text, p, final)
+            call = ReadCall(name, cid or cid2, "")
+            out.calls.append(call)
+            p = self._json_args(text, p, final, call) if s.body == NAME_JSON else self._tagged_args(text, p, final, call, name)
+            if s.close.strip():
+                p = _lit(text, p, s.close, final)
+            call.done = True
+        if s.call_end.strip():
+            p = _lit(text, p, s.call_end, final)
+        return p
+
+    def _name_prefix(self, text: str, p: int, final: bool) -> tuple[int, str | None]:
+        core = self.s.name_prefix.strip()
+        if self._prefix_id is None:
+            return _lit(text, p, core, final), None
+        q = _ws(text, p)
+        m = self._prefix_id.match(text, q)
+        if m is None:
+            if not final and len(text) - q < len(core) + 40:
+                raise _Need
+            raise _No
+        return m.end(), m.groupdict().get("id")
+
+    def _name(self, text: str, p: int, final: bool) -> tuple[int, str, str | None]:
+        m = _NAME.match(text, p)
+        if m is None:
+            if p >= len(text) and not final:
+                raise _Need
+            raise _No
+        if m.end() == len(text) and not final:
+            raise _Need
+        name, q = m.group(), m.end()
+        cid = None
+        if self._suffix is not None:
+            sm = self._suffix.match(text, q)
+            if sm is not None:
+                return sm.end(), name, sm.groupdict().get("id")
+            if self._suffix_end is not None:
+                at = text.find(self._suffix_end, q, q + _SLACK + len(self._suffix_end))
+                if at >= 0 and "\n" not in text[q:at]:
+                    return at + len(self._suffix_end), name, cid
+            if not final and len(text) - q < len(self.s.name_suffix) + _SLACK:
+                raise _Need
+            raise _No
+        return q, name, cid
+
+    def _json_args(self, text: str, p: int, final: bool, call: ReadCall) -> int:
+        p = _ws(text, p)
+        if p >= len(text):
+            raise _Need
+        if text[p] != "{":
+            raise _No
+        end = self._json_end(text, p)
+        call.args = text[p:end if end is not None else len(text)]
+        if end is None:
+            raise _Need
+        try:
+            value = json.loads(call.args)
+        except ValueError:
+            raise _No from None
+        if not isinstance(value, dict):
+            raise _No
+        return end
+
+    def _json_call(self, text: str, p: int, final: bool, out: Section) -> int:
+        s = self.s
+        p = _ws(text, p)
+        if p >= len(text):
+            raise _Need
+        if text[p] != "{":
+            raise _No
+        end = self._json_end(text, p)
+        if end is None:
+            head = _header(s).match(text, p)
+            if head is not None:
+                out.calls.append(ReadCall(json.loads(f'"{head.group(1)}"'), None, text[head.end():]))
+            raise _Need
+        try:
+            item = json.loads(text[p:end])
+        except ValueError:
+            raise _No from None
+        name, args = _name_args(item, s)
+        if name is None:
+            raise _No
+        head = _header(s).match(text, p)
+        if head is not None:  # the arguments as written (what was sent while they came)
+            a_end = json_end(text, head.end())[0]
+            if a_end is not None:
+                args = text[head.end():a_end]
+        cid = item.get("id") if isinstance(item.get("id"), str) else None
+        if out.calls and not out.calls[-1].done and out.calls[-1].name == name:
+            out.calls[-1].args, out.calls[-1].done, out.calls[-1].id = args, True, cid
+        else:
+            out.calls.append(ReadCall(name, cid, args, done=True))
+        return end
+
+    def _tagged_args(self, text: str, p: int, final: bool, call: ReadCall, name: str) -> int:
+        s = self.s
+        props = (self.schemas.get(name) or {}).get("properties") or {}
+        parts: list[str] = []
+        call.args = "{"
+        while True:
+            if s.close.strip():
+                at = _try(text, p, s.close, final)
+                if at is not None:
+                    break
+            elif parts and not _try(text, p, s.arg_sep, final):
+                break
+            q = p
+            if parts and s.arg_sep.strip():
+                q = _lit(text, q, s.arg_sep, final)
+            if s.arg_prefix.strip():
+                q = _lit(text, q, s.arg_prefix, final)
+            mid = s.arg_mid.strip() or ":"
+            k_end = text.find(mid, q, q + 256)
+            as_json = False
+            if s.arg_mid_json.strip():
+                j_end = text.find(s.arg_mid_json.strip(), q, q + 256)
+                if j_end >= 0 and (k_end < 0 or j_end < k_end):
+                    k_end, mid, as_json = j_end, s.arg_mid_json.strip(), True
+            if k_end < 0:
+                if not final and len(text) - q < 256:
+                    raise _Need
+                raise _No
+            key = text[q:k_end].strip()
+            q = k_end + len(mid)
+            schema = props.get(key) if isinstance(props, dict) else None
+            q, value = self._value(text, q, final, {"type": "json"} if as_json else schema)
+            parts.append(f"{json.dumps(key, ensure_ascii=False)}: {json.dumps(value, ensure_ascii=False)}")
+            call.args = "{" + ", ".join(parts)
+            p = q
+        call.args = "{" + ", ".join(parts) + "}"
+        return p
+
+    def _json_end(self, text: str, p: int) -> int | None:
+        state = self._scans.get(p)
+        if state is not None and state[1] == 0 and state[0] > p:
+            return state[0]  # scanned to its end before
+        end, state = json_end(text, p, state)
+        self._scans[p] = state
+        return end
+
+    def _value(self, text: str, q: int, final: bool, schema) -> tuple[int, object]:
+        s = self.s
+        if s.string_quote:
+            if text.startswith(s.string_quote, q):
+                end = text.find(s.string_quote, q + len(s.string_quote))
+                if end < 0:
+                    raise _Need
+                return end + len(s.string_quote), text[q + len(s.string_quote):end]
+            try:
+                value, end = json.JSONDecoder().raw_decode(text, q)
+            except ValueError:
+                raise (_Need if not final else _No) from None
+            return end, value
+        end_core = s.arg_end.strip()
+        end = text.find(end_core, q) if end_core else -1
+        if end < 0:
+            raise _Need
+        raw = text[q:end]
+        lead, trail = s.arg_mid[len(s.arg_mid.rstrip()):], s.arg_end[:len(s.arg_end) - len(s.arg_end.lstrip())]
+        if lead and raw.startswith(lead):
+            raw = raw[len(lead):]
+        if trail and raw.endswith(trail):
+            raw = raw[:len(raw) - len(trail)]
+        return end + len(end_core), _typed(raw, schema)
+
+
+def _typed(raw: str, schema) -> object:
+    """A tagged value as the tool's schema types it: strings stay as written, the rest is JSON."""
+    kind = schema.get("type") if isinstance(schema, dict) else None
+    if kind == "string" or (isinstance(kind, list) and "string" in kind and len(kind) == 1):
+        return raw
+    try:
+        return json.loads(raw.strip())
+    except ValueError:
+        return raw
+
+
+def _name_args(item, s: CallSyntax) -> tuple[str | None, str]:
+    if isinstance(item, list) and len(item) == 1:
+        item = item[0]
+    if not isinstance(item, dict):
+        return None, ""
+    if s.name_is_key:
+        if len(item) != 1:
+            return None, ""
+        name, args = next(iter(item.items()))
+    else:
+        name = item.get(s.name_key, item.get("name"))
+        args = item.get(s.args_key, item.get("arguments", item.get("parameters", {})))
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except ValueError:
+            return None, ""
+    if not isinstance(name, str) or not isinstance(args, dict):
+        return None, ""
+    return name, json.dumps(args, ensure_ascii=False)
+
+
+_HEADERS: dict[CallSyntax, re.Pattern] = {}
+
+
+def _header(s: CallSyntax) -> re.Pattern:
+    """Where a JSON call's arguments begin once its name is written."""
+    pat = _HEADERS.get(s)
+    if pat is None:
+        extra = "".join(rf'"{re.escape(k)}"\s*:\s*(?:"(?:[^"\\]|\\.)*"|\d+)\s*,\s*' for k, _ in s.extra_keys)
+        if s.name_is_key:
+            pat = re.compile(r'\{\s*"((?:[^"\\]|\\.)*)"\s*:\s*(?=\{)')
+        else:
+            pat = re.compile(rf'\{{\s*{extra}"{re.escape(s.name_key)}"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*'
+                             rf'"{re.escape(s.args_key)}"\s*:\s*(?=\{{)')
+        _HEADERS[s] = pat
+    return pat
+
+
+def json_end(text: str, p: int, state: tuple[int, int, bool, bool] | None = None
+             ) -> tuple[int | None, tuple[int, int, bool, bool]]:
+    """(the end of the JSON object or list starting at ``p`` or None while it is open, the scan's
+    state to go on from)."""
+    i, depth, in_str, esc = state if state is not None else (p, 0, False, False)
+    n = len(text)
+    while i < n:
+        ch = text[i]
+        i += 1
+        if in_str:
+            if esc:
+                esc = False
+            elif ch == "\\":
+                esc = True
+            elif ch == '"':
+                in_str = False
+        elif ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+        elif ch in "]}":
+            depth -= 1
+            if depth == 0:
+                return i, (i, depth, in_str, esc)
+    return None, (i, depth, in_str, esc)

@@ -1,0 +1,193 @@
+"""A model's raw output as typed events (``events``), read by the model's output contract.
+
+:class:`OutputParser` is fed text as the engine produces it, chunked anywhere (a chunk may end
+inside a marker); it holds back only what could still be the start of markup. Reasoning is sent
+as it comes; a call's Start once its name is known, its arguments as they are written (JSON text
+that only grows: the raw JSON of a JSON body, or the values of tagged arguments as each closes),
+its End when the call closes. ``finish()`` flushes the rest: a call cut off whose start was sent
+ends incomplete; markup that never became a call is returned as answer text (nothing is lost).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from runtime.chat.call_reader import CallReader, Section
+from runtime.chat.contract import OutputContract
+from runtime.chat.events import (
+    Event, ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, new_call_id,
+)
+
+Accept = Callable[[str, dict], bool]
+
+
+def held(buf: str, marker: str) -> int:
+    """How many trailing characters of ``buf`` could begin ``marker``."""
+    for n in range(min(len(marker) - 1, len(buf)), 0, -1):
+        if marker.startswith(buf[-n:]):
+            return n
+    return 0
+
+
+class OutputParser:
+    """Splits one choice's output into events. ``contract``: the model's; ``tools``: the tools
+    offered (None: calls are not read); ``in_reasoning``: the prompt opened the thinking block;
+    ``accept(name, arguments)``: a call that fails it is returned as text."""
+
+    def __init__(self, contract: OutputContract | None, tools: list[dict] | None = None,
+                 in_reasoning: bool = False, accept: Accept | None = None) -> None:
+        contract = contract or OutputContract()
+        self.contract = contract
+        self.accept = accept
+        r = contract.reasoning
+        self.think = (r.start.strip(), r.end.strip()) if r is not None and r.end.strip() else None
+        calls = contract.calls if tools else None
+        schemas = {t["function"]["name"]: t["function"].get("parameters") or {} for t in tools or []}
+        self.reader = CallReader(calls, schemas) if calls is not None else None
+        self.triggers = self.reader.triggers() if self.reader is not None else []
+        self.strip = [m.strip() for m in (contract.content_start, contract.content_end, *contract.noise) if m.strip()]
+        self.buf = ""
+        self.state = "reasoning" if (self.think and in_reasoning) else "text"
+        self.calls: list[dict] = []  # {"id", "name", "arguments"} of the complete calls
+        self._n = 0  # calls started in the reply
+        self._entry = ""
+        self._sent: list[tuple[int, str, int, bool]] = []  # this section's calls: index, id, args sent, ended
+
+    # -- feeding --------------------------------------------------------------------------
+    def feed(self, text: str) -> list[Event]:
+        self.buf += text
+        out: list[Event] = []
+        while True:
+            before = (self.state, len(self.buf))
+            getattr(self, f"_{self.state}")(out, False)
+            if (self.state, len(self.buf)) == before:
+                return out
+
+    def finish(self) -> list[Event]:
+        out: list[Event] = []
+        for _ in range(64):
+            getattr(self, f"_{self.state}")(out, True)
+            if not self.buf and self.state != "calls":
+                break
+        if self.buf:
+            out.append(ReasoningDelta(self.buf) if self.state == "reasoning" else TextDelta(self.buf))
+            self.buf = ""
+        return out
+
+    # -- states -----------------------------------------------------------------------------
+    def _reasoning(self, out: list[Event], final: bool) -> None:
+        assert self.think is not None  # only entered with reasoning markers
+        closing = self.think[1]
+        at = self.buf.find(closing)
+        call = min(((self.buf.find(t), t, e) for t, e in self.triggers if t in self.buf), default=None)
+        if call is not None and (at < 0 or call[0] < at):  # a call ends the thinking (Qwen3.5)
+            if call[0]:
+                out.append(ReasoningDelta(self.buf[:call[0]]))
+            self.buf = self.buf[call[0]:]
+            self.state = "text"
+            return
+        if at >= 0:
+            if at:
+                out.append(ReasoningDelta(self.buf[:at]))
+            self.buf = self.buf[at + len(closing):].lstrip()
+            self.state = "text"
+            return
+        keep = 0 if final else max([held(self.buf, closing)] + [held(self.buf, t) for t, _ in self.triggers])
+        if len(self.buf) > keep:
+            out.append(ReasoningDelta(self.buf[:len(self.buf) - keep]))
+            self.buf = self.buf[len(self.buf) - keep:]
+
+    def _markers(self) -> list[tuple[str, str]]:
+        found = [(t, "call:" + e) for t, e in self.triggers]
+        if self.think is not None and self.think[0]:
+            found.append((self.think[0], "think"))
+        found += [(m, "strip") for m in self.strip]
+        return found
+
+    def _text(self, out: list[Event], final: bool) -> None:
+        best: tuple[int, int, str, str] | None = None  # (at, -len, marker, kind)
+        for marker, kind in self._markers():
+            at = self.buf.find(marker)
+            if at >= 0 and (best is None or (at, -len(marker)) < best[:2]):
+                best = (at, -len(marker), marker, kind)
+        if best is not None:
+            at, _, marker, kind = best
+            if at:
+                out.append(TextDelta(self.buf[:at]))
+            if kind == "think":
+                self.buf = self.buf[at + len(marker):].lstrip()
+                self.state = "reasoning"
+            elif kind == "strip":
+                self.buf = self.buf[at + len(marker):]
+            else:
+                self.buf = self.buf[at:]
+                self._entry = kind[5:]
+                self._sent = []
+                assert self.reader is not None  # call triggers come from the reader
+                self.reader.reset()
+                self.state = "calls"
+            return
+        if final and self.calls and not self.buf.strip():
+            self.buf = ""  # whitespace after the last call
+            return
+        keep = 0 if final else max((held(self.buf, m) for m, _ in self._markers()), default=0)
+        n = len(self.buf) - keep
+        if n > 0:
+            out.append(TextDelta(self.buf[:n]))
+            self.buf = self.buf[n:]
+
+    def _calls(self, out: list[Event], final: bool) -> None:
+        assert self.reader is not None  # only entered at a call trigger
+        section = self.reader.read(self.buf, self._entry, final)
+        if section.bad or not self._accepted(section):
+            if not self._sent:  # not a call: its first character is text, the rest is read again
+                out.append(TextDelta(self.buf[:1]))
+                self.buf = self.buf[1:]
+                self.state = "text"
+                return
+            section.end = len(self.buf) if section.end is None else section.end
+        self._send(section, out, final)
+        if section.end is not None:
+            self.buf = self.buf[section.end:].lstrip() if self.calls else self.buf[section.end:]
+            self.state = "text"
+        elif final:
+            for i, (index, _cid, _n, ended) in enumerate(self._sent):
+                if not ended:
+                    out.append(ToolCallEnd(index, complete=False))
+                    self._sent[i] = (index, _cid, _n, True)
+            self.buf = ""
+            self.state = "text"
+
+    def _accepted(self, section: Section) -> bool:
+        if self.accept is None:
+            return True
+        return all(self.accept(c.name, {}) for c in section.calls)
+
+    def _send(self, section: Section, out: list[Event], final: bool) -> None:
+        for i, call in enumerate(section.calls):
+            if i == len(self._sent):
+                cid = call.id or new_call_id()
+                self._sent.append((self._n, cid, 0, False))
+                out.append(ToolCallStart(self._n, cid, call.name))
+                self._n += 1
+            index, cid, sent, ended = self._sent[i]
+            if ended:
+                continue
+            if len(call.args) > sent:
+                out.append(ToolCallArgsDelta(index, call.args[sent:]))
+                sent = len(call.args)
+            if call.done:
+                out.append(ToolCallEnd(index))
+                self.calls.append({"id": cid, "name": call.name, "arguments": call.args})
+                ended = True
+            self._sent[i] = (index, cid, sent, ended)
+
+
+def parse_all(text: str, contract: OutputContract | None, tools: list[dict] | None = None,
+              in_reasoning: bool = False, accept: Accept | None = None) -> tuple[str, str, list[dict]]:
+    """A whole reply: (answer text, reasoning text, calls)."""
+    p = OutputParser(contract, tools, in_reasoning, accept)
+    events = p.feed(text) + p.finish()
+    answer = "".join(e.text for e in events if isinstance(e, TextDelta))
+    reasoning = "".join(e.text for e in events if isinstance(e, ReasoningDelta))
+    return answer, reasoning, p.calls

@@ -1,0 +1,177 @@
+"""A chat template's output contract, derived by rendering it (llama.cpp's differential analysis).
+
+- Calls: ``call_analysis`` (a turn with and without calls).
+- Reasoning: a turn with and without ``reasoning_content``: the markers around the thinking; and
+  the generation prompt with thinking on and off: a closed empty block gives the markers, a prompt
+  that ends with the opening marker leaves the thinking open (the model writes only its end).
+- Answer text: what the template writes between the generation prompt and a plain turn's text
+  (gpt-oss's ``<|channel|>final<|message|>``, Command R's ``<|START_RESPONSE|>``) is markup the
+  model writes around its answer.
+
+Markers are told apart from role markup by where else they appear: a marker that also surrounds
+the user's turn (``<|im_start|>``, ``<|im_end|>``) is the conversation's, not the thinking's.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable
+
+from runtime.chat.call_analysis import USER, analyze_calls
+from runtime.chat.contract import OutputContract, ReasoningSyntax
+from runtime.chat.text_diff import MARKER, common_prefix, diff, last_marker, markers
+
+log = logging.getLogger("hearth.chat")
+
+THINK = "REASON_PART I am thinking END_R"
+TEXT = "A_ASST_MSG I can help END_A"
+
+#: render(messages, tools, add_generation_prompt, enable_thinking) -> prompt, None when refused
+FullRender = Callable[[list[dict], "list[dict] | None", bool, "bool | None"], "str | None"]
+
+
+def analyze(render: FullRender, source: str = "") -> OutputContract:
+    """The contract of the template that ``render`` renders (``source``: its text, to check a
+    derived closing marker against)."""
+    calls = analyze_calls(lambda msgs, tools: render(msgs, tools, False, None))
+    plain = render([USER, {"role": "assistant", "content": TEXT}], None, False, None)
+    user_marks = _user_markers(render)
+    reasoning = _reasoning(render, source, user_marks)
+    start, end = _content_markers(render, plain, reasoning, user_marks)
+    tools_probe = render([USER], [_probe_tool()], True, None)
+    bare = render([USER], None, True, None)
+    native = tools_probe is not None and bare is not None and "PROBE_TOOL_NAME" in tools_probe
+    return OutputContract(calls=calls, reasoning=reasoning, content_start=start, content_end=end, native_tools=native)
+
+
+def _probe_tool() -> dict:
+    return {"type": "function", "function": {"name": "PROBE_TOOL_NAME", "description": "probe",
+                                             "parameters": {"type": "object", "properties": {}}}}
+
+
+def _user_markers(render: FullRender) -> set[str]:
+    """Markers around a user's turn (role markup)."""
+    one = render([USER], None, False, None) or ""
+    at = one.find(USER["content"])
+    if at < 0:
+        return set(markers(one))
+    return set(markers(one[max(0, at - 80):at + len(USER["content"]) + 80]))
+
+
+def _reasoning(render: FullRender, source: str, user_marks: set[str]) -> ReasoningSyntax | None:
+    text, at = "", -1
+    for turn in _thinking_turns():
+        text = render(turn, None, False, True) or ""
+        at = text.find(THINK)
+        if at >= 0:
+            break
+    start = end = ""
+    if at >= 0:
+        before = last_marker(text[:at])
+        if before is not None and not text[before.end():at].strip() and before.group() not in user_marks:
+            start = before.group()
+        after = MARKER.match(text, _skip_ws(text, at + len(THINK)))
+        if after is not None and after.group() not in user_marks:
+            end = after.group()
+        elif start:
+            end = closing_of(start, source)
+    on = render([USER], None, True, True)
+    off = render([USER], None, True, False)
+    default = render([USER], None, True, None)
+    if not end and on is not None and off is not None and on != off:
+        start, end = _empty_block(diff(on, off)[1], user_marks) or (start, end)
+    if not end:
+        plain = render([USER, {"role": "assistant", "content": TEXT}], None, False, None) or ""
+        header = set(markers(plain[max(0, plain.find(TEXT) - 80):plain.find(TEXT)])) if TEXT in plain else set()
+        for prompt in (default, on):
+            tail = _tail_marker(prompt or "")
+            if tail and tail not in user_marks and tail not in header and closing_of(tail, source):
+                start, end = tail, closing_of(tail, source)
+                break
+    if not end:
+        return None
+    if not start:
+        start = opening_of(end, source)
+    # thinking is on unless a request turns it off (llama.cpp passes ``enable_thinking`` true)
+    return ReasoningSyntax(start, end, opened=_opens(on if on is not None else default, start, end),
+                           opened_off=_opens(off, start, end), switch=on is not None and on != off)
+
+
+def _thinking_turns() -> list[list[dict]]:
+    """Where templates read an assistant turn's thinking: ``reasoning_content`` (llama.cpp's
+    field), ``thinking`` (gpt-oss, Mistral), ``reasoning``; some render it only beside a call."""
+    call = {"id": "call00001", "type": "function", "function": {"name": "probe", "arguments": {}}}
+    out = []
+    for key in ("reasoning_content", "thinking", "reasoning"):
+        out.append([USER, {"role": "assistant", "content": TEXT, key: THINK}])
+    out.append([USER, {"role": "assistant", "content": TEXT, "reasoning_content": THINK, "tool_calls": [call]}])
+    return out
+
+
+def _skip_ws(text: str, p: int) -> int:
+    while p < len(text) and text[p].isspace():
+        p += 1
+    return p
+
+
+def _empty_block(text: str, user_marks: set[str]) -> tuple[str, str] | None:
+    """Two markers with only whitespace between them: a closed, empty thinking block."""
+    found = [m for m in MARKER.finditer(text) if m.group() not in user_marks]
+    for a, b in zip(found, found[1:]):
+        if not text[a.end():b.start()].strip():
+            return a.group(), b.group()
+    if len(found) == 1 and found[0].group().startswith(("</", "<|/", "[/")):
+        return "", found[0].group()
+    return None
+
+
+def _tail_marker(prompt: str) -> str:
+    m = last_marker(prompt)
+    return m.group() if m is not None and not prompt[m.end():].strip() else ""
+
+
+def _opens(prompt: str | None, start: str, end: str) -> bool:
+    """The generation prompt leaves the thinking block open."""
+    if prompt is None or not start:
+        return False
+    at = prompt.rfind(start)
+    return at >= 0 and not prompt[at + len(start):].strip() and end not in prompt[at:]
+
+
+_PAIRS = (("START", "END"), ("BEGIN", "END"), ("begin", "end"), ("start", "end"), ("open", "close"))
+
+
+def closing_of(marker: str, source: str) -> str:
+    """The marker that closes ``marker`` (``<think>`` -> ``</think>``), if the template has it."""
+    candidates = []
+    m = re.match(r"^(<\|?|\[|<｜)(.*?)(\|?>|\]|｜>)$", marker)
+    if m:
+        candidates.append(f"{m.group(1)}/{m.group(2)}{m.group(3)}")
+        candidates += [marker.replace(a, b) for a, b in _PAIRS if a in marker]
+    return next((c for c in candidates if c != marker and c in source), "")
+
+
+def opening_of(marker: str, source: str) -> str:
+    """The marker that ``marker`` closes (``</think>`` -> ``<think>``), if the template has it."""
+    candidates = [marker.replace("/", "", 1)] if "/" in marker else []
+    candidates += [marker.replace(b, a) for a, b in _PAIRS if b in marker]
+    return next((c for c in candidates if c != marker and c in source), "")
+
+
+def _content_markers(render: FullRender, plain: str | None, reasoning: ReasoningSyntax | None,
+                     user_marks: set[str]) -> tuple[str, str]:
+    """Markup the model writes before and after its answer text."""
+    prompt = render([USER], None, True, None)
+    if plain is None or prompt is None or TEXT not in plain:
+        return "", ""
+    at = plain.find(TEXT)
+    written = plain[common_prefix(prompt, plain):at]
+    if reasoning is not None:  # an empty thinking block before the answer is the thinking's markup
+        for m in (reasoning.start, reasoning.end):
+            written = written.replace(m, "") if m else written
+    found = [m for m in markers(written) if m not in user_marks]
+    start = found[-1] if found and not written[written.rfind(found[-1]) + len(found[-1]):].strip() else ""
+    after = MARKER.match(plain, at + len(TEXT))
+    end = after.group() if start and after is not None and after.group() not in user_marks else ""
+    return start, end
