@@ -7,8 +7,10 @@
 - ``shape.shape_from_gguf(path)`` / ``shape.shape_from_catalog(entry)`` /
   ``shape.shape_from_numbers(...) -> ModelShape``: what sizes a model, from its GGUF header or
   from catalog numbers.
+  A mixture-of-experts model's experts (``experts.Experts``) come with its shape.
 - ``fit.plan_fit(shape, hardware, ctx=None, kv_type="f16", draft=None) -> FitPlan``: GPU
-  layers, context, memory, predicted speed, and a message.
+  layers (and the layers whose experts stay in RAM), context, memory, predicted speed
+  (``speed.predict_decode``), and a message.
 - ``calibrate.calibrate_decode()``: one measured decode that calibrates speed predictions.
 - ``report.format_probe_report(info)`` / ``report.format_fit_report(plan)``: terminal text.
 

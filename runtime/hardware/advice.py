@@ -77,12 +77,26 @@ def _summary(plan: FitPlan, gpus: list[GpuInfo]) -> str:
     if plan.verdict == "gpu":
         return (f"{plan.model} fits on the GPU ({names}): all {layers} layers, context {plan.ctx}, "
                 f"{gb(plan.gpu_bytes)} of {gb(free)} free.{_tps(plan)}")
+    if plan.verdict == "partial" and plan.cpu_moe_layers:
+        return (f"{plan.model} fits on the GPU with {experts_in_ram(plan)}: attention, the other "
+                f"weights and the KV cache of all {layers - 1} layers on {names} ({gb(plan.gpu_bytes)} of "
+                f"{gb(free)} free), {gb(plan.cpu_moe_bytes)} of experts in RAM ({gb(plan.ram_bytes)} of "
+                f"{gb(plan.ram_available)} available); context {plan.ctx}.{_tps(plan)}")
     if plan.verdict == "partial":
         return (f"{plan.model} fits partly on the GPU: {plan.gpu_layers} of {layers} layers on {names} "
                 f"({gb(plan.gpu_bytes)} of {gb(free)} free), the rest on the CPU ({gb(plan.ram_bytes)} "
                 f"of {gb(plan.ram_available)} RAM available); context {plan.ctx}.{_tps(plan)}")
     return (f"{plan.model} runs on the CPU: {gb(plan.ram_bytes)} of {gb(plan.ram_available)} RAM "
             f"available; context {plan.ctx}.{_tps(plan)}")
+
+
+def experts_in_ram(plan: FitPlan) -> str:
+    """The plan's experts in RAM in words: "the experts of 18 of 48 layers in RAM" (``--n-cpu-moe 18``)."""
+    return f"the experts of {plan.cpu_moe_layers} of {plan.layers_total - 1} layers in RAM"
+
+
+def _count(n: int) -> str:
+    return f"{n / 1e9:.1f}B" if n >= 1e9 else f"{n / 1e6:.0f}M"
 
 
 def _primary(short: list[Shortfall]) -> Shortfall:
@@ -106,10 +120,16 @@ def explain(plan: FitPlan, shape: ModelShape, gpus: list[GpuInfo], target_ctx: i
         notes.append(f"Context {target_ctx} does not fit (it needs {gb(s.need)} of {s.resource}, "
                      f"{gb(s.free)} free): planned with context {plan.ctx}.")
     elif plan.ctx < target_ctx:
-        notes.append(f"Context {plan.ctx} keeps {'every layer' if plan.verdict == 'gpu' else 'more layers'} "
-                     f"on the GPU; a larger context (up to {target_ctx}) would move layers to the CPU.")
+        kept, moved = (("more experts", "experts to RAM") if plan.cpu_moe_layers else
+                       ("every layer" if plan.verdict == "gpu" else "more layers", "layers to the CPU"))
+        notes.append(f"Context {plan.ctx} keeps {kept} on the GPU; a larger context (up to {target_ctx}) "
+                     f"would move {moved}.")
     if plan.verdict == "cpu" and gpus:
         notes.append(f"No layer fits in the free memory of {_gpu_names(gpus)}.")
+    if shape.moe and shape.experts is not None:
+        e = shape.experts
+        notes.append(f"A mixture of experts: each token uses {e.used} of {e.count} experts, "
+                     f"{_count(shape.active_params)} of {_count(shape.n_params)} weights; the speed counts those.")
     if shape.swa_assumed and shape.sliding_window:
         notes.append(f"Sliding-window layers follow llama.cpp's built-in pattern for {shape.architecture}.")
     if not plan.speed_calibrated and plan.predicted_tokens_per_s is not None:

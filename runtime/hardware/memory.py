@@ -5,7 +5,12 @@ pool of ``n_seq`` running sequences, ``n_ubatch = n_batch``, ``swa_full`` off):
 
 - weights: the CPU keeps the token embeddings and every layer not offloaded (memory-mapped,
   resident once read); a GPU holds its layers, and the output layer when it is offloaded
-  (tied embeddings are copied for it).
+  (tied embeddings are copied for it). A mixture-of-experts model may keep the routed experts
+  of its first ``cpu_moe`` layers on the CPU while the rest of those layers is offloaded
+  (llama.cpp's ``--n-cpu-moe``, tensor buffer overrides); prompt batches then copy one layer's
+  CPU-held experts at a time to the GPU to multiply them there (ggml's op offload), so the
+  largest such layer's experts are counted in that GPU's compute buffer (an estimate from
+  ggml's scheduler, not measured here).
 - KV cache: per layer ``n_head_kv * (head_dim_k + head_dim_v) * bytes per element`` for every
   cell. The context is padded to 256 cells. A sliding-window layer holds
   ``pad256(min(ctx, window * (n_seq + holders) + n_batch))`` cells (``holders``: the idle
@@ -144,6 +149,8 @@ class DeviceMemory:
     output: bool = False  #: the output layer is here
     #: the multimodal projector's weights and compute margin, when it is loaded here
     projector: int = 0
+    #: layers placed on another device whose routed experts are held here (the CPU's ``cpu_moe``)
+    experts: list[int] = field(default_factory=list)
 
     @property
     def total(self) -> int:
@@ -154,6 +161,7 @@ class DeviceMemory:
             "device": self.name, "weights_bytes": self.weights, "kv_bytes": self.kv,
             "compute_bytes": self.compute, "overhead_bytes": self.overhead, "projector_bytes": self.projector,
             "total_bytes": self.total, "layers": len(self.layers), "output_layer": self.output,
+            "expert_layers": len(self.experts),
         }
 
 
@@ -185,9 +193,10 @@ def assign_layers(n_layer: int, n_gpu_layers: int, splits: list[float]) -> list[
 
 def estimate(shape: ModelShape, s: Settings, n_gpu_layers: int = 0,
              gpus: list[tuple[str, float]] | None = None,
-             remote: frozenset[str] = frozenset()) -> tuple[DeviceMemory, list[DeviceMemory]]:
+             remote: frozenset[str] = frozenset(), cpu_moe: int = 0) -> tuple[DeviceMemory, list[DeviceMemory]]:
     """Memory on the CPU and on each GPU (``gpus``: name and free bytes, for the split;
-    ``remote``: the names among them that are RPC workers' devices, with no runtime here)."""
+    ``remote``: the names among them that are RPC workers' devices, with no runtime here;
+    ``cpu_moe``: the first layers whose routed experts stay on the CPU)."""
     gpus = gpus or []
     where = assign_layers(shape.n_layer, n_gpu_layers if gpus else 0, [free for _, free in gpus])
     cpu = DeviceMemory("CPU", weights=shape.input_bytes)
@@ -196,6 +205,10 @@ def estimate(shape: ModelShape, s: Settings, n_gpu_layers: int = 0,
         dev = cpu if where[il] < 0 else devs[where[il]]
         dev.layers.append(il)
         dev.weights += shape.layer_bytes[il]
+        if il < cpu_moe and dev is not cpu and shape.expert_bytes(il):
+            dev.weights -= shape.expert_bytes(il)
+            cpu.weights += shape.expert_bytes(il)
+            cpu.experts.append(il)
     out = cpu if where[shape.n_layer] < 0 else devs[where[shape.n_layer]]
     out.output = True
     out.weights += shape.output_bytes if out is cpu else shape.output_matrix_bytes
@@ -205,8 +218,10 @@ def estimate(shape: ModelShape, s: Settings, n_gpu_layers: int = 0,
     for d in used:
         d.kv = kv_bytes(shape, s, d.layers)
         d.compute = compute_bytes(shape, s, s.n_batch if d.output or d is used[-1] else 0, True)
+    if cpu.experts and used:  # op offload: one layer's CPU-held experts copied to the first GPU
+        used[0].compute += max(shape.expert_bytes(il) for il in cpu.experts)
     cpu.kv = kv_bytes(shape, s, cpu.layers)
-    if cpu.layers or cpu.output:
+    if cpu.layers or cpu.output or cpu.experts:
         cpu.compute = compute_bytes(shape, s, s.n_seq, flash)
     else:  # inputs and the embedding lookup only
         cpu.compute = s.n_batch * shape.n_embd * 4 * 2
@@ -219,15 +234,20 @@ def bytes_per_token(shape: ModelShape, s: Settings, cpu: DeviceMemory, gpus: lis
                     filled: int) -> tuple[int, list[int]]:
     """Bytes one decoded token reads on the CPU and on each GPU with ``filled`` cells in use.
 
-    Every weight of a device is read once per token except the token embeddings (one row);
-    the KV cache is read up to the filled cells (padded to 256, as llama.cpp's n_kv).
+    Every weight of a device is read once per token except the token embeddings (one row) and
+    the routed experts a token does not use; the KV cache is read up to the filled cells
+    (padded to 256, as llama.cpp's n_kv).
     """
     cells = pad_ctx(filled)
+    held = {il for d in (cpu, *gpus) for il in d.experts}  # experts away from their layer
+    fraction = shape.experts.fraction if shape.experts is not None else 1.0
 
     def device_bytes(d: DeviceMemory) -> int:
-        w = sum(shape.layer_bytes[il] for il in d.layers)
+        w = sum(shape.read_bytes(il) - (shape.expert_bytes(il) * fraction if il in held else 0)
+                for il in d.layers)
+        w += sum(shape.expert_bytes(il) * fraction for il in d.experts)
         if d.output:
             w += shape.output_matrix_bytes
-        return w + kv_bytes(shape, s, d.layers, cells)
+        return int(w) + kv_bytes(shape, s, d.layers, cells)
 
     return device_bytes(cpu), [device_bytes(g) for g in gpus]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import textwrap
 
+from runtime.hardware.advice import experts_in_ram
 from runtime.hardware.fit import FitPlan
 from runtime.hardware.info import HardwareInfo
 
@@ -77,6 +78,8 @@ def format_fit_report(plan: FitPlan) -> str:
     # llama.cpp counts the output layer as one more layer, offloaded first
     layers = (f"{plan.gpu_layers} of {plan.layers_total} on the GPU (n_gpu_layers={plan.gpu_layers})"
               if plan.gpu_layers else f"all {plan.layers_total - 1} layers and the output on the CPU")
+    if plan.cpu_moe_layers:
+        layers += f";\n{experts_in_ram(plan)} ({size(plan.cpu_moe_bytes)}; --n-cpu-moe {plan.cpu_moe_layers})"
     parts = (f"weights {size(plan.weights_bytes)}, KV {size(plan.kv_bytes)} ({plan.kv_type}), "
              f"compute {size(plan.compute_bytes)}, other {size(plan.overhead_bytes)}")
     if plan.state_bytes:
@@ -87,7 +90,8 @@ def format_fit_report(plan: FitPlan) -> str:
     if plan.draft_bytes:
         parts += f", draft {size(plan.draft_bytes)}"
     devices = "\n".join(
-        f"{d.name}: {size(d.total)} ({len(d.layers)} layers{', output' if d.output else ''})"
+        f"{d.name}: {size(d.total)} ({len(d.layers)} layers{', output' if d.output else ''}"
+        f"{f', experts of {len(d.experts)} layers' if d.experts else ''})"
         for d in plan.devices
     )
     speed = "-" if plan.predicted_tokens_per_s is None else (

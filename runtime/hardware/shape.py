@@ -17,6 +17,10 @@ Recurrent state (Mamba, Mamba-2, RWKV, and the recurrent layers of hybrids): one
 sequence and layer that does not grow with the context, sized as llama.cpp's
 ``n_embd_r + n_embd_s`` floats (f32): the convolution (or token-shift) state and the SSM (or
 WKV) state. In a hybrid, the recurrent layers are those with no KV heads.
+
+Mixture of experts: ``{arch}.expert_count``, ``expert_used_count`` and ``expert_shared_count``
+with the bytes of each layer's routed expert tensors (``runtime.hardware.experts``) give
+``ModelShape.experts``; memory counts every expert, decode reads the used ones.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import SupportsInt, cast
 
+from runtime.hardware.experts import Experts, derive_ff, expert_params, expert_tally
 from runtime.store.gguf_file import SHAPE_BOUNDS as BOUNDS
 from runtime.store.gguf_file import GGUFHeader, InvalidModelFile, read_header
 
@@ -72,6 +77,28 @@ class ModelShape:
     #: the multimodal projector loaded beside the model (``mmproj``): its file's bytes, 0 when
     #: the catalog does not list its size; None: no projector (text only)
     projector_bytes: int | None = None
+    #: the routed experts of a mixture-of-experts model; None: a dense model
+    experts: Experts | None = None
+
+    @property
+    def moe(self) -> bool:
+        return self.experts is not None and self.experts.total_bytes > 0
+
+    def expert_bytes(self, layer: int) -> int:
+        """Bytes of ``layer``'s routed experts (0 for a dense layer or model)."""
+        e = self.experts
+        return e.layer_bytes[layer] if e is not None and layer < len(e.layer_bytes) else 0
+
+    def read_bytes(self, layer: int) -> float:
+        """Weight bytes of ``layer`` one decoded token reads: all but the experts it does not use."""
+        unread = self.experts.unread_bytes(layer) if self.experts is not None else 0.0
+        return self.layer_bytes[layer] - unread
+
+    @property
+    def active_params(self) -> int:
+        """Weights one token uses: all but the routed experts it does not use."""
+        e = self.experts
+        return self.n_params - int(e.params * (1 - e.fraction)) if e is not None else self.n_params
 
     @property
     def recurrent(self) -> bool:
@@ -110,7 +137,8 @@ class ModelShape:
             "file_bytes": self.file_bytes, "source": self.source,
             "recurrent_layers": sum(1 for b in self.state_bytes if b),
             "state_bytes_per_seq": self.state_bytes_per_seq,
-            "projector_bytes": self.projector_bytes,
+            "projector_bytes": self.projector_bytes, "active_params": self.active_params,
+            **(self.experts.to_dict() if self.experts is not None else {}),
         }
 
 
@@ -213,6 +241,21 @@ def _tensor_groups(header: GGUFHeader, n_layer: int) -> tuple[list[int], int, in
     return layers, input_bytes, output_bytes, not has_output, n_params
 
 
+def _experts(k: _Keys, n_layer: int) -> Experts | None:
+    """The routed experts the header declares, with their tensors' bytes; None for a dense model."""
+    count = k.count("expert_count", 0)
+    if not count:
+        return None
+    used = k.check("expert_used_count", _largest(k.get("expert_used_count"), 0))
+    if not 0 < used <= count:
+        raise ModelShapeError(f"{k.file} declares {count} experts of which {used} are used per token: "
+                              "the header is damaged")
+    per_layer, params = expert_tally(k.header.tensors, n_layer)
+    return Experts(count=count, used=used, shared=k.count("expert_shared_count", 0),
+                   layer_bytes=tuple(per_layer), params=params,
+                   ff=k.check("expert_feed_forward_length", _largest(k.get("expert_feed_forward_length"), 0)))
+
+
 def _int(value: object) -> int:
     """``int(value)`` of a header number; a value of another type raises as ``int()`` does."""
     return int(cast("SupportsInt | str", value))
@@ -266,7 +309,7 @@ def shape_from_header(header: GGUFHeader) -> ModelShape:
         ctx_train=ctx_train, sliding_window=window, swa_layers=swa, layer_bytes=tuple(layers),
         input_bytes=input_bytes, output_bytes=output_bytes, tied_output=tied, n_params=n_params,
         file_bytes=header.file_size, source="gguf", path=header.path, swa_assumed=assumed,
-        state_bytes=state_bytes,
+        state_bytes=state_bytes, experts=_experts(k, n_layer),
     )
 
 
@@ -284,6 +327,7 @@ def shape_from_numbers(
     head_dim: int, n_embd: int, n_vocab: int, ctx_train: int, *, n_ff: int | None = None,
     n_params: int | None = None, sliding_window: int = 0, swa_pattern: int | list | None = None,
     tied_output: bool = False, state_bytes: int = 0, attention_layers: int | None = None,
+    n_expert: int = 0, n_expert_used: int = 0, n_expert_shared: int = 0, n_ff_expert: int | None = None,
 ) -> ModelShape:
     """A shape from catalog numbers, for a model that is not downloaded.
 
@@ -295,18 +339,30 @@ def shape_from_numbers(
     A recurrent model or hybrid gives ``state_bytes`` (one sequence's recurrent state, all
     layers) and ``attention_layers`` (layers with a KV cache: 0 for Mamba or RWKV); the
     recurrent layers are counted first (their order only matters for a GPU split).
+
+    A mixture-of-experts model gives ``n_expert`` and ``n_expert_used`` (and ``n_expert_shared``);
+    one expert's width is ``n_ff_expert``, else derived from ``n_params``, else ``n_ff /
+    n_expert_used`` (llama.cpp's fallback). Every layer is taken as a MoE layer.
     """
     attn = 2 * n_embd * n_head * head_dim + 2 * n_embd * n_head_kv * head_dim
     embed = n_vocab * n_embd
     out = 0 if tied_output else embed
-    if n_ff is None:
-        n_ff = 4 * n_embd
-        if n_params:
-            per_layer = (n_params - embed - out) / n_layer
-            n_ff = max(int((per_layer - attn) / (3 * n_embd)), 1)
-    per_layer_params = attn + 3 * n_embd * n_ff
+    per_layer = (n_params - embed - out) / n_layer if n_params else None
+    routed = 0
+    if n_expert:
+        ff_exp = n_ff_expert or (derive_ff(per_layer, attn, n_embd, n_expert, n_expert_shared) if per_layer
+                                 else (n_ff or 4 * n_embd) // max(n_expert_used, 1))
+        n_ff = n_ff or ff_exp * max(n_expert_used, 1)
+        routed, rest = expert_params(n_embd, n_expert, n_expert_shared, ff_exp)
+        per_layer_params = attn + routed + rest
+    else:
+        if n_ff is None:
+            n_ff = max(int((per_layer - attn) / (3 * n_embd)), 1) if per_layer else 4 * n_embd
+        per_layer_params = attn + 3 * n_embd * n_ff
     total = n_layer * per_layer_params + embed + out
     per_param = file_bytes / total
+    experts = Experts(n_expert, n_expert_used, n_expert_shared, (int(routed * per_param),) * n_layer,
+                      routed * n_layer, ff_exp) if n_expert else None
     swa, assumed = swa_layers(n_layer, sliding_window, swa_pattern, architecture)
     n_attn = n_layer if attention_layers is None or not state_bytes else attention_layers
     n_rec = n_layer - n_attn
@@ -319,7 +375,7 @@ def shape_from_numbers(
         swa_layers=swa, layer_bytes=(int(per_layer_params * per_param),) * n_layer,
         input_bytes=int(embed * per_param), output_bytes=int(out * per_param),
         tied_output=tied_output, n_params=n_params or total, file_bytes=file_bytes,
-        source="catalog", swa_assumed=assumed,
+        source="catalog", swa_assumed=assumed, experts=experts,
     )
 
 
@@ -329,7 +385,8 @@ CATALOG_KEYS = {
     "head_dim": "head_dim", "embedding": "n_embd", "vocab": "n_vocab", "ff": "n_ff",
     "params": "n_params", "sliding_window": "sliding_window", "swa_pattern": "swa_pattern",
     "tied_embeddings": "tied_output", "state_bytes": "state_bytes",
-    "attention_layers": "attention_layers",
+    "attention_layers": "attention_layers", "experts": "n_expert", "experts_used": "n_expert_used",
+    "shared_experts": "n_expert_shared", "expert_ff": "n_ff_expert",
 }
 _CATALOG_REQUIRED = ("file_bytes", "layers", "heads", "kv_heads", "head_dim", "embedding", "vocab")
 
@@ -348,6 +405,8 @@ def shape_from_catalog(entry) -> ModelShape:
             "sized before download; download it and size the file instead"
         )
     args = {CATALOG_KEYS[k]: v for k, v in spec.items() if k in CATALOG_KEYS}
+    if "experts" in spec and isinstance(entry.raw.get("params"), int):  # sizes one expert
+        args.setdefault("n_params", entry.raw["params"])
     if isinstance(entry.raw.get("sliding_window"), int):  # the catalog's top-level key
         args.setdefault("sliding_window", entry.raw["sliding_window"])
     return shape_from_numbers(entry.name, entry.family, ctx_train=entry.context_length, **args)

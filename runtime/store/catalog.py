@@ -19,7 +19,10 @@ Schema (``schema_version`` 1), per model:
   ``shape`` (architecture numbers for the fit planner: ``layers``, ``heads``, ``kv_heads``,
   ``head_dim``, ``embedding``, ``vocab``, ``ff``, ``tied_embeddings``, ``swa_pattern``; for
   recurrent models and hybrids ``state_bytes``, one sequence's recurrent state, and
-  ``attention_layers``, the layers with a KV cache).
+  ``attention_layers``, the layers with a KV cache; for mixture-of-experts models
+  ``experts`` and ``experts_used``, the routed experts per layer and per token, with
+  optionally ``shared_experts`` and ``expert_ff``, one expert's width, else derived from
+  ``params``).
 
 A file size is written only when it is known; without it the planner estimates the file from
 ``params`` x the quantization's bits per weight. Checksums are never in the catalog: they come
@@ -144,7 +147,8 @@ def _check_vocabulary(m: dict) -> None:
         raise CatalogError(f"{where}: 'default_quant' must be a quantization name")
 
 
-_SHAPE_INTS = ("layers", "heads", "kv_heads", "head_dim", "embedding", "vocab", "ff", "swa_pattern")
+_SHAPE_INTS = ("layers", "heads", "kv_heads", "head_dim", "embedding", "vocab", "ff", "swa_pattern",
+               "experts", "experts_used", "shared_experts", "expert_ff")
 
 
 def _check_onnx_entry(m: dict, where: str) -> None:
@@ -193,6 +197,9 @@ def _check_hub_entry(m: dict) -> None:
     for key in _SHAPE_INTS:
         if key in shape and not (isinstance(shape[key], int) and shape[key] > 0):
             raise CatalogError(f"{where}: shape.{key} must be a positive integer")
+    if ("experts" in shape) != ("experts_used" in shape) or shape.get("experts_used", 0) > shape.get("experts", 0):
+        raise CatalogError(f"{where}: shape.experts and shape.experts_used come together, "
+                           "experts_used no larger than experts")
     for key in ("state_bytes", "attention_layers"):  # recurrent models and hybrids
         if key in shape and not (isinstance(shape[key], int) and 0 <= shape[key] <= (
                 shape.get("layers", 0) if key == "attention_layers" else 1 << 40)):

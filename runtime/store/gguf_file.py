@@ -28,8 +28,9 @@ or smaller):
 
 The architecture numbers that size a model are bounded too (``SHAPE_BOUNDS``: ``block_count``
 at most 512, llama.cpp's LLAMA_MAX_LAYERS; ``context_length`` at most 2**30; heads, lengths and
-the vocabulary likewise), so a 400-byte file cannot make the fit planner build a tuple of
-2**32 layers; ``runtime.hardware.shape`` applies the same bounds to values it derives.
+the vocabulary likewise; ``expert_count`` at most 1,024, llama.cpp's LLAMA_MAX_EXPERTS), so a
+400-byte file cannot make the fit planner build a tuple of 2**32 layers;
+``runtime.hardware.shape`` applies the same bounds to values it derives.
 """
 
 from __future__ import annotations
@@ -65,8 +66,17 @@ SHAPE_BOUNDS = {
     "block_count": 512, "embedding_length": 1 << 20, "head_count": 1 << 14, "head_count_kv": 1 << 14,
     "context_length": 1 << 30, "key_length": 1 << 16, "value_length": 1 << 16,
     "sliding_window": 1 << 30, "vocab_size": 1 << 26, "feed_forward_length": 1 << 24,
+    "expert_count": 1024, "expert_used_count": 1024, "expert_shared_count": 1024,
+    "expert_feed_forward_length": 1 << 24,
 }
-_PER_LAYER_KEYS = ("head_count", "head_count_kv", "feed_forward_length")
+_PER_LAYER_KEYS = ("head_count", "head_count_kv", "feed_forward_length", "expert_used_count",
+                   "expert_feed_forward_length")
+
+#: the routed experts of a mixture-of-experts layer (``blk.N.ffn_up_exps.weight`` and its kin):
+#: llama.cpp's ``LLM_FFN_EXPS_REGEX`` (common.h), which ``--cpu-moe`` / ``--n-cpu-moe`` match.
+#: Shared experts (``ffn_*_shexp``) and the router (``ffn_gate_inp``) are not among them: every
+#: token reads those.
+EXPERT_TENSORS = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
 
 
 class InvalidModelFile(ValueError):

@@ -1,0 +1,39 @@
+"""Decode speed predicted from the bytes one token reads on each device and its bandwidth.
+
+One step takes, on each device, the bytes it reads (its weights plus the KV cache of 512
+filled cells; of a MoE layer's routed experts only the share a token uses,
+``expert_used_count / expert_count``) over its bandwidth times an efficiency, plus on the CPU
+a fixed cost per step when it runs any layer or expert. The CPU's efficiency and fixed cost
+are measured on this machine (``runtime.hardware.calibrate``); a GPU's efficiency is taken as
+0.6 of its published bandwidth (uncalibrated).
+"""
+
+from __future__ import annotations
+
+from runtime.hardware.gpus import GpuInfo
+from runtime.hardware.info import HardwareInfo
+from runtime.hardware.memory import DeviceMemory, Settings, bytes_per_token
+from runtime.hardware.shape import ModelShape
+
+PREDICT_AT_CELLS = 512
+DEFAULT_GPU_EFFICIENCY = 0.6
+#: used before this machine is calibrated: about what runtime.hardware.calibrate found on a
+#: 2-core x86 VM (0.38 of a 36 GB/s copy bandwidth, 5 ms a step)
+DEFAULT_CPU_EFFICIENCY = 0.35
+DEFAULT_CPU_FIXED_S = 0.005
+DEFAULT_HOST_BANDWIDTH = 20e9
+
+
+def predict_decode(shape: ModelShape, hw: HardwareInfo, s: Settings, cpu: DeviceMemory,
+                   gpus: list[DeviceMemory], gpu_infos: list[GpuInfo]) -> tuple[float, bool]:
+    """Tokens per second of one stream placed as ``cpu`` and ``gpus`` say, and whether the
+    prediction is calibrated (measured on this machine, with nothing on a GPU)."""
+    cpu_b, gpu_b = bytes_per_token(shape, s, cpu, gpus, min(PREDICT_AT_CELLS, s.ctx))
+    host_bw = hw.memory_bandwidth or DEFAULT_HOST_BANDWIDTH
+    eff = hw.decode_efficiency or DEFAULT_CPU_EFFICIENCY
+    seconds = cpu_b / (host_bw * eff)
+    if cpu.layers or cpu.experts:  # the fixed step cost was measured with every layer on the CPU
+        seconds += hw.decode_fixed_s if hw.decode_efficiency else DEFAULT_CPU_FIXED_S
+    for g, b in zip(gpu_infos, gpu_b):
+        seconds += b / (g.bandwidth * DEFAULT_GPU_EFFICIENCY)
+    return 1 / seconds, hw.decode_efficiency is not None and not any(gpu_b)
