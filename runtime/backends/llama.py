@@ -26,7 +26,7 @@ from runtime.backends.errors import (
     ModelLoadError,
     NoKVSlotError,
 )
-from runtime.backends.gpu_split import set_split
+from runtime.backends.gpu_split import set_cpu_experts, set_split
 from runtime.backends.llama_sampler import NativeSampler
 from runtime.backends.media import Projector, silence_media_log
 from runtime.config import DEFAULT_CTX, SWA_HOLDER_SEQS
@@ -73,6 +73,10 @@ class ContextConfig:
     split_mode: str = "layer"
     tensor_split: list[float] | None = None
     main_gpu: int = 0
+    #: a mixture-of-experts model: the first layers whose routed experts stay in host memory while
+    #: ``n_gpu_layers`` offloads the rest of them (llama.cpp's ``--n-cpu-moe``; the fit plan's
+    #: ``cpu_moe_layers``); 0: none
+    cpu_moe_layers: int = 0
     #: K and V cache type: f16, q8_0 or q4_0 (a quantized V cache needs flash attention)
     kv_type: str = "f16"
     #: flash attention: None = llama.cpp's "auto" (on). Off, decoding is up to ~7% faster
@@ -167,6 +171,7 @@ class LlamaBackend:
         mparams.n_gpu_layers = config.n_gpu_layers
         self._tensor_split = set_split(mparams, config)  # the array must outlive the load
         self._devices = _rpc_devices(mparams, config.rpc) if config.rpc else None  # so must this one
+        self._cpu_experts = set_cpu_experts(mparams, config.cpu_moe_layers)  # and this one, the model
         extra = config.extra_buffers
         mparams.use_extra_bufts = (not amx_advertised()) if extra is None else extra
         self.model = lc.llama_model_load_from_file(path.encode(), mparams)
