@@ -23,8 +23,11 @@ C++ subset interpreter:
   * a statement interpreter for the test functions: blocks, declarations,
     member assignments, range-for loops over braced lists, calls to other test
     functions in the file (their bodies are interpreted with the arguments
-    bound), ``if`` bodies (interpreted unconditionally; the condition is kept
-    with the case), try/catch around a direct parse whose failure is asserted;
+    bound), ``if`` statements (the condition is evaluated with the globals at
+    their initial values, i.e. as in a run without command-line arguments, and
+    tests in a branch that run does not take are listed as skipped; where it
+    cannot be evaluated the body is interpreted and the condition kept with its
+    cases), try/catch around a direct parse whose failure is asserted;
   * an expression evaluator for literals, ``+`` on strings, braced
     initializer lists, the ``peg_tester``/``peg_test_builder`` fluent API and
     the message helpers.
@@ -874,7 +877,22 @@ class Interpreter:
             self.exec_for(parts, line, env)
         elif kind == "if":
             cond, body, else_part = parts
-            self.conditions.append(self.source_text(cond))
+            text = self.source_text(cond)
+            try:
+                value = self.eval_tokens(cond, env)
+            except (CxxError, RecursionError, ValueError, TypeError, IndexError):
+                value = None
+            if isinstance(value, bool):
+                # globals hold their initial values, i.e. those of a run without arguments
+                taken, not_taken = (body, else_part) if value else (else_part, body)
+                if not_taken and self.contains_test(not_taken):
+                    shown = text if not_taken is body else "!(%s)" % text
+                    self.skip_all_tests(not_taken, env, "not part of the default test run: it runs only "
+                                        "when %s, which is false without command-line arguments" % shown)
+                if taken:
+                    self.exec_block(taken, env)
+                return
+            self.conditions.append(text)
             try:
                 self.exec_block(body, env)
             finally:
@@ -904,7 +922,7 @@ class Interpreter:
         elif kind in ("while", "switch", "do"):
             body = parts[1] if kind != "do" else parts
             if self.contains_test(body):
-                self.skip_all_tests(body, "test inside a %s loop" % kind)
+                self.skip_all_tests(body, env, "test inside a %s loop" % kind)
         else:
             self.exec_simple(parts, line, env, pending, flags)
 
@@ -922,7 +940,7 @@ class Interpreter:
                 break
         if colon is None:
             if self.contains_test(body):
-                self.skip_all_tests(body, "test inside a counted for loop")
+                self.skip_all_tests(body, env, "test inside a counted for loop")
             return
         decl = header[:colon]
         names = [t.val for t in decl if t.kind == "id"]
@@ -932,7 +950,7 @@ class Interpreter:
             items = seq.items if isinstance(seq, Init) else list(seq)
         except (CxxError, TypeError) as e:
             if self.contains_test(body):
-                self.skip_all_tests(body, "loop range not understood: %s" % e)
+                self.skip_all_tests(body, env, "loop range not understood: %s" % e)
             return
         for item in items:
             scope = Env(env)
@@ -964,11 +982,17 @@ class Interpreter:
                 return True
         return False
 
-    def skip_all_tests(self, toks, reason):
+    def skip_all_tests(self, toks, env, reason):
+        template = None
+        for t in toks:
+            if t.kind == "str" and t.val.endswith(b".jinja"):
+                template = os.path.basename(t.val.decode("utf-8"))
+                break
         for k, t in enumerate(toks):
-            if t.is_id("test") and k > 0 and toks[k - 1].is_op(".") and k + 1 < len(toks) \
-                    and toks[k + 1].is_op("("):
-                self.skipped.append({"template": None, "line": t.line, "reason": reason})
+            if (t.is_id("test") and k > 0 and toks[k - 1].is_op(".") and k + 1 < len(toks)
+                    and toks[k + 1].is_op("(")) or t.is_id("common_chat_peg_parse"):
+                tpl = self.statement_template(toks[k - 2:k + 1], env) if t.is_id("test") else None
+                self.skipped.append({"template": tpl or template, "line": t.line, "reason": reason})
 
     def source_text(self, toks):
         """The C++ text of a token slice (comments dropped, spacing normalized)."""
@@ -1404,9 +1428,22 @@ class ExprParser:
             if prec < min_prec:
                 break
             self.i += 1
+            if (t.val == "&&" and left is False) or (t.val == "||" and left is True):
+                self.skip_operand(prec)  # short-circuit: the right side is not evaluated
+                continue
             right = self.parse_expr(prec + 1)
             left = self.binary(t.val, left, right, t.line)
         return left
+
+    def skip_operand(self, prec):
+        while self.i < len(self.toks):
+            t = self.toks[self.i]
+            if t.kind == "op" and t.val in "([{":
+                self.i = match_close(self.toks, self.i) + 1
+                continue
+            if t.kind == "op" and (t.val == "," or (t.val in self.BINARY and self.BINARY[t.val] <= prec)):
+                return
+            self.i += 1
 
     def binary(self, op, a, b, line):
         check_value(a)
@@ -1623,10 +1660,10 @@ def message_json(m):
         for name, args, cid in m.tool_calls:
             parsed = parse_json_or_none(args)
             tc = OrderedDict()
-            tc["type"] = "function"
-            tc["function"] = {"name": name, "arguments": args if parsed is None else parsed}
             if cid:
                 tc["id"] = cid
+            tc["type"] = "function"
+            tc["function"] = {"name": name, "arguments": args if parsed is None else parsed}
             calls.append(tc)
         out["tool_calls"] = calls
     return out
