@@ -1,7 +1,9 @@
 """Chat messages to prompt text: the model's own Jinja template, or a plain fallback.
 
-The fallback, for models whose GGUF carries no ``tokenizer.chat_template`` (base models
-such as Gemma 3 270M), is documented in ``docs/architecture.md``::
+The template renders through ``runtime.chat.renderer.ChatRenderer`` (jinja2's sandbox, the
+messages shaped as llama.cpp shapes them). The fallback, for models whose GGUF carries no
+``tokenizer.chat_template`` (base models such as Gemma 3 270M), is documented in
+``docs/architecture.md``::
 
     {system}\\n\\n            (only when there is a system message)
     User: {content}\\n
@@ -15,13 +17,11 @@ next turn.
 
 from __future__ import annotations
 
-from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+from runtime.chat.renderer import ChatRenderer, ChatTemplateError
+
+__all__ = ["FALLBACK_STOP", "ChatTemplate", "ChatTemplateError", "render_plain"]
 
 FALLBACK_STOP = ["\nUser:"]
-
-
-class ChatTemplateError(ValueError):
-    """The messages could not be rendered by the model's template."""
 
 
 def _text(content: object) -> str:
@@ -53,25 +53,23 @@ class ChatTemplate:
     def __init__(self, template: str | None, bos: str, eos: str) -> None:
         self.bos = bos
         self.eos = eos
-        self._jinja = Jinja2ChatFormatter(template, eos_token=eos, bos_token=bos) if template else None
+        self._renderer = ChatRenderer(template, bos=bos, eos=eos) if template else None
         self.stop: list[str] = [] if template else list(FALLBACK_STOP)
 
     @property
     def is_fallback(self) -> bool:
-        return self._jinja is None
+        return self._renderer is None
 
     @property
     def source(self) -> str | None:
         """The Jinja template's text (None: the plain fallback)."""
-        return self._jinja.template if self._jinja is not None else None
+        return self._renderer.source if self._renderer is not None else None
 
     def render(self, messages: list[dict], **variables) -> str:
-        """``variables``: extra template variables (``tools``, ``enable_thinking``, ...)."""
-        if self._jinja is None:
+        """``variables``: ``tools``, ``enable_thinking``, and extra template variables
+        (``reasoning_effort``, ``tool_choice``, ...). Raises ``ChatTemplateError``."""
+        if self._renderer is None:
             return render_plain(messages)
-        normalized = [{**m, "content": _text(m.get("content"))} for m in messages]
-        try:
-            # llama_cpp types messages as its OpenAI TypedDicts; the template renders any message dict
-            return self._jinja(messages=normalized, **variables).prompt  # type: ignore[arg-type]
-        except Exception as e:  # jinja raises many types; the user needs one message
-            raise ChatTemplateError(f"the model's chat template rejected the messages: {e}") from e
+        tools = variables.pop("tools", None)
+        enable_thinking = variables.pop("enable_thinking", None)
+        return self._renderer.render(messages, tools=tools, enable_thinking=enable_thinking, extra=variables)
