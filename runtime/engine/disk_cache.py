@@ -148,18 +148,21 @@ class DiskCache:
                 continue
             try:
                 with open(path, "rb") as f:
-                    head = self._read_head(f)
                     size = os.fstat(f.fileno()).st_size
+                    head = self._read_head(f, size)
             except OSError:
                 continue
-            if head is None or size != _HEAD.size + 8 * len(head[1]) + head[2]:
-                self._remove(path, "its header does not match")
+            if head is None:
+                self._remove(path, "its header does not match its size or this model")
                 continue
             kind, hashes, _, blocks = head
             self._add(DiskEntry(path, hashes, blocks if kind == _CHECKPOINT else 0, size))
 
-    def _read_head(self, f) -> tuple[int, list[int], int, int] | None:
-        """(kind, hashes, payload bytes, blocks) of a file of this layout, None when it is not one."""
+    def _read_head(self, f, size: int) -> tuple[int, list[int], int, int] | None:
+        """(kind, hashes, payload bytes, blocks) of a file of this layout whose real ``size``
+        is what its header says, None when it is not one. The header's counts are checked
+        against ``size`` before anything they count is read: a damaged count must not make the
+        worker allocate gigabytes at start."""
         raw = f.read(_HEAD.size)
         if len(raw) != _HEAD.size:
             return None
@@ -167,6 +170,8 @@ class DiskCache:
         if magic != MAGIC or version != FORMAT_VERSION or layout != self.layout or kind not in (_STATE, _CHECKPOINT):
             return None
         if n == 0 or (kind == _CHECKPOINT and (n != 1 or blocks < 1)):
+            return None
+        if size != _HEAD.size + 8 * n + payload:
             return None
         packed = f.read(8 * n)
         if len(packed) != 8 * n:
@@ -348,6 +353,10 @@ class DiskCache:
         magic, version, k, blocks, n, size, layout, crc = _HEAD.unpack(raw)
         if (magic, version, k, layout, blocks, n) != (MAGIC, FORMAT_VERSION, kind, self.layout, entry.blocks,
                                                        len(entry.hashes)):
+            return None
+        # the file may have been replaced since the index was read: its size is checked again
+        # before the header's payload length is trusted
+        if os.fstat(f.fileno()).st_size != _HEAD.size + 8 * n + size:
             return None
         packed = f.read(8 * n)
         data = f.read(size)

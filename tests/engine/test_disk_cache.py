@@ -94,6 +94,49 @@ def test_a_damaged_truncated_or_foreign_file_is_removed_never_loaded(tmp_path):
         disk.close()
 
 
+def _set_u32(path, offset: int, value: int) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[offset:offset + 4] = value.to_bytes(4, "little")
+    path.write_bytes(bytes(raw))
+
+
+#: where the header keeps the count of block hashes and the payload length (``disk_cache._HEAD``)
+COUNT_AT, PAYLOAD_AT = 20, 24
+
+
+def test_a_damaged_count_is_checked_against_the_files_size_before_anything_is_read(tmp_path):
+    """A count of 0xFFFFFFF0 hashes asked a new worker to read 32 GiB: it died with MemoryError
+    at every start, and the file stayed. Now the file is removed and the others still serve."""
+    disk = DiskCache(tmp_path, 1 << 20, LAYOUT)
+    disk.put_state([1, 2], b"a" * 100)
+    disk.put_state([7], b"b" * 100)
+    disk.put_checkpoint(3, 1, b"c" * 100)
+    disk.close()
+    prefix = LAYOUT[:8].hex()
+    state, checkpoint = tmp_path / f"{prefix}-s-{2:016x}.kv", tmp_path / f"{prefix}-c1-{3:016x}.kv"
+    _set_u32(state, COUNT_AT, 0xFFFFFFF0)
+    _set_u32(checkpoint, PAYLOAD_AT, 0xFFFFFFF0)
+    disk = DiskCache(tmp_path, 1 << 20, LAYOUT)
+    try:
+        assert _files(tmp_path) == [f"{prefix}-s-{7:016x}.kv"]
+        assert disk.longest([1, 2]) is None and not disk.has_checkpoint(3, 1)
+        assert disk.longest([7]) == ([7], b"b" * 100, 1)
+    finally:
+        disk.close()
+
+
+def test_a_file_replaced_after_the_index_was_read_is_checked_against_its_size_again(tmp_path):
+    disk = DiskCache(tmp_path, 1 << 20, LAYOUT)
+    disk.put_state([1], b"a" * 100)
+    disk = _reopen(disk)
+    try:
+        path = tmp_path / f"{LAYOUT[:8].hex()}-s-{1:016x}.kv"
+        _set_u32(path, PAYLOAD_AT + 4, 0xFFFFFFF0)  # the payload length's high half: 2**64 - ... bytes
+        assert disk.longest([1]) is None and _files(tmp_path) == []
+    finally:
+        disk.close()
+
+
 def test_the_folder_keeps_its_budget_least_recently_used_first(tmp_path):
     size = 10_000
     disk = DiskCache(tmp_path, 3 * size + 1000, LAYOUT)
