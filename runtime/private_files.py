@@ -20,11 +20,46 @@ DIR_MODE, FILE_MODE = 0o700, 0o600
 
 
 def private_dir(path: Path) -> Path:
-    """Create ``path`` (and missing parents) owner-only; an existing one is narrowed to 0700."""
-    path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
+    """Create ``path`` and its missing parents owner-only (``mkdir -p`` would make the parents
+    with the umask); an existing ``path`` is narrowed to 0700."""
+    missing = []
+    at = path
+    while not at.exists() and at.parent != at:
+        missing.append(at)
+        at = at.parent
+    for folder in reversed(missing):
+        folder.mkdir(mode=DIR_MODE, exist_ok=True)
+    if not path.is_dir():
+        raise NotADirectoryError(f"{path} is not a folder")
     if os.name == "posix" and path.stat().st_mode & 0o077:
         os.chmod(path, DIR_MODE)
     return path
+
+
+def narrow_tree(path: Path) -> None:
+    """Make a folder written by a library (an unpacked archive, a copied model) owner-only:
+    every folder in it 0700, every file 0600."""
+    if os.name != "posix":
+        return
+    private_dir(path)
+    for root, dirs, files in os.walk(path):
+        for name in dirs:
+            private_dir(Path(root, name))
+        for name in files:
+            narrow(Path(root, name))
+
+
+def private_umask_for(*paths: Path) -> None:
+    """Make every file this process creates from now on owner-only when one of ``paths`` lies in
+    the data directory: for commands whose files are written by native code or libraries that
+    take no mode (llama.cpp's quantizer, the GGUF writer), and by the processes they start."""
+    from runtime.config import data_dir
+
+    if os.name != "posix":
+        return
+    root = data_dir().resolve()
+    if any(Path(p).expanduser().resolve().is_relative_to(root) for p in paths):
+        os.umask(0o077)
 
 
 def narrow(path: Path) -> None:

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from runtime.private_files import private_umask_for
 from runtime.quantize.calibration import CALIBRATION, HELDOUT
 
 
@@ -29,6 +30,8 @@ def add_parser(sub) -> None:
     p.add_argument("--output", type=Path, help="the GGUF (default: FOLDER/<name>.gguf)")
     p.add_argument("--name", help="the model's name in the GGUF (default: the folder's name)")
     p.add_argument("--no-register", action="store_true", help="do not add the file to the local models")
+    p.add_argument("--memory-limit", type=int, metavar="BYTES",
+                   help="stop with an error past this much memory (Linux; a pull sets it from the checkpoint's size)")
 
 
 def _source(ref: str) -> Path:
@@ -54,15 +57,32 @@ def _report(r) -> str:
     return "\n".join(lines)
 
 
-def convert(args: argparse.Namespace) -> int:
-    from runtime.quantize.hf_import import import_checkpoint
-    from runtime.quantize.hf_int4 import UnsupportedQuantization
-    from runtime.quantize.safetensors_file import BadSafetensors
+def limit_memory(limit: int | None) -> None:
+    """Cap this process's address space (``RLIMIT_AS``, Linux), so that a checkpoint that asks
+    for more memory than it should ends the conversion with ``MemoryError`` instead of the
+    machine's memory. Set before numpy is imported: the cap covers everything after."""
+    if limit is None or not sys.platform.startswith("linux"):
+        return
+    import resource
 
-    folder = args.folder.expanduser().resolve()
-    out = args.output or folder / f"{folder.name}.gguf"
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def convert(args: argparse.Namespace) -> int:
+    limit_memory(args.memory_limit)
     try:
+        from runtime.quantize.hf_import import import_checkpoint
+        from runtime.quantize.hf_int4 import UnsupportedQuantization
+        from runtime.quantize.safetensors_file import BadSafetensors
+
+        folder = args.folder.expanduser().resolve()
+        out = args.output or folder / f"{folder.name}.gguf"
+        private_umask_for(out)
         import_checkpoint(folder, out, name=args.name)
+    except MemoryError:
+        limit = f"its limit of {args.memory_limit / (1 << 30):.1f} GiB" if args.memory_limit else "is free"
+        print(f"hearth: converting {args.name or args.folder.name} needs more memory than {limit}", file=sys.stderr)
+        return 1
     except (UnsupportedQuantization, BadSafetensors, OSError, KeyError, ValueError) as e:
         print(f"hearth: {e}", file=sys.stderr)
         return 1
@@ -80,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         return convert(args)
     from runtime.quantize.allocation import BudgetTooSmall
     from runtime.quantize.job import QuantizeCancelled, QuantizeError
-    from runtime.quantize.pipeline import QuantizeOptions, quantize
+    from runtime.quantize.pipeline import QuantizeOptions, default_output, quantize
     from runtime.quantize.target import BadTarget, parse_target
 
     try:
@@ -89,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
     except (BadTarget, LookupError, ValueError, OSError) as e:
         print(f"hearth: {e}", file=sys.stderr)
         return 1
+    # the importance matrix goes beside the source, the rest beside the output
+    private_umask_for(src, args.output or default_output(src, target))
     last = [""]
 
     def progress(step: str, done: int, total: int) -> None:

@@ -31,6 +31,9 @@ _LAYER = {"input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_at
 _TOP = {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight",
         "lm_head.weight": "output.weight"}
 ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM")
+#: what the converter reads of the JSON files at most (the largest tokenizer.json of a popular
+#: model, Gemma 3's, is 33 MB), and the largest width or count a config.json may give
+MAX_CONFIG_BYTES, MAX_TOKENIZER_BYTES, MAX_COUNT = 1 << 20, 128 << 20, 1 << 24
 
 
 def gguf_name(hf: str) -> str | None:
@@ -82,54 +85,108 @@ def _q4_codes(tensors: dict, base: str, method: str, group: int, v2: bool):
     return codes.T, scales[groups].T, zeros[groups].T.astype(np.float32)
 
 
-def _vocab(folder: Path, config: dict) -> tuple[list[str], list[int], list[str], str]:
-    if not (folder / "tokenizer.json").is_file():
+def _vocab(folder: Path, config: dict, n_vocab: int) -> tuple[list[str], list[int], list[str], str]:
+    """The token list (``n_vocab`` long: the embedding's rows, the only size trusted), types,
+    merges and pre-tokenizer; a config or tokenizer that names more tokens is refused before
+    any list is made."""
+    path = folder / "tokenizer.json"
+    if not path.is_file():
         raise UnsupportedQuantization(f"{folder} has no tokenizer.json (a SentencePiece-only model is not imported)")
-    tok = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
-    model = tok.get("model", {})
-    if model.get("type") != "BPE":
-        raise UnsupportedQuantization(f"tokenizer type {model.get('type')!r}: byte-level BPE tokenizers are imported")
+    if path.stat().st_size > MAX_TOKENIZER_BYTES:
+        raise UnsupportedQuantization(f"tokenizer.json is {path.stat().st_size:,} bytes; the converter reads at most "
+                                      f"{MAX_TOKENIZER_BYTES:,}")
+    tok = json.loads(path.read_text(encoding="utf-8"))
+    model = tok.get("model") if isinstance(tok, dict) else None
+    if not isinstance(model, dict) or model.get("type") != "BPE":
+        kind = model.get("type") if isinstance(model, dict) else None
+        raise UnsupportedQuantization(f"tokenizer type {kind!r}: byte-level BPE tokenizers are imported")
+    added_tokens = tok.get("added_tokens") or []
+    if not isinstance(model.get("vocab"), dict) or not isinstance(added_tokens, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("content"), str) for t in added_tokens):
+        raise UnsupportedQuantization("tokenizer.json has no vocabulary of strings to ids")
     vocab: dict[str, int] = dict(model["vocab"])
-    added = {t["content"]: t["id"] for t in tok.get("added_tokens", [])}
+    added = {t["content"]: t.get("id") for t in added_tokens}
+    special = {t["content"] for t in added_tokens if t.get("special")}
     vocab.update(added)
-    n = max(int(config.get("vocab_size", 0)), max(vocab.values()) + 1)
-    tokens = [f"[PAD{i}]" for i in range(n)]
-    types = [5] * n  # unused
+    declared = config.get("vocab_size", n_vocab)
+    if type(declared) is not int or not 0 < declared <= n_vocab:
+        raise UnsupportedQuantization(f"config.json's vocab_size {declared!r} does not match the checkpoint: "
+                                      f"model.embed_tokens.weight has {n_vocab} rows")
+    bad = next((i for i in vocab.values() if type(i) is not int or not 0 <= i < n_vocab), None) if vocab else None
+    if bad is not None or not vocab:
+        raise UnsupportedQuantization(f"tokenizer.json names token id {bad!r}, but the model has {n_vocab} tokens "
+                                      "(model.embed_tokens.weight's rows)")
+    tokens = [f"[PAD{i}]" for i in range(n_vocab)]
+    types = [5] * n_vocab  # unused
     for text, i in vocab.items():
         tokens[i] = text
-        types[i] = 3 if text in added and any(t.get("special") for t in tok["added_tokens"] if t["content"] == text) else 1
-    merges = [m if isinstance(m, str) else " ".join(m) for m in model.get("merges", [])]
-    pre = {"qwen2": "qwen2"}.get(config.get("model_type", ""), "llama-bpe" if n >= 128000 else "default")
+        types[i] = 3 if text in special else 1
+    raw_merges = model.get("merges") or []
+    if not isinstance(raw_merges, list) or not all(
+            isinstance(m, str) or (isinstance(m, list) and all(isinstance(x, str) for x in m)) for m in raw_merges):
+        raise UnsupportedQuantization("tokenizer.json's merges are not a list of pairs of strings")
+    merges = [m if isinstance(m, str) else " ".join(m) for m in raw_merges]
+    pre = {"qwen2": "qwen2"}.get(config.get("model_type", ""), "llama-bpe" if n_vocab >= 128000 else "default")
     return tokens, types, merges, pre
+
+
+def _count(config: dict, key: str, default: int | None = None) -> int:
+    """A positive integer of config.json (a layer count, a width), or ``UnsupportedQuantization``."""
+    value = config.get(key, default)
+    if type(value) is not int or not 0 < value <= MAX_COUNT:
+        raise UnsupportedQuantization(f"config.json's {key} is {value!r}: a positive integer is needed")
+    return value
+
+
+def _read_config(folder: Path) -> dict:
+    path = folder / "config.json"
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise UnsupportedQuantization(f"config.json is {path.stat().st_size:,} bytes; the converter reads at most "
+                                      f"{MAX_CONFIG_BYTES:,}")
+    config = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(config, dict):
+        raise UnsupportedQuantization("config.json is not a JSON object")
+    return config
 
 
 def import_checkpoint(folder: Path, dst: Path, name: str | None = None) -> Path:
     """Write the checkpoint in ``folder`` (config.json, *.safetensors, tokenizer.json) to ``dst``."""
     folder = Path(folder)
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    config = _read_config(folder)
     qc = config.get("quantization_config") or {}
-    if not set(config.get("architectures", [])) & set(ARCHITECTURES):
+    if not isinstance(qc, dict):
+        raise UnsupportedQuantization("config.json's quantization_config is not an object")
+    if not set(config.get("architectures") or []) & set(ARCHITECTURES):
         raise UnsupportedQuantization(f"architecture {config.get('architectures')}: {', '.join(ARCHITECTURES)} are imported")
+    hidden, n_head = _count(config, "hidden_size"), _count(config, "num_attention_heads")
+    n_kv = _count(config, "num_key_value_heads", n_head)
+    if hidden % n_head or n_head % n_kv:
+        raise UnsupportedQuantization(f"config.json: {hidden} hidden units do not split into {n_head} heads "
+                                      f"in {n_kv} key/value groups")
+    group = qc.get("group_size", 128)
+    if type(group) is not int or not (group == -1 or 0 < group <= MAX_COUNT):
+        raise UnsupportedQuantization(f"quantization_config's group_size is {group!r}: a positive integer or -1")
     tensors: dict[str, np.ndarray] = {}
     for f in sorted(folder.glob("*.safetensors")):
         tensors.update(read_safetensors(f))
-    method, group = str(qc.get("quant_method", "")).lower(), int(qc.get("group_size", 128))
+    embed = tensors.get("model.embed_tokens.weight")
+    if embed is None or embed.ndim != 2:
+        raise UnsupportedQuantization("the checkpoint has no 2-D model.embed_tokens.weight")
+    tokens, types, merges, pre = _vocab(folder, config, int(embed.shape[0]))
+    method = str(qc.get("quant_method", "")).lower()
     v2 = str(qc.get("checkpoint_format", "gptq")) == "gptq_v2"
     state = dequantize_state(tensors, qc) if qc else tensors  # a float checkpoint passes as it is
-    n_head = int(config["num_attention_heads"])
-    n_kv = int(config.get("num_key_value_heads", n_head))
     w = GGUFWriter(str(dst), "llama")
     w.add_name(name or folder.name)
-    w.add_block_count(int(config["num_hidden_layers"]))
-    w.add_context_length(int(config.get("max_position_embeddings", 4096)))
-    w.add_embedding_length(int(config["hidden_size"]))
-    w.add_feed_forward_length(int(config["intermediate_size"]))
+    w.add_block_count(_count(config, "num_hidden_layers"))
+    w.add_context_length(_count(config, "max_position_embeddings", 4096))
+    w.add_embedding_length(hidden)
+    w.add_feed_forward_length(_count(config, "intermediate_size"))
     w.add_head_count(n_head)
     w.add_head_count_kv(n_kv)
     w.add_layer_norm_rms_eps(float(config.get("rms_norm_eps", 1e-5)))
     w.add_rope_freq_base(float(config.get("rope_theta", 10000.0)))
-    w.add_rope_dimension_count(int(config["hidden_size"]) // n_head)
-    tokens, types, merges, pre = _vocab(folder, config)
+    w.add_rope_dimension_count(hidden // n_head)
     w.add_tokenizer_model("gpt2")
     w.add_tokenizer_pre(pre)
     w.add_token_list(tokens)

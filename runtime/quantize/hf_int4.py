@@ -74,6 +74,27 @@ def dequantize_awq(qweight: np.ndarray, qzeros: np.ndarray, scales: np.ndarray, 
     return np.ascontiguousarray(w.T)
 
 
+def check_layer(tensors: dict[str, np.ndarray], base: str, method: str, group: int) -> None:
+    """Refuse a packed layer whose tensors do not fit together (``UnsupportedQuantization``),
+    before anything is unpacked: their shapes come from an untrusted file."""
+    q, zeros, scales = (tensors.get(f"{base}.{k}") for k in ("qweight", "qzeros", "scales"))
+    if q is None or zeros is None or scales is None or q.ndim != 2 or zeros.ndim != 2 or scales.ndim != 2:
+        raise UnsupportedQuantization(f"{base}: a packed layer needs 2-D qweight, qzeros and scales")
+    n_in, n_out = (q.shape[0] * 8, q.shape[1]) if method == "gptq" else (q.shape[0], q.shape[1] * 8)
+    n_groups = -(-n_in // group)
+    g_idx = tensors.get(base + ".g_idx") if method == "gptq" else None
+    if g_idx is not None:
+        if g_idx.shape != (n_in,):
+            raise UnsupportedQuantization(f"{base}.g_idx has shape {list(g_idx.shape)}, not [{n_in}]")
+        n_groups = scales.shape[0]
+        if n_in and not 0 <= int(g_idx.min()) <= int(g_idx.max()) < n_groups:
+            raise UnsupportedQuantization(f"{base}.g_idx names groups outside 0..{n_groups - 1}")
+    if scales.shape != (n_groups, n_out) or zeros.shape != (n_groups, n_out // 8):
+        raise UnsupportedQuantization(
+            f"{base}: qweight {list(q.shape)} with groups of {group} needs scales [{n_groups}, {n_out}] and "
+            f"qzeros [{n_groups}, {n_out // 8}], not {list(scales.shape)} and {list(zeros.shape)}")
+
+
 def dequantize_state(tensors: dict[str, np.ndarray], config: dict) -> dict[str, np.ndarray]:
     """Every ``<layer>.qweight`` of a checkpoint replaced by ``<layer>.weight`` in float32."""
     method = str(config.get("quant_method", "")).lower()
@@ -91,6 +112,7 @@ def dequantize_state(tensors: dict[str, np.ndarray], config: dict) -> dict[str, 
         base = name[: -len(".qweight")]
         if group <= 0:  # -1: one group over the whole input
             group = value.shape[0] * (8 if method == "gptq" else 1)
+        check_layer(tensors, base, method, group)
         if method == "gptq":
             g_idx = tensors.get(base + ".g_idx")
             out[base + ".weight"] = dequantize_gptq(value, tensors[base + ".qzeros"], tensors[base + ".scales"],

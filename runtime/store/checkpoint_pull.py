@@ -15,9 +15,12 @@ import json
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx2
+
+from runtime.private_files import private_dir
 
 from runtime.store import hub
 from runtime.store.fetch import resolve_url
@@ -27,6 +30,8 @@ METHODS = ("gptq", "awq")
 #: files the conversion reads, besides the ``*.safetensors`` shards
 COMPANIONS = ("config.json", "tokenizer.json", "tokenizer_config.json", "generation_config.json")
 CONFIG_LIMIT = 1 << 20  #: bytes of config.json read at most
+#: the converter child's memory and time beyond what the checkpoint's size accounts for
+CONVERT_BASE_BYTES, CONVERT_BASE_S, CONVERT_S_PER_GIB = 4 << 30, 300.0, 120.0
 
 
 class NotACheckpoint(hub.NoGGUF):
@@ -115,25 +120,50 @@ def converted_path(repo_id: str, commit: str) -> Path:
     return data_dir() / "converted" / commit[:12] / f"{name}.gguf"  # the file's stem names the model
 
 
-async def convert(folder: Path, repo_id: str, commit: str) -> Path:
+@dataclass(slots=True, frozen=True)
+class ConvertLimits:
+    """What the converter child may take: its address space (``RLIMIT_AS``, set in the child on
+    Linux) and its time. Both follow the checkpoint's real size (``for_folder``), so a tiny
+    checkpoint whose config asks for gigabytes fails quickly and costs the machine nothing."""
+
+    memory_bytes: int
+    seconds: float
+
+    @classmethod
+    def for_folder(cls, folder: Path) -> "ConvertLimits":
+        # the converter holds the packed shards, their float32 weights (8x a 4-bit matrix) and
+        # the GGUF's blocks at once: 16x the files, plus the interpreter, numpy and the tokenizer
+        size = sum(p.stat().st_size for p in folder.iterdir() if p.is_file())
+        return cls(CONVERT_BASE_BYTES + 16 * size, CONVERT_BASE_S + CONVERT_S_PER_GIB * size / (1 << 30))
+
+
+async def convert(folder: Path, repo_id: str, commit: str, limits: ConvertLimits | None = None) -> Path:
     """The GGUF of the checkpoint in ``folder`` (written once; a finished file is reused).
-    Raises ``ValueError`` with the converter's reason when it fails."""
+    Raises ``ValueError`` with the converter's reason when it fails or passes its ``limits``
+    (by default ``ConvertLimits.for_folder``)."""
     out = converted_path(repo_id, commit)
     if out.is_file():
         return out
-    out.parent.mkdir(parents=True, exist_ok=True)
+    limits = limits or ConvertLimits.for_folder(folder)
+    private_dir(out.parent)
     part = out.with_name(out.name + ".part")
+    # one BLAS thread: the converter does no matrix products, and every thread reserves memory
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "runtime.cli", "convert", str(folder), "--output", str(part), "--no-register",
-        "--name", repo_id.split("/")[-1], stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, start_new_session=True)
+        "--name", repo_id.split("/")[-1], "--memory-limit", str(limits.memory_bytes),
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        start_new_session=True, env=env, umask=0o077)  # what it writes is owner-only
     try:
-        _, err = await proc.communicate()
-    except asyncio.CancelledError:  # the download was paused, cancelled or the service stops
+        _, err = await asyncio.wait_for(proc.communicate(), limits.seconds)
+    except (asyncio.CancelledError, asyncio.TimeoutError) as e:  # paused, cancelled, the service stops, too slow
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
         part.unlink(missing_ok=True)
+        if isinstance(e, asyncio.TimeoutError):
+            raise ValueError(f"{repo_id} could not be converted: the conversion took longer than "
+                             f"{limits.seconds:.0f} s") from None
         raise
     if proc.returncode != 0:
         part.unlink(missing_ok=True)

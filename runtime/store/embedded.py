@@ -14,6 +14,7 @@ from importlib import metadata
 from pathlib import Path
 
 from runtime.first_use import sole_writer, temporary_beside
+from runtime.private_files import narrow, private_dir
 from runtime.self_command import is_frozen
 from runtime.store.catalog import CatalogEntry
 
@@ -73,7 +74,7 @@ def ensure_embedded(entry: CatalogEntry, data_dir: Path) -> Path:
         from runtime.store.embedded_onnx import ensure_embedded_onnx
 
         return ensure_embedded_onnx(entry, data_dir, _missing)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(target.parent)  # models/: owner-only, like everything in the data directory
     with sole_writer(target):
         if target.is_file():  # placed by another request (or process) while this one waited
             return target
@@ -88,6 +89,7 @@ def ensure_embedded(entry: CatalogEntry, data_dir: Path) -> Path:
                 if not src.is_file():
                     raise _missing(entry, spec)
                 shutil.copyfile(src, partial)
+            narrow(partial)  # an assembler may have written it anew, with the umask
             os.replace(partial, target)  # atomic: a crash never leaves a half file under the real name
         finally:
             partial.unlink(missing_ok=True)

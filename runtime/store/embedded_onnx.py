@@ -20,6 +20,7 @@ from importlib import metadata
 from pathlib import Path
 
 from runtime.first_use import sole_writer, temporary_beside
+from runtime.private_files import narrow_tree, private_dir
 from runtime.store.catalog import CatalogEntry
 
 #: what is taken from the model's sentence-transformers folder
@@ -58,7 +59,7 @@ def ensure_embedded_onnx(entry: CatalogEntry, data_dir: Path, missing) -> Path:
     target = folder / "model.onnx"
     if target.is_file():
         return target
-    folder.parent.mkdir(parents=True, exist_ok=True)
+    private_dir(folder.parent)
     with sole_writer(folder):
         if target.is_file():  # placed by another request (or process) while this one waited
             return target
@@ -73,6 +74,7 @@ def ensure_embedded_onnx(entry: CatalogEntry, data_dir: Path, missing) -> Path:
         partial = temporary_beside(folder, directory=True)
         try:
             _fill(partial, entry, spec, src, archive, missing)
+            narrow_tree(partial)  # the files were written with the umask
             if folder.exists():
                 shutil.rmtree(folder)
             os.replace(partial, folder)  # a crash never leaves a half folder under the real name

@@ -152,3 +152,42 @@ def test_the_convert_command_registers_the_gguf(tmp_path, data_dir, capsys):
     (tmp_path / "bad").mkdir()
     (tmp_path / "bad" / "config.json").write_text(json.dumps({"architectures": ["BertModel"]}))
     assert main(["convert", str(tmp_path / "bad")]) == 1
+
+
+def _raw_safetensors(path: Path, header: dict, body: bytes) -> Path:
+    head = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(head)) + head + body)
+    return path
+
+
+@pytest.mark.parametrize("meta", [
+    {"dtype": "F32", "shape": [-1], "data_offsets": [0, 16]},  # numpy would take -1 as "whatever is there"
+    {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 16]},  # 24 bytes of shape, 16 of data
+    {"dtype": "F32", "shape": [1 << 40], "data_offsets": [0, 1 << 42]},  # past the file
+    {"dtype": "F32", "shape": [4], "data_offsets": [8, 4]},
+    {"dtype": "F32", "shape": [4], "data_offsets": "0-16"},
+    {"dtype": "Q4", "shape": [4], "data_offsets": [0, 16]},
+    "not an object",
+])
+def test_a_safetensors_header_that_does_not_add_up_is_refused(tmp_path, meta):
+    from runtime.quantize.safetensors_file import BadSafetensors, read_safetensors
+
+    path = _raw_safetensors(tmp_path / "x.safetensors", {"w": meta}, bytes(16))
+    with pytest.raises(BadSafetensors):
+        read_safetensors(path)
+
+
+def test_a_packed_layer_whose_tensors_do_not_fit_together_is_refused_before_unpacking(tmp_path):
+    from runtime.quantize.hf_int4 import UnsupportedQuantization
+
+    _checkpoint(tmp_path / "ck", "gptq", packed=True)
+    from runtime.quantize.safetensors_file import read_safetensors
+
+    tensors = {k: np.array(v) for k, v in read_safetensors(tmp_path / "ck" / "model.safetensors").items()}
+    base = "model.layers.0.mlp.up_proj."
+    for name, value in ((base + "qzeros", np.zeros((1, 4), np.int32)),  # one group where two are
+                        (base + "g_idx", np.full(HIDDEN, 7, np.int32))):  # groups that do not exist
+        broken = tensors | {name: value}
+        _write_safetensors(tmp_path / "ck" / "model.safetensors", broken)
+        with pytest.raises(UnsupportedQuantization, match="up_proj"):
+            import_checkpoint(tmp_path / "ck", tmp_path / "out.gguf")
