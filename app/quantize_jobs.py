@@ -53,13 +53,17 @@ class QuantizeService(QObject):
         self.job: dict | None = None
         self._follow: asyncio.Task | None = None
 
-    async def start(self, model_id: str, to: str) -> bool:
+    def _confirmation(self) -> dict[str, str] | None:
+        """The data directory's confirmation token: starting and stopping a job are the user's acts."""
         from runtime.import_confirm import CONFIRM_HEADER, load_token
 
         token = load_token(self.data_dir) if self.data_dir is not None else None
+        return {CONFIRM_HEADER: token} if token else None
+
+    async def start(self, model_id: str, to: str) -> bool:
         try:
             self.job = await self.client.post("/hearth/quantize", {"model": model_id, "to": to}, timeout=60,
-                                              headers={CONFIRM_HEADER: token} if token else None)
+                                              headers=self._confirmation())
         except ApiProblem as e:
             self.error.emit(UserError("A smaller version could not be started.", e.message,
                                       "Wait for the one being made, or stop it." if e.status == 409 else
@@ -73,7 +77,8 @@ class QuantizeService(QObject):
     async def stop(self) -> None:
         if self.job is not None and self.job.get("state") == "running":
             try:
-                self.job = await self.client.delete(f"/hearth/quantize/{quote(self.job['id'], safe='')}")
+                self.job = await self.client.delete(f"/hearth/quantize/{quote(self.job['id'], safe='')}",
+                                                    headers=self._confirmation())
             except ApiProblem:
                 return
             self.changed.emit(self.job)

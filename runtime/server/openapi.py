@@ -370,7 +370,8 @@ OPERATIONS = {
                                       "time, 409 while one runs); the user's act: needs the key or the confirmation "
                                       "token", OBJ, body="QuantizeRequest", status="202", tag="store"),
     ("GET", "/hearth/quantize"): _op("Quantize jobs of this run: step, progress, result or error", OBJ, tag="store"),
-    ("DELETE", "/hearth/quantize/{id}"): _op("Stop a quantize job (the same request later resumes it)", OBJ,
+    ("DELETE", "/hearth/quantize/{id}"): _op("Stop a quantize job (the same request later resumes it); the user's act, "
+                                             "like starting one: needs the key or the confirmation token", OBJ,
                                              path_params=("id",), tag="store"),
     ("GET", "/hearth/remotes"): _op("Upstreams (remote engines): address, where the key is, models, health",
                                     OBJ, tag="remote"),

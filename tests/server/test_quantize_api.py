@@ -75,7 +75,8 @@ def test_one_job_at_a_time_with_progress_and_a_stop_that_ends_it(server):
     assert server.health()["engine"]["state"] in ("running", "idle")  # the service answers meanwhile
     started = _quantizers(server)
     assert started
-    stopped = httpx.delete(f"{server.url}/hearth/quantize/{job['id']}", timeout=30).json()
+    stopped = httpx.delete(f"{server.url}/hearth/quantize/{job['id']}", timeout=30,
+                           headers={CONFIRM_HEADER: load_token(server.data_dir)}).json()
     assert stopped["state"] == "stopped"
     deadline = time.monotonic() + 15
     while any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in started):

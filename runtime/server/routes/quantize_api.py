@@ -11,7 +11,7 @@ registered as a local model by the command itself; it is written into the data d
 
 Starting one is the user's act (``require_user_act``): it takes the machine's CPU for minutes
 and writes files beside the model, so a page in a browser or another program on the API key
-alone cannot set it off.
+alone cannot set it off. Stopping one is too: it throws that work away.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from runtime.private_files import private_dir
 from runtime.self_command import hearth_argv
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, bad_request
@@ -65,7 +66,19 @@ class QuantizeJob:
                 "result": self.result, "error": self.error}
 
 
+class QuantizeBusy(Exception):
+    """Another job runs (or is starting): one at a time."""
+
+    def __init__(self, job: QuantizeJob) -> None:
+        super().__init__(job.id)
+        self.job = job
+
+
 class QuantizeJobs:
+    """The jobs of this run. A job is claimed (``claim``: the check and the entry in one step,
+    with no ``await`` between them) before the model is resolved and the child started, so
+    requests that arrive together cannot all pass the one-job check."""
+
     def __init__(self) -> None:
         self.jobs: dict[str, QuantizeJob] = {}
         self._tasks: set[asyncio.Task] = set()
@@ -73,20 +86,36 @@ class QuantizeJobs:
     def running(self) -> QuantizeJob | None:
         return next((j for j in self.jobs.values() if j.state == "running"), None)
 
-    async def start(self, model_id: str, path: Path, to: str, output: Path, data_dir: Path,
+    def claim(self, model: str, to: str) -> QuantizeJob:
+        """A new running job (no process yet); ``QuantizeBusy`` when one runs."""
+        busy = self.running()
+        if busy is not None:
+            raise QuantizeBusy(busy)
+        job = QuantizeJob(uuid.uuid4().hex[:12], model, to)
+        self.jobs[job.id] = job
+        return job
+
+    def release(self, job: QuantizeJob) -> None:
+        """Forget a claimed job whose start failed (its model was not found, ...)."""
+        if job.proc is None:
+            self.jobs.pop(job.id, None)
+
+    async def start(self, job: QuantizeJob, path: Path, output: Path, data_dir: Path,
                     compare: bool = True) -> QuantizeJob:
-        job = QuantizeJob(uuid.uuid4().hex[:12], model_id, to)
+        """Start the claimed ``job``'s command (unless it was stopped while starting)."""
         env = {**os.environ, "HEARTH_DATA_DIR": str(data_dir)}
-        output.parent.mkdir(parents=True, exist_ok=True)
-        job.proc = await asyncio.create_subprocess_exec(
-            *hearth_argv(), "quantize", str(path), "--to", to, "--output", str(output), "--json",
+        private_dir(output.parent)
+        proc = await asyncio.create_subprocess_exec(
+            *hearth_argv(), "quantize", str(path), "--to", job.to, "--output", str(output), "--json",
             *([] if compare else ["--no-compare"]),
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env,
             limit=RESULT_LINE_BYTES, start_new_session=True)  # its own group: the quantizer it spawns ends with it
-        self.jobs[job.id] = job
+        job.proc = proc
         task = asyncio.create_task(self._follow(job))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+        if job.state == "stopped":  # stopped while the process started
+            _signal_group(proc.pid, signal.SIGTERM)
         return job
 
     async def _follow(self, job: QuantizeJob) -> None:
@@ -116,6 +145,9 @@ class QuantizeJobs:
             job.error = tail.splitlines()[-1].removeprefix("hearth: ") if tail else f"the quantizer ended with code {code}"
 
     async def stop(self, job: QuantizeJob) -> None:
+        if job.state == "running" and job.proc is None:  # still starting: start() ends it
+            job.state, job.ended = "stopped", time.time()
+            return
         if job.state == "running" and job.proc is not None and job.proc.returncode is None:
             job.state = "stopped"
             _signal_group(job.proc.pid, signal.SIGTERM)  # the command and the quantizer process it spawned
@@ -169,19 +201,25 @@ async def start(request: web.Request) -> web.Response:
     except BadTarget as e:
         raise bad_request(str(e), "to") from None
     jobs = request.app[JOBS]
-    busy = jobs.running()
-    if busy is not None:
-        raise ApiError(409, f"{busy.model} is being made smaller ({busy.step}); one model at a time: "
-                            f"stop it with DELETE /hearth/quantize/{busy.id} or wait", code="quantize_busy")
     try:
-        resolved = await asyncio.to_thread(request.app[MANAGER].resolve, model.strip())
-    except (UnknownModel, InvalidModelFile, ModelPathRefused) as e:
-        raise model_error(e) from None
-    data_dir = request.app[CONFIG].data_dir
-    # into the data directory: the source may sit where nothing may be written (a bundle, a
-    # read-only models folder)
-    output = data_dir / "quantized" / f"{Path(resolved.path).stem}.hearth-{target.label()}.gguf"
-    job = await jobs.start(resolved.id, Path(resolved.path), to.strip(), output, data_dir, compare)
+        job = jobs.claim(model.strip(), to.strip())
+    except QuantizeBusy as e:
+        busy = e.job
+        raise ApiError(409, f"{busy.model} is being made smaller ({busy.step}); one model at a time: "
+                            f"stop it with DELETE /hearth/quantize/{busy.id} or wait", code="quantize_busy") from None
+    try:
+        try:
+            resolved = await asyncio.to_thread(request.app[MANAGER].resolve, model.strip())
+        except (UnknownModel, InvalidModelFile, ModelPathRefused) as e:
+            raise model_error(e) from None
+        job.model = resolved.id
+        data_dir = request.app[CONFIG].data_dir
+        # into the data directory: the source may sit where nothing may be written (a bundle, a
+        # read-only models folder)
+        output = data_dir / "quantized" / f"{Path(resolved.path).stem}.hearth-{target.label()}.gguf"
+        await jobs.start(job, Path(resolved.path), output, data_dir, compare)
+    finally:
+        jobs.release(job)  # a job whose child did not start is forgotten
     return web.json_response(job.to_dict(), status=202)
 
 
@@ -190,6 +228,10 @@ async def list_jobs(request: web.Request) -> web.Response:
 
 
 async def stop(request: web.Request) -> web.Response:
+    # stopping throws away minutes of someone's work: the same act as starting
+    require_user_act(request, "stopping a quantize job",
+                     "use the Models page's \"Stop\" or end `hearth quantize` in its terminal",
+                     "quantize_not_confirmed")
     job = request.app[JOBS].jobs.get(request.match_info["id"])
     if job is None:
         raise ApiError(404, f"no quantize job {request.match_info['id']!r}", code="job_not_found")
