@@ -213,6 +213,15 @@ class WorkerProcess:
     def _fail_pending(self, error: EngineError) -> None:
         raise NotImplementedError
 
+    async def ended(self, timeout: float) -> bool:
+        """Wait (at most ``timeout`` seconds) until the service has seen the worker end; whether
+        it has. A job can fail before that: a write to a worker that was just killed."""
+        try:
+            await asyncio.wait_for(self._exited.wait(), timeout)
+        except asyncio.TimeoutError:
+            return False
+        return True
+
     async def stop(self, timeout: float = 10.0) -> None:
         """Stop the worker (all its memory goes back to the system)."""
         self._stopping = True

@@ -7,26 +7,32 @@ the embedding worker; any other GGUF generates text in the chat worker. Embeddin
 on the CPU with few threads (``$HEARTH_EMBED_THREADS``, default 2) so that a chat model decoding
 beside them keeps its speed; the router counts them with a small plan of their own. A request
 may carry ``MAX_JOB_TOKENS`` tokens in all (``$HEARTH_EMBED_MAX_TOKENS``); its inputs run in
-batches of ``$HEARTH_EMBED_BATCH`` (default 16), shared fairly with the other requests.
+batches of ``$HEARTH_EMBED_BATCH`` (default 16), shared fairly with the other requests. A
+request's job outlives one death of its worker (``LiveEncoder``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from runtime.config import DEFAULT_CTX
 from runtime.engine.embed_client import EmbedClient
 from runtime.engine.embed_messages import MAX_JOB_TOKENS, EmbedSpec
-from runtime.engine.protocol import ModelLoadFailed
+from runtime.engine.protocol import EncoderEngine, ModelLoadFailed, WorkerDied
+from runtime.engine.worker_pipe import WorkerProcess
 from runtime.store.onnx_model import InvalidOnnxModel, is_onnx_path, read_onnx_model
 
 GENERATE, EMBEDDING, RERANK = "generate", "embedding", "rerank"
 #: llama.cpp's LLAMA_POOLING_TYPE_RANK, as written in a reranker GGUF's metadata
 _RANK_POOLING = 4
+#: how long a job whose worker died waits for the service to see that worker end
+WORKER_END_WAIT_S = 5.0
 
 
 class WrongModelKind(ValueError):
@@ -144,6 +150,45 @@ async def start_embed_engine(model, config, ctx: int) -> EmbedClient:
         await engine.stop(timeout=5.0)
         raise ModelLoadFailed(f"loading {model.id} took longer than {config.load_timeout:g} s") from None
     return engine
+
+
+class LiveEncoder:
+    """The encoder engine one request runs on, which survives one death of its worker.
+
+    A worker killed or crashed between two requests may still look alive when the next one
+    arrives (its end reaches the loop after the request does): that job fails with
+    ``WorkerDied``. An embedding or a score is a pure function of its inputs, so the job runs
+    once more, on the worker ``again`` gets from the router once the dead one is seen gone (the
+    router restarts a dead worker). Once only: an input that kills its worker kills one more,
+    then the request fails."""
+
+    def __init__(self, engine: EncoderEngine, again: Callable[[], Awaitable[EncoderEngine]]) -> None:
+        self.engine = engine
+        self._again = again
+
+    @property
+    def info(self) -> dict:
+        return self.engine.info
+
+    @property
+    def model_id(self) -> str:
+        return self.engine.model_id
+
+    async def embed(self, texts: list[str] | None = None, token_rows: list[list[int]] | None = None,
+                    truncate: bool = True) -> tuple[Any, int]:
+        return await self._run(lambda e: e.embed(texts=texts, token_rows=token_rows, truncate=truncate))
+
+    async def score(self, query: str, documents: list[str], truncate: bool = True) -> tuple[Any, int]:
+        return await self._run(lambda e: e.score(query, documents, truncate=truncate))
+
+    async def _run(self, job: Callable[[EncoderEngine], Awaitable[tuple[Any, int]]]) -> tuple[Any, int]:
+        try:
+            return await job(self.engine)
+        except WorkerDied:
+            if isinstance(self.engine, WorkerProcess) and not await self.engine.ended(WORKER_END_WAIT_S):
+                raise
+        self.engine = await self._again()
+        return await job(self.engine)
 
 
 def _fit(need: int, hw, task: str | None, ctx: int | None, local: bool) -> dict:

@@ -17,7 +17,7 @@ import orjson
 from aiohttp import web
 
 from runtime.server import validation as v
-from runtime.server.models.embed_engines import EMBEDDING
+from runtime.server.models.embed_engines import EMBEDDING, LiveEncoder
 from runtime.server.generate.embed_run import DEFAULT_EMBEDDING_MODEL, MAX_INPUTS, encoder_for, run_embed, shorten
 from runtime.server.errors import bad_request
 from runtime.server.models.keep_alive import parse_keep_alive
@@ -45,6 +45,12 @@ def parse_input(raw, field: str = "input") -> tuple[list[str] | None, list[list[
     raise bad_request(f"'{field}' mixes kinds: give strings only, or token ids only", field)
 
 
+async def live_encoder(request: web.Request, ref: str, task: str, keep_alive: float | None = None) -> LiveEncoder:
+    """The encoder for ``ref``; a job whose worker dies before answering runs again on a new one."""
+    engine = await encoder_for(request, ref, task, keep_alive)
+    return LiveEncoder(engine, lambda: encoder_for(request, ref, task, keep_alive))
+
+
 def _dimensions(body: dict) -> int | None:
     return v.integer(body, "dimensions", 1, 1 << 16)
 
@@ -67,7 +73,7 @@ async def openai_embeddings(request: web.Request) -> web.Response:
         raise bad_request("'encoding_format' must be \"float\" or \"base64\"", "encoding_format")
     dims = _dimensions(body)
     truncate = v.boolean(body, "truncate", True)
-    engine = await encoder_for(request, model, EMBEDDING)
+    engine = await live_encoder(request, model, EMBEDDING)
     if rows is not None:
         n_vocab = engine.info.get("n_vocab")
         for i, r in enumerate(rows):
@@ -109,7 +115,7 @@ async def ollama_embed(request: web.Request) -> web.Response:
     truncate = v.boolean(body, "truncate", True)
     dims = _dimensions(body)
     keep_alive = parse_keep_alive(body.get("keep_alive"))
-    engine = await encoder_for(request, model, EMBEDDING, keep_alive)
+    engine = await live_encoder(request, model, EMBEDDING, keep_alive)
     t1 = time.perf_counter_ns()
     vectors, n_tokens = await run_embed(engine, texts, None, truncate)
     vectors = shorten(vectors, dims, engine.info, engine.model_id)
@@ -127,7 +133,7 @@ async def ollama_embeddings(request: web.Request) -> web.Response:
     prompt = v.text(body.get("prompt"), "prompt", empty=False) if body.get("prompt") is not None else None
     if prompt is None:
         raise bad_request("'prompt' is required: the text to embed", "prompt")
-    engine = await encoder_for(request, model, EMBEDDING, parse_keep_alive(body.get("keep_alive")))
+    engine = await live_encoder(request, model, EMBEDDING, parse_keep_alive(body.get("keep_alive")))
     vectors, _ = await run_embed(engine, [prompt], None, True, param="prompt")
     return json_response({"embedding": np.ascontiguousarray(vectors[0], dtype=np.float32)})
 

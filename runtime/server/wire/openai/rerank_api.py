@@ -17,8 +17,9 @@ from aiohttp import web
 from runtime.server import validation as v
 from runtime.server.app_keys import MANAGER
 from runtime.server.models.embed_engines import RERANK
-from runtime.server.generate.embed_run import MAX_INPUTS, encoder_for, run_score
+from runtime.server.generate.embed_run import MAX_INPUTS, run_score
 from runtime.server.errors import bad_request
+from runtime.server.wire.openai.embeddings_api import live_encoder
 
 
 if TYPE_CHECKING:  # numpy loads with the first embedding request, not with the service
@@ -63,7 +64,7 @@ async def _scores(request: web.Request, body: dict, docs_field: str):
         raise bad_request("'query' is required: the text the documents are ranked against", "query")
     docs = _documents(body.get(docs_field), docs_field)
     truncate = v.boolean(body, "truncate", True)
-    engine = await encoder_for(request, model, RERANK)
+    engine = await live_encoder(request, model, RERANK)
     logits, n_tokens = await run_score(engine, query, docs, truncate)
     return engine, docs, logits, n_tokens
 
