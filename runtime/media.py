@@ -112,11 +112,25 @@ def sniff_mime(data: bytes) -> str:
     return "application/octet-stream"
 
 
+class MediaPlaces(ValueError):
+    """The messages' text holds more or fewer ``MARKER`` places than there are media: the
+    client typed the marker itself (the client's fault: a 400)."""
+
+
+def media_places(messages: list[dict]) -> int:
+    return sum(m["content"].count(MARKER) for m in messages if isinstance(m.get("content"), str))
+
+
 def with_media_parts(messages: list[dict], media: list[Media]) -> list[dict]:
     """Messages whose text holds ``MARKER`` as OpenAI content parts: text, ``image_url`` with a
-    data URL, ``input_audio`` (for an upstream server that reads the OpenAI format)."""
+    data URL, ``input_audio`` (for an upstream server that reads the OpenAI format). Raises
+    ``MediaPlaces`` unless the text has one place for each medium."""
     import base64
 
+    places = media_places(messages)
+    if places != len(media):
+        raise MediaPlaces(f"the messages' text holds {places} places for {len(media)} images and clips: the text "
+                          f"must not contain {MARKER!r}, which marks where a medium goes; remove it")
     items = iter(media)
     out = []
     for m in messages:

@@ -207,7 +207,10 @@ def decode_image(data: bytes) -> tuple[int, int, bytes]:
             return rgb.size[0], rgb.size[1], rgb.tobytes()
     except MediaError:
         raise
-    except (UnidentifiedImageError, Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
+    except UnidentifiedImageError:  # its text names the in-memory file object (a heap address)
+        raise MediaError(f"not an image that can be read: its {len(data):,} bytes start with {data[:8]!r}, which "
+                         "is no image format this model reads (PNG, JPEG, GIF, BMP, WebP, ...)") from None
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as e:
         raise MediaError(f"not an image that can be read: {e}") from None
     except (OSError, ValueError, SyntaxError, EOFError, MemoryError) as e:  # truncated or corrupt data
         raise MediaError(f"the image is damaged or truncated ({type(e).__name__}: {e})") from None

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 import aiohttp
 
-from runtime.media import Media, with_media_parts
+from runtime.media import Media, MediaPlaces, with_media_parts
 from runtime.engine.outputs import RequestOutput
 from runtime.engine.protocol import EngineError, ErrorCode, RequestRefused, UpstreamFailed
 from runtime.remote.wire import (
@@ -250,7 +250,10 @@ class RemoteEngine:
                      template_vars: dict | None = None, media: list[Media] | None = None) -> list[RemoteStream]:
         tools = (template_vars or {}).get("tools")
         if media and messages is not None:
-            messages = with_media_parts(messages, media)  # as OpenAI content parts, which upstreams read
+            try:
+                messages = with_media_parts(messages, media)  # as OpenAI content parts, which upstreams read
+            except MediaPlaces as e:
+                raise RequestRefused(str(e), ErrorCode.INVALID_MEDIA) from None
         response_format = None
         if constraint is not None and not tools:  # the tools' constraint is the upstream's business
             response_format = self._response_format(constraint, messages is not None)
