@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from runtime.chat.call_analysis import name_pattern
-from runtime.chat.contract import JSON, NAME_JSON, TAGGED, CallSyntax
+from runtime.chat.contract import JSON, NAME_JSON, CallSyntax
 from runtime.chat.text_diff import last_marker
 
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -64,7 +64,9 @@ def _lit(text: str, p: int, marker: str, final: bool) -> int:
         return p
     if text.startswith(core, p):
         return p + len(core)
-    if not final and core.startswith(text[p:]):
+    if core.startswith(text[p:]):
+        if final:  # the output ended where a closing marker goes (an end-of-generation token)
+            return len(text)
         raise _Need
     raise _No
 
@@ -111,9 +113,8 @@ class CallReader:
             if s.id_in_markers:
                 core = core[:core.find("call00001")] if "call00001" in core else core
             out.append((core, "name"))
-            m = last_marker(core)
-            tail = core[m.end():].strip() if m is not None else ""
-            if tail and len(tail) >= 4:
+            tail = _tail(core)
+            if tail and len(tail) >= 4 and tail != core:
                 out.append((tail, "tail"))
         if s.body == JSON and not s.section_start.strip() and not s.call_start.strip():
             key = s.extra_keys[0][0] if s.extra_keys else s.name_key
@@ -204,8 +205,7 @@ class CallReader:
             if entry != "tail" and s.name_prefix.strip():
                 p, cid = self._name_prefix(text, p, final)
             elif entry == "tail":
-                m = last_marker(s.name_prefix.strip())
-                p = _lit(text, p, s.name_prefix.strip()[m.end():] if m else s.name_prefix, final)
+                p = _lit(text, p, _tail(s.name_prefix.strip()), final)
             p, name, cid2 = self._name(text, p, final)
             call = ReadCall(name, cid or cid2, "")
             out.calls.append(call)
@@ -280,8 +280,9 @@ class CallReader:
         end = self._json_end(text, p)
         if end is None:
             head = _header(s).match(text, p)
-            if head is not None:
-                out.calls.append(ReadCall(json.loads(f'"{head.group(1)}"'), None, text[head.end():]))
+            if head is not None:  # the arguments as far as they go (not what follows them)
+                a_end = self._json_end(text, head.end())
+                out.calls.append(ReadCall(json.loads(f'"{head.group(1)}"'), None, text[head.end():a_end or len(text)]))
             raise _Need
         try:
             item = json.loads(text[p:end])
@@ -292,7 +293,7 @@ class CallReader:
             raise _No
         head = _header(s).match(text, p)
         if head is not None:  # the arguments as written (what was sent while they came)
-            a_end = json_end(text, head.end())[0]
+            a_end = self._json_end(text, head.end())
             if a_end is not None:
                 args = text[head.end():a_end]
         cid = item.get("id") if isinstance(item.get("id"), str) else None
@@ -372,6 +373,15 @@ class CallReader:
         if trail and raw.endswith(trail):
             raw = raw[:len(raw) - len(trail)]
         return end + len(end_core), _typed(raw, schema)
+
+
+def _tail(marker: str) -> str:
+    """The last word of a marker after its last special token (gpt-oss's ``to=functions.``): what
+    a model writes even where it puts other markup before it."""
+    m = last_marker(marker)
+    rest = marker[m.end():] if m is not None else marker
+    words = rest.split()
+    return words[-1] if words else ""
 
 
 def _typed(raw: str, schema) -> object:

@@ -35,8 +35,10 @@ class OutputParser:
     ``accept(name, arguments)``: a call that fails it is returned as text."""
 
     def __init__(self, contract: OutputContract | None, tools: list[dict] | None = None,
-                 in_reasoning: bool = False, accept: Accept | None = None) -> None:
+                 in_reasoning: bool = False, accept: Accept | None = None, inline_reasoning: bool = False) -> None:
         contract = contract or OutputContract()
+        #: thinking stays in the answer text, markers included (llama-server's reasoning format "none")
+        self.inline = inline_reasoning
         self.contract = contract
         self.accept = accept
         r = contract.reasoning
@@ -45,9 +47,17 @@ class OutputParser:
         schemas = {t["function"]["name"]: t["function"].get("parameters") or {} for t in tools or []}
         self.reader = CallReader(calls, schemas) if calls is not None else None
         self.triggers = self.reader.triggers() if self.reader is not None else []
-        self.strip = [m.strip() for m in (contract.content_start, contract.content_end, *contract.noise) if m.strip()]
+        self.strip = [m.strip() for m in (contract.content_end, *contract.noise) if m.strip()]
+        #: the answer is written between markers (gpt-oss's final channel): short markup outside
+        #: them (channel headers) is not answer text
+        self.opening = contract.content_start.strip()
+        self._in_content = False
+        #: whitespace after a marker that ends a part is dropped, however the text is chunked
+        self._lstrip = False
         self.buf = ""
         self.state = "reasoning" if (self.think and in_reasoning) else "text"
+        if self.state == "reasoning" and self.inline and self.think:
+            self.buf = self.think[0]  # the opening marker the prompt wrote
         self.calls: list[dict] = []  # {"id", "name", "arguments"} of the complete calls
         self._n = 0  # calls started in the reply
         self._entry = ""
@@ -70,41 +80,60 @@ class OutputParser:
             if not self.buf and self.state != "calls":
                 break
         if self.buf:
-            out.append(ReasoningDelta(self.buf) if self.state == "reasoning" else TextDelta(self.buf))
+            out.append(self._thought(self.buf) if self.state == "reasoning" else TextDelta(self.buf))
             self.buf = ""
         return out
 
     # -- states -----------------------------------------------------------------------------
+    def _drop_leading_space(self) -> bool:
+        """Whether to wait: only whitespace has come since a part ended."""
+        if self._lstrip:
+            self.buf = self.buf.lstrip()
+            if not self.buf:
+                return True
+            self._lstrip = False
+        return False
+
     def _reasoning(self, out: list[Event], final: bool) -> None:
         assert self.think is not None  # only entered with reasoning markers
+        if self._drop_leading_space():
+            return
         closing = self.think[1]
         at = self.buf.find(closing)
         call = min(((self.buf.find(t), t, e) for t, e in self.triggers if t in self.buf), default=None)
         if call is not None and (at < 0 or call[0] < at):  # a call ends the thinking (Qwen3.5)
             if call[0]:
-                out.append(ReasoningDelta(self.buf[:call[0]]))
+                out.append(self._thought(self.buf[:call[0]]))
             self.buf = self.buf[call[0]:]
             self.state = "text"
             return
         if at >= 0:
-            if at:
-                out.append(ReasoningDelta(self.buf[:at]))
-            self.buf = self.buf[at + len(closing):].lstrip()
+            if at or self.inline:
+                out.append(self._thought(self.buf[:at + (len(closing) if self.inline else 0)]))
+            self.buf = self.buf[at + len(closing):]
+            self._lstrip = not self.inline
             self.state = "text"
             return
         keep = 0 if final else max([held(self.buf, closing)] + [held(self.buf, t) for t, _ in self.triggers])
         if len(self.buf) > keep:
-            out.append(ReasoningDelta(self.buf[:len(self.buf) - keep]))
+            out.append(self._thought(self.buf[:len(self.buf) - keep]))
             self.buf = self.buf[len(self.buf) - keep:]
+
+    def _thought(self, text: str) -> Event:
+        return TextDelta(text) if self.inline else ReasoningDelta(text)
 
     def _markers(self) -> list[tuple[str, str]]:
         found = [(t, "call:" + e) for t, e in self.triggers]
         if self.think is not None and self.think[0]:
             found.append((self.think[0], "think"))
         found += [(m, "strip") for m in self.strip]
+        if self.opening:
+            found.append((self.opening, "open"))
         return found
 
     def _text(self, out: list[Event], final: bool) -> None:
+        if self._drop_leading_space():
+            return
         best: tuple[int, int, str, str] | None = None  # (at, -len, marker, kind)
         for marker, kind in self._markers():
             at = self.buf.find(marker)
@@ -112,12 +141,21 @@ class OutputParser:
                 best = (at, -len(marker), marker, kind)
         if best is not None:
             at, _, marker, kind = best
-            if at:
+            if at and not self._outside(self.buf[:at]):
                 out.append(TextDelta(self.buf[:at]))
-            if kind == "think":
-                self.buf = self.buf[at + len(marker):].lstrip()
+            if kind == "open":
+                self._in_content = True
+                self.buf = self.buf[at + len(marker):]
+            elif kind == "think":
+                if self.inline:
+                    out.append(TextDelta(marker))
+                    self.buf = self.buf[at + len(marker):]
+                else:
+                    self.buf = self.buf[at + len(marker):]
+                    self._lstrip = True
                 self.state = "reasoning"
             elif kind == "strip":
+                self._in_content = False
                 self.buf = self.buf[at + len(marker):]
             else:
                 self.buf = self.buf[at:]
@@ -130,11 +168,17 @@ class OutputParser:
         if final and self.calls and not self.buf.strip():
             self.buf = ""  # whitespace after the last call
             return
+        if not final and self._outside(self.buf):
+            return  # markup between parts of a wrapped answer is dropped once its marker comes
         keep = 0 if final else max((held(self.buf, m) for m, _ in self._markers()), default=0)
         n = len(self.buf) - keep
         if n > 0:
             out.append(TextDelta(self.buf[:n]))
             self.buf = self.buf[n:]
+
+    def _outside(self, text: str) -> bool:
+        """Markup between the parts of a reply whose answer is wrapped: dropped."""
+        return bool(self.opening) and not self._in_content and len(text) <= 100
 
     def _calls(self, out: list[Event], final: bool) -> None:
         assert self.reader is not None  # only entered at a call trigger
@@ -147,16 +191,15 @@ class OutputParser:
                 return
             section.end = len(self.buf) if section.end is None else section.end
         self._send(section, out, final)
-        if section.end is not None:
-            self.buf = self.buf[section.end:].lstrip() if self.calls else self.buf[section.end:]
-            self.state = "text"
-        elif final:
-            for i, (index, _cid, _n, ended) in enumerate(self._sent):
-                if not ended:
-                    out.append(ToolCallEnd(index, complete=False))
-                    self._sent[i] = (index, _cid, _n, True)
-            self.buf = ""
-            self.state = "text"
+        if section.end is None and not final:
+            return
+        for i, (index, cid, n, ended) in enumerate(self._sent):
+            if not ended:  # cut off inside its arguments
+                out.append(ToolCallEnd(index, complete=False))
+                self._sent[i] = (index, cid, n, True)
+        self.buf = self.buf[section.end:] if section.end is not None else ""
+        self._lstrip = bool(self.calls)
+        self.state = "text"
 
     def _accepted(self, section: Section) -> bool:
         if self.accept is None:
@@ -184,9 +227,10 @@ class OutputParser:
 
 
 def parse_all(text: str, contract: OutputContract | None, tools: list[dict] | None = None,
-              in_reasoning: bool = False, accept: Accept | None = None) -> tuple[str, str, list[dict]]:
+              in_reasoning: bool = False, accept: Accept | None = None,
+              inline_reasoning: bool = False) -> tuple[str, str, list[dict]]:
     """A whole reply: (answer text, reasoning text, calls)."""
-    p = OutputParser(contract, tools, in_reasoning, accept)
+    p = OutputParser(contract, tools, in_reasoning, accept, inline_reasoning)
     events = p.feed(text) + p.finish()
     answer = "".join(e.text for e in events if isinstance(e, TextDelta))
     reasoning = "".join(e.text for e in events if isinstance(e, ReasoningDelta))

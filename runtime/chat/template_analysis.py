@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime
 
 from runtime.chat.call_analysis import USER, analyze_calls
-from runtime.chat.contract import OutputContract, ReasoningSyntax
+from runtime.chat.contract import CallSyntax, OutputContract, ReasoningSyntax
 from runtime.chat.text_diff import MARKER, common_prefix, diff, last_marker, markers
 
 log = logging.getLogger("hearth.chat")
@@ -42,7 +45,32 @@ def analyze(render: FullRender, source: str = "") -> OutputContract:
     tools_probe = render([USER], [_probe_tool()], True, None)
     bare = render([USER], None, True, None)
     native = tools_probe is not None and bare is not None and "PROBE_TOOL_NAME" in tools_probe
-    return OutputContract(calls=calls, reasoning=reasoning, content_start=start, content_end=end, native_tools=native)
+    if calls is not None and reasoning is not None and reasoning.start:
+        calls = _without_empty_thinking(calls, reasoning)
+    return OutputContract(calls=calls, reasoning=reasoning, content_start=start, content_end=end, native_tools=native,
+                          noise=_header(render, reasoning, user_marks))
+
+
+def _without_empty_thinking(calls: CallSyntax, reasoning: ReasoningSyntax) -> CallSyntax:
+    """A call's opening markers without the empty thinking block the template writes before a
+    call it renders (Command R7B): the model writes its own thinking there, or none."""
+    empty = re.compile(re.escape(reasoning.start) + r"\s*" + re.escape(reasoning.end))
+    return replace(calls, section_start=empty.sub("", calls.section_start), call_start=empty.sub("", calls.call_start),
+                   name_prefix=empty.sub("", calls.name_prefix))
+
+
+def _header(render: FullRender, reasoning: ReasoningSyntax | None, user_marks: set[str]) -> tuple[str, ...]:
+    """The assistant's header as the generation prompt writes it (``<|start|>assistant``): markup a
+    model may write again between the parts of its reply (gpt-oss between its channels)."""
+    prompt = render([USER], None, True, True)
+    bare = render([USER], None, False, True)
+    if prompt is None or bare is None:
+        return ()
+    header = prompt[common_prefix(bare, prompt):]
+    if reasoning is not None and reasoning.start and reasoning.start in header:
+        header = header[:header.find(reasoning.start)]
+    header = header.strip()
+    return (header,) if header and markers(header) and MARKER.match(header) and header not in user_marks else ()
 
 
 def _probe_tool() -> dict:
@@ -67,7 +95,10 @@ def _reasoning(render: FullRender, source: str, user_marks: set[str]) -> Reasoni
         if at >= 0:
             break
     start = end = ""
-    if at >= 0:
+    plain_turn = render([USER, {"role": "assistant", "content": TEXT}], None, False, True)
+    if at >= 0 and plain_turn is not None:
+        start, end = _block_around(plain_turn, text, user_marks)
+    if at >= 0 and not end:
         before = last_marker(text[:at])
         if before is not None and not text[before.end():at].strip() and before.group() not in user_marks:
             start = before.group()
@@ -98,14 +129,37 @@ def _reasoning(render: FullRender, source: str, user_marks: set[str]) -> Reasoni
                            opened_off=_opens(off, start, end), switch=on is not None and on != off)
 
 
+def _block_around(plain: str, text: str, user_marks: set[str]) -> tuple[str, str]:
+    """The thinking's markers as what a turn with thinking adds to the same turn without it
+    (gpt-oss: ``<|channel|>analysis<|message|>`` ... ``<|end|>``, where ``<|message|>`` alone is
+    also the user's markup)."""
+    at, added, _ = diff(plain, text)
+    inner = added.find(THINK)
+    if inner < 0:
+        return "", ""
+    pre, post = added[:inner], added[inner + len(THINK):]
+    if not pre.strip() or not markers(pre):
+        return "", ""
+    if not MARKER.match(pre):  # the difference began inside a marker sequence: take the marker before it
+        m = last_marker(text[:at])
+        if m is not None and m.end() == at:
+            pre = m.group() + pre
+    m = MARKER.match(post, _skip_ws(post, 0))
+    start = pre.strip()
+    if not any(mk not in user_marks for mk in markers(start)) and start in user_marks:
+        return "", ""
+    return start, m.group() if m is not None else ""
+
+
 def _thinking_turns() -> list[list[dict]]:
     """Where templates read an assistant turn's thinking: ``reasoning_content`` (llama.cpp's
     field), ``thinking`` (gpt-oss, Mistral), ``reasoning``; some render it only beside a call."""
-    call = {"id": "call00001", "type": "function", "function": {"name": "probe", "arguments": {}}}
-    out = []
+    call: dict = {"id": "call00001", "type": "function", "function": {"name": "probe", "arguments": {}}}
+    out: list[list[dict]] = []
     for key in ("reasoning_content", "thinking", "reasoning"):
         out.append([USER, {"role": "assistant", "content": TEXT, key: THINK}])
-    out.append([USER, {"role": "assistant", "content": TEXT, "reasoning_content": THINK, "tool_calls": [call]}])
+    for key in ("reasoning_content", "thinking"):
+        out.append([USER, {"role": "assistant", "content": TEXT, key: THINK, "tool_calls": [call]}])
     return out
 
 
@@ -166,12 +220,57 @@ def _content_markers(render: FullRender, plain: str | None, reasoning: Reasoning
     if plain is None or prompt is None or TEXT not in plain:
         return "", ""
     at = plain.find(TEXT)
-    written = plain[common_prefix(prompt, plain):at]
+    written = plain[diff(prompt, plain)[0]:at]
     if reasoning is not None:  # an empty thinking block before the answer is the thinking's markup
         for m in (reasoning.start, reasoning.end):
             written = written.replace(m, "") if m else written
-    found = [m for m in markers(written) if m not in user_marks]
-    start = found[-1] if found and not written[written.rfind(found[-1]) + len(found[-1]):].strip() else ""
+    written = written.strip()
+    if not written or not any(m not in user_marks for m in markers(written)) or not MARKER.match(written):
+        return "", ""
     after = MARKER.match(plain, at + len(TEXT))
-    end = after.group() if start and after is not None and after.group() not in user_marks else ""
-    return start, end
+    end = after.group() if after is not None and after.group() not in user_marks else ""
+    return written, end
+
+
+#: a fixed time for the probes, so that a template that prints the date renders alike each time
+_PROBE_TIME = datetime(2026, 1, 2, 12, 0, 0)
+_CONTRACTS: dict[tuple[str, str, str], OutputContract] = {}
+_CONTRACTS_LOCK = threading.Lock()
+
+
+def contract_for(source: str | None, bos: str = "", eos: str = "") -> OutputContract:
+    """The output contract of the template ``source`` (None: a model without a template, whose
+    calls take the described fallback shape). Cached by the template; safe from any thread."""
+    if not source:
+        return OutputContract()
+    key = (source, bos, eos)
+    with _CONTRACTS_LOCK:
+        hit = _CONTRACTS.get(key)
+    if hit is not None:
+        return hit
+    from runtime.chat.renderer import ChatRenderer, ChatTemplateError
+
+    try:
+        renderer = ChatRenderer(source, bos, eos)
+    except ChatTemplateError:
+        return OutputContract()
+
+    def render(messages: list[dict], tools: list[dict] | None, agp: bool, think: bool | None) -> str | None:
+        for offered in ((tools, None) if tools else (None,)):  # a template that renders calls, not tools
+            try:
+                return renderer.render(messages, tools=offered, add_generation_prompt=agp, enable_thinking=think,
+                                       now=_PROBE_TIME)
+            except (ChatTemplateError, ValueError, TypeError, KeyError):
+                continue
+        return None
+
+    try:
+        contract = analyze(render, source)
+    except (ValueError, IndexError, RecursionError) as e:  # a template the probes cannot read: plain text
+        log.warning("the chat template could not be analysed (%s): tool calls use the described format", e)
+        contract = OutputContract()
+    with _CONTRACTS_LOCK:
+        if len(_CONTRACTS) > 64:
+            _CONTRACTS.clear()
+        _CONTRACTS[key] = contract
+    return contract

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from runtime.chat.contract import OutputContract
 from runtime.config import EngineConfig
 from runtime.engine.constraint_spec import ConstraintSpec
 from runtime.engine.outputs import EngineStats, RequestOutput
@@ -76,6 +77,8 @@ class Loaded:
     info: dict = field(default_factory=dict)
     n_vocab: int | None = None
     chat_template: str | None = None
+    #: how the model writes reasoning and tool calls (``runtime.chat.template_analysis``)
+    contract: OutputContract = field(default_factory=OutputContract)
     #: what the projector reads: {"vision": bool, "audio": bool}; None: text only
     media: dict | None = None
 

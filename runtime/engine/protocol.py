@@ -16,6 +16,8 @@ import enum
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from runtime.chat.contract import OutputContract
+
 
 class ErrorCode(str, enum.Enum):
     """Why an engine refused or ended a request (the value is the API's ``code``)."""
@@ -104,8 +106,10 @@ class LoadedInfo(Protocol):
     max_request_tokens: int  #: the longest prompt + reply one request may have
     #: the vocabulary's size (token ids a request may send: 0..n_vocab-1); None: not known (a remote engine)
     n_vocab: int | None
-    #: the chat template the service plans tool calls and reasoning with (None: the model has none)
+    #: the chat template (None: the model has none)
     chat_template: str | None
+    #: how the model writes reasoning and tool calls, derived from its template when it loaded
+    contract: OutputContract
     info: dict  #: the rest of what the engine says about its model, for display (architecture, sizes, ...)
 
 

@@ -15,6 +15,7 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 
 from runtime.backends.chat_template import ChatTemplateError
+from runtime.chat.template_analysis import contract_for
 from runtime.backends.errors import BackendError, ModelLoadError
 from runtime.backends.llama import ContextConfig, LlamaBackend
 from runtime.backends.media import MediaError
@@ -352,8 +353,10 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
         return
     worker = _Worker(conn, backend, spec, speculator)
     worker.media_refusal = media_refusal
+    template = backend.chat_template
+    contract = contract_for(template.source, template.bos, template.eos)
     conn.send(Loaded(os.getpid(), backend.n_ctx, worker.engine.max_request_tokens, asdict(backend.info),
-                     n_vocab=backend.info.n_vocab, chat_template=backend.info.chat_template,
+                     n_vocab=backend.info.n_vocab, chat_template=template.source, contract=contract,
                      media=asdict(backend.projector.caps) if backend.projector is not None else None))
     try:
         worker.run()

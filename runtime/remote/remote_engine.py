@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 import aiohttp
 
+from runtime.chat.contract import JSON, CallSyntax, OutputContract, ReasoningSyntax
 from runtime.media import Media, MediaPlaces, with_media_parts
 from runtime.engine.outputs import RequestOutput
 from runtime.engine.protocol import EngineError, ErrorCode, RequestRefused, UpstreamFailed
@@ -43,11 +44,13 @@ YIELD_EVERY = 8
 _ids = itertools.count(1)
 #: statuses after which another upstream may be tried (this one is unwell, or lacks the model)
 _FAILOVER_STATUSES = {401, 403, 404, 408, 429, 500, 502, 503, 504}
-#: what the service's output planner reads as this engine's chat template: the upstream renders
-#: tools itself (so messages and tools go on as they are) and may reason; its calls and reasoning
-#: come back structured (``RequestOutput.tool_calls`` / ``.reasoning``), never as markup to re-parse
-TOOLS_TEMPLATE = ("{# remote engine: the upstream renders tools; calls like <tool_call>, reasoning like "
-                  "<think>, both returned structured #}")
+#: what the service's output planner knows of an upstream's output: it renders tools itself (so
+#: messages and tools go on as they are) and may reason; its calls and reasoning come back
+#: structured (``RequestOutput.tool_calls`` / ``.reasoning``), never as markup to re-parse, so
+#: the call syntax here only shapes the grammar a forced call is compiled to
+REMOTE_CONTRACT = OutputContract(calls=CallSyntax(JSON, call_start="<tool_call>\n", call_end="\n</tool_call>",
+                                                  call_sep="\n"),
+                                 reasoning=ReasoningSyntax("<think>", "</think>"), native_tools=True)
 
 
 @dataclass(slots=True)
@@ -58,6 +61,7 @@ class RemoteLoaded:
     info: dict = field(default_factory=dict)
     n_vocab: int | None = None  #: the upstream's vocabulary is not known: token ids are its to check
     chat_template: str | None = None
+    contract: OutputContract = REMOTE_CONTRACT
 
 
 def connect_reason(e: aiohttp.ClientConnectorError) -> str:
@@ -228,7 +232,7 @@ class RemoteEngine:
         remotes.engines_made.add(self)
         ctx = remotes.context_length(self.model, upstream) or 0
         self.loaded = RemoteLoaded(n_ctx=ctx, max_request_tokens=ctx, info={"remote": True},
-                                   chat_template=TOOLS_TEMPLATE)
+                                   contract=REMOTE_CONTRACT)
 
     @property
     def alive(self) -> bool:

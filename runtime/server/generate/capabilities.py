@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runtime.server.generate.tool_formats import template_capabilities
 from runtime.server.models.embed_engines import ENCODER_ARCHITECTURES
 from runtime.store.gguf_file import GGUFHeader
 from runtime.store.projector import projector_for
@@ -32,11 +31,18 @@ def capabilities_of(h: GGUFHeader) -> list[str]:
         caps.append("rerank")
     elif encoder or f"{arch}.pooling_type" in meta:
         caps.append("embedding")
-    flags = template_capabilities(template or None)
-    caps += [name for name in ("tools", "reasoning") if flags[name]]
+    caps += [name for name, has in _template_flags(template).items() if has]
     if arch == "clip" or meta.get("clip.has_vision_encoder") or any(k.startswith(f"{arch}.vision.") for k in meta):
         caps.append("vision")
     return caps
+
+
+def _template_flags(template: str) -> dict[str, bool]:
+    """What a listing shows of a model not loaded: its template renders ``tools``, and it has a
+    thinking block. A glance at the text, for display only: once the model loads, its output
+    contract (``runtime.chat.template_analysis``) is what requests are planned with."""
+    return {"tools": "tools" in template,
+            "reasoning": any(w in template for w in ("<think>", "reasoning_content", "thinking"))}
 
 
 def capabilities(path: Path) -> list[str]:

@@ -31,7 +31,7 @@ MESSAGE_CHARS = 240
 
 def helper_main(conn: Connection) -> None:
     """The process's body: load the grammar library, say so, then compile until the pipe closes."""
-    from runtime.server.generate import tool_formats  # noqa: F401 - imported before the first job, not during it
+    from runtime.server.generate import call_grammar  # noqa: F401 - imported before the first job, not during it
 
     # load the library, jsonschema and their tables before the first real job
     run_job(CompileJob(JSON_SCHEMA, {"type": "object", "properties": {"a": {"type": "string", "pattern": "a+"}}}))
@@ -136,19 +136,18 @@ def compile_tools(job: ToolsJob) -> CompileResult:
     a schema that is not a JSON schema at all (or over the size caps), or an answer format that
     does not compile, is an error."""
     from runtime.engine.constraint import check_matches, compile_constraint
-    from runtime.server.generate.tool_formats import FORMATS
+    from runtime.server.generate.call_grammar import call_grammar, grammar_trigger
 
-    fmt = FORMATS[job.fmt]
     answer = None
     if job.answer is not None:
         compile_one(job.answer.kind, job.answer.source, job.answer.param)
         answer = job.answer.answer_schema
-    trigger = fmt.trigger if job.lazy else None
+    trigger = grammar_trigger(job.syntax) if job.lazy else None
     tools, relaxed = _checked_tools(job)
 
     def grammar_of(chosen: list[dict], answer_schema: dict | None, walk: bool = True) -> ConstraintSpec:
         offered = [{"type": "function", "function": t["function"]} for t in chosen]
-        spec = compile_constraint(LARK, fmt.grammar(offered, job.parallel, answer_schema), "tools", trigger)
+        spec = compile_constraint(LARK, call_grammar(job.syntax, offered, job.parallel, answer_schema), "tools", trigger)
         if walk:  # the walk builds a matcher, several times a compilation's cost: the whole grammar only
             check_matches(spec, "tools")
         return spec

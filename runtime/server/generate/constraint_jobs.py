@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime.chat.contract import CallSyntax
 from runtime.engine.constraint_spec import JSON_OBJECT, JSON_SCHEMA, ConstraintError, ConstraintSpec
 
 
@@ -34,12 +35,12 @@ class CompileJob:
 
 @dataclass(slots=True)
 class ToolsJob:
-    """Calls to ``tools`` (OpenAI function tools, as offered) in the family's format ``fmt``
-    (a ``tool_formats.FORMATS`` name). ``lazy``: the grammar applies from the format's trigger
+    """Calls to ``tools`` (OpenAI function tools, as offered) in the model's call ``syntax``
+    (from its output contract). ``lazy``: the grammar applies from the syntax's trigger
     (tool_choice auto). ``answer``: a response format's job; a reply is then either calls or an
     answer that matches it."""
 
-    fmt: str
+    syntax: CallSyntax
     tools: list[dict]
     #: each tool's ``parameters`` field as the request named it (``tools[3].function.parameters``)
     where: list[str]

@@ -65,7 +65,7 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> Gene
     local = loaded is not None and bool(loaded.pid)
     if req.tokens is not None and loaded is not None:
         token_ids(req.tokens, "prompt", loaded.n_vocab)
-    plan = await plan_output(req, loaded.chat_template if loaded else None, request)
+    plan = await plan_output(req, loaded.contract if loaded else None, request)
     budget = req.reasoning_budget or EFFORT_BUDGETS.get(req.reasoning_effort or "")
     if plan is not None and plan.think is not None and budget and local:
         # a local engine closes the thinking block after the budget (a remote one gets the effort)
@@ -95,7 +95,7 @@ async def count_prompt_tokens(request: web.Request, req: GenerationRequest) -> i
         raise model_error(e) from None
     loaded = engine.loaded
     if loaded is not None:  # tools described in the prompt, earlier calls in the model's markup
-        await plan_output(req, loaded.chat_template)
+        await plan_output(req, loaded.contract)
     try:
         return await engine.count_tokens(prompt=req.prompt, messages=req.messages, media=req.media)
     except (RequestRefused, WorkerDied, UpstreamFailed) as e:
@@ -109,8 +109,10 @@ def template_vars(req: GenerationRequest, plan: OutputPlan | None) -> dict | Non
         out["tools"] = req.tools
         if req.tool_choice not in (None, "auto"):  # required or a named function: a remote engine passes it on
             out["tool_choice"] = req.tool_choice
-    if req.think is not None:
-        out["enable_thinking"] = req.think
+    # thinking is on unless the request turns it off, as llama.cpp renders templates (and as the
+    # model's contract was derived: a template that reads an unset switch as off would otherwise
+    # close the block the parser expects open)
+    out["enable_thinking"] = req.think is not False
     if req.reasoning_effort is not None:
         out["reasoning_effort"] = req.reasoning_effort
     return out or None

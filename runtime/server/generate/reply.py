@@ -4,7 +4,7 @@
 (one per choice); :class:`Reply` reads them. Each wire format only maps what comes out:
 
 - :meth:`Reply.chunks` yields a :class:`Chunk` per read of one choice (outputs that queued up
-  arrive merged): its events (``output_events``: answer text, reasoning, tool-call deltas;
+  arrive merged): its events (``runtime.chat.events``: answer text, reasoning, tool-call deltas;
   plain ``TextDelta`` when no tools are offered and the template does not reason), the
   logprobs of its tokens and of prompt tokens, and on the choice's last chunk the finish reason
   (``tool_calls`` when the reply made calls) and the stop string that hit. Choices of ``n > 1``
@@ -28,9 +28,10 @@ from runtime.engine.client import EngineError
 from runtime.engine.protocol import OutputStream
 from runtime.engine.outputs import RequestOutput, TokenLogprob
 from runtime.server.generate.error_table import api_error
-from runtime.server.generate.output_events import (
-    Event, OutputParser, ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, new_call_id,
+from runtime.chat.events import (
+    Event, ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, new_call_id,
 )
+from runtime.chat.output_parser import OutputParser
 from runtime.server.generate.tool_calls import OutputPlan, call_checker
 
 
@@ -121,8 +122,8 @@ class Usage:
 
 
 def parser_for(plan: OutputPlan) -> OutputParser:
-    return OutputParser(plan.fmt, plan.think, plan.in_reasoning,
-                        call_checker(plan.tools) if plan.fmt is not None else None)
+    return OutputParser(plan.contract, plan.tools or None, plan.in_reasoning,
+                        call_checker(plan.tools) if plan.tools else None)
 
 
 class Reply:

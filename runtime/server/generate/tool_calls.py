@@ -6,13 +6,13 @@ Internal form (``GenerationRequest``): ``tools`` is a list of OpenAI function to
 same shape); ``tool_choice`` is ``"auto"``, ``"none"``, ``"required"`` or
 ``{"type": "function", "function": {"name": ...}}``.
 
-Once the engine (and so the chat template) is known, :func:`plan_output` picks the family's
-:class:`~runtime.server.generate.tool_formats.ToolFormat`, has the constraint compiled (``required`` /
-named: the call grammar from the first token; ``auto``: the same grammar lazily from the family's
+Once the engine (and so the model's output contract, ``runtime.chat.contract``) is known,
+:func:`plan_output` has the constraint compiled in the model's own call syntax (``required`` /
+named: the call grammar from the first token; ``auto``: the same grammar lazily from the syntax's
 trigger, or, beside a JSON response format, one grammar from the first token: calls or an answer
 that matches the format; ``none``: no tools are shown to the model), and rewrites the messages
 for templates that do not render tools themselves (tool descriptions in the system message,
-earlier calls in the family's markup, tool results as user turns).
+earlier calls in the fallback JSON shape, tool results as user turns).
 
 Tool schemas are compiled in the constraint compiler's helper process; one the grammar cannot
 enforce is relaxed (``tool_relax``) rather than refused, and the reply's
@@ -29,11 +29,12 @@ from typing import Any
 
 from aiohttp import web
 
+from runtime.chat.call_text import call_text
+from runtime.chat.contract import FALLBACK_CALLS, CallSyntax, OutputContract
 from runtime.server.generate.constraint_jobs import CompileJob, ToolsJob
 from runtime.server.errors import ApiError, bad_request
 from runtime.server.generate.schema_limits import MAX_TOOLS, TOO_LARGE
 from runtime.server.generate.structured_output import check_schema, compile_job
-from runtime.server.generate.tool_formats import ToolFormat, detect_format, supports_tools
 from runtime.server.validation import json_field
 
 log = logging.getLogger("hearth.server")
@@ -43,20 +44,25 @@ RELAXED_HEADER = "x-hearth-relaxed-tools"
 RELAXED_TOOLS = "hearth.relaxed_tools"
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
-THINK = ("<think>", "</think>")
 EFFORTS = ("low", "medium", "high")
 
 
 @dataclass(slots=True)
 class OutputPlan:
-    """How the service reads a reply: the tool-call format (None: no tools) and reasoning."""
+    """How the service reads a reply: the model's contract, the tools offered (none: calls are
+    not read) and whether the prompt opened the thinking block."""
 
-    fmt: ToolFormat | None
+    contract: OutputContract
     tools: list[dict]
-    think: tuple[str, str] | None
     in_reasoning: bool = False
     #: the chat template renders the tools itself (they go to it as a template variable)
     native_tools: bool = False
+
+    @property
+    def think(self) -> tuple[str, str] | None:
+        """The thinking markers (None: the model has none)."""
+        r = self.contract.reasoning
+        return (r.start, r.end) if r is not None else None
 
 
 def apply_tools(req, body: dict, raw_messages: list | None) -> None:
@@ -169,31 +175,36 @@ def _history_call(c: Any, where: str) -> dict:
     return {"id": c.get("id") or "", "type": "function", "function": {"name": fn["name"], "arguments": args}}
 
 
-async def plan_output(req, template: str | None, request: web.Request | None = None) -> OutputPlan | None:
-    """Tools and reasoning for ``req`` on a model with ``template``; rewrites ``req.messages``
+async def plan_output(req, contract: OutputContract | None, request: web.Request | None = None) -> OutputPlan | None:
+    """Tools and reasoning for ``req`` on a model with ``contract``; rewrites ``req.messages``
     and compiles ``req.constraint`` (a response format's, or the tool calls'). None: plain text
     (the fast path). ``request``: where to note the relaxed tools for the reply's header."""
+    contract = contract or OutputContract()
     answer = req.constraint if isinstance(req.constraint, CompileJob) else None
     if req.messages is None:  # raw completions: the client owns the format
         if answer is not None:
             req.constraint = (await compile_job(answer)).spec
         return None
-    think = THINK if template and "<think>" in template else None
+    r = contract.reasoning
+    in_reasoning = r is not None and (r.opened if req.think is not False else r.opened_off)
     choice = req.tool_choice
     tools = req.tools if req.tools and choice != "none" else None
+    # the model's own call syntax where its template renders calls (the tools described in the
+    # system message where the template does not describe them); the fallback JSON shape otherwise
+    syntax = contract.calls if contract.calls is not None else FALLBACK_CALLS
+    native = contract.native_tools and contract.calls is not None
     if not tools:
         if answer is not None:
             req.constraint = (await compile_job(answer)).spec
-        if not supports_tools(template) and any(m.get("tool_calls") or m.get("role") == "tool" for m in req.messages):
+        if contract.calls is None and any(m.get("tool_calls") or m.get("role") == "tool" for m in req.messages):
             # earlier calls and results still reach a template that cannot render them
-            req.messages = render_for(req.messages, detect_format(template), [], native=False)
-        if think is None:
+            req.messages = render_for(req.messages, syntax, [], native=False)
+        if r is None:
             return None
-        return OutputPlan(None, [], think, in_reasoning=req.think is not False and _opens_thinking(template or ""))
+        return OutputPlan(contract, [], in_reasoning=in_reasoning)
     if answer is not None and answer.answer_schema is None:
         raise bad_request(f"'{answer.param}' cannot be combined with 'tools' (a JSON response format can; or set "
                           "tool_choice to \"none\")", answer.param)
-    fmt = detect_format(template)
     if isinstance(choice, dict):
         offered = [t for t in tools if t["function"]["name"] == choice["function"]["name"]]
     else:
@@ -202,7 +213,7 @@ async def plan_output(req, template: str | None, request: web.Request | None = N
     # what the grammar needs of each tool (descriptions change nothing, and would split the cache)
     shapes = [{"type": "function", "function": {k: v for k, v in t["function"].items() if k in ("name", "parameters")}}
               for t in offered]
-    job = ToolsJob(fmt.name, shapes, [f"tools[{index[id(t)]}].function.parameters" for t in offered],
+    job = ToolsJob(syntax, shapes, [f"tools[{index[id(t)]}].function.parameters" for t in offered],
                    parallel=req.parallel_tool_calls and not isinstance(choice, dict),
                    # a required call ignores the response format: it is for the answer after the results
                    lazy=choice == "auto" and answer is None, answer=answer if choice == "auto" else None)
@@ -212,10 +223,9 @@ async def plan_output(req, template: str | None, request: web.Request | None = N
         if request is not None:
             request[RELAXED_TOOLS] = result.relaxed
     req.constraint = result.spec
-    native = supports_tools(template)
-    if req.messages is not None:
-        req.messages = render_for(req.messages, fmt, tools, native)
-    return OutputPlan(fmt, tools, think, in_reasoning=False, native_tools=native)
+    req.messages = render_for(req.messages, syntax, tools, native, calls_rendered=contract.calls is not None)
+    plan_contract = contract if contract.calls is not None else OutputContract(calls=FALLBACK_CALLS, reasoning=r)
+    return OutputPlan(plan_contract, tools, in_reasoning=in_reasoning, native_tools=native)
 
 
 async def relaxed_tools_header(request: web.Request, response: web.StreamResponse) -> None:
@@ -225,22 +235,20 @@ async def relaxed_tools_header(request: web.Request, response: web.StreamRespons
         response.headers[RELAXED_HEADER] = ", ".join(names)
 
 
-def _opens_thinking(template: str) -> bool:
-    """Templates that end the generation prompt inside ``<think>`` (DeepSeek-R1 distills)."""
-    tail = template[template.rfind("add_generation_prompt"):] if "add_generation_prompt" in template else ""
-    return "<think>" in tail and "</think>" not in tail
-
-
-def render_for(messages: list[dict], fmt: ToolFormat, tools: list[dict], native: bool) -> list[dict]:
-    """Messages for a template that renders tools itself (unchanged), or one that does not:
-    the tools described in the system message, calls and results as text."""
+def render_for(messages: list[dict], syntax: CallSyntax, tools: list[dict], native: bool,
+               calls_rendered: bool = False) -> list[dict]:
+    """Messages for a template that describes tools itself (unchanged), or one that does not:
+    the tools described in the system message with an example in ``syntax``; earlier calls and
+    results as text where the template does not render them (``calls_rendered`` False)."""
     if native:
         return messages
     out: list[dict] = []
     for m in messages:
-        if m.get("role") == "assistant" and m.get("tool_calls"):
+        if calls_rendered:
+            out.append(m)
+        elif m.get("role") == "assistant" and m.get("tool_calls"):
             calls = [(c["function"]["name"], c["function"]["arguments"]) for c in m["tool_calls"]]
-            text = (m.get("content") or "") + fmt.render_calls(calls)
+            text = (m.get("content") or "") + call_text(syntax, calls)
             out.append({"role": "assistant", "content": text})
         elif m.get("role") == "tool":
             name = f" {m['name']}" if m.get("name") else ""
@@ -249,17 +257,17 @@ def render_for(messages: list[dict], fmt: ToolFormat, tools: list[dict], native:
             out.append({"role": m["role"], "content": m.get("content") or ""})
     if not tools:
         return out
-    prompt = system_prompt(fmt, tools)
+    prompt = system_prompt(syntax, tools)
     if out and out[0]["role"] in ("system", "developer"):
-        out[0] = {"role": out[0]["role"], "content": f"{out[0]['content']}\n\n{prompt}"}
+        out[0] = {**out[0], "content": f"{out[0].get('content') or ''}\n\n{prompt}"}
     else:
         out.insert(0, {"role": "system", "content": prompt})
     return out
 
 
-def system_prompt(fmt: ToolFormat, tools: list[dict]) -> str:
+def system_prompt(syntax: CallSyntax, tools: list[dict]) -> str:
     listing = json.dumps([t["function"] for t in tools], ensure_ascii=False)
-    example = fmt.render_calls([("function_name", {"argument": "value"})])
+    example = call_text(syntax, [("function_name", {"argument": "value"})])
     return ("You are an expert in composing functions. You are given a question and a set of possible "
             "functions. Based on the question, you will need to make one or more function/tool calls "
             "to achieve the purpose.\n"

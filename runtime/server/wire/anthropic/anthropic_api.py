@@ -24,7 +24,7 @@ from runtime.server.wire.anthropic.anthropic_schemas import MessagesRequest, par
 from runtime.server.generate.error_table import api_error
 from runtime.server.generate.generation import count_prompt_tokens, start_generation
 from runtime.server.validation import read_json
-from runtime.server.generate.output_events import ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
+from runtime.chat.events import ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
 from runtime.server.generate.reply import Choice, Reply
 from runtime.server.generate.wire_options import apply_options
 

@@ -30,7 +30,7 @@ from runtime.server.wire.ollama.ollama_schemas import (
     OllamaRequest, engine_model, model_name, parse_ollama_chat, parse_ollama_generate,
 )
 from runtime.server.validation import read_json
-from runtime.server.generate.output_events import ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
+from runtime.chat.events import ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
 from runtime.server.generate.reply import Reply
 from runtime.server.models.residency import Resident
 from runtime.store.registry import LocalModel
@@ -259,7 +259,7 @@ async def show(request: web.Request) -> web.Response:
     caps = shown.get("capabilities")
     if isinstance(caps, list) and "completion" in caps and "tools" not in caps and shown.get("template"):
         # every chat model is served tool calls: a template without tools gets them described
-        # in the prompt and parsed back (``tool_formats``), so clients may offer it tools
+        # in the prompt and parsed back (the fallback call shape of ``runtime.chat.contract``), so clients may offer it tools
         caps.append("tools")
     return web.json_response(shown)
 

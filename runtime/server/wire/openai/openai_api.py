@@ -23,7 +23,7 @@ from runtime.server.errors import bad_request
 from runtime.server.generate.generation import start_generation
 from runtime.server.generate.error_table import api_error
 from runtime.server.generate.logprobs_api import CompletionLogprobs, chat_content, echo_text
-from runtime.server.generate.output_events import Event, ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallStart
+from runtime.chat.events import Event, ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallStart
 from runtime.server.generate.reply import Choice, Reply
 from runtime.server.generate.request import GenerationRequest
 from runtime.server.wire.openai.schemas import parse_chat, parse_completion

@@ -14,7 +14,7 @@ import json
 import uuid
 from collections.abc import Callable
 
-from runtime.server.generate.output_events import ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
+from runtime.chat.events import ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
 
 
 async def _quiet(kind: str, **fields) -> None:
