@@ -65,6 +65,11 @@ class ChatTemplate:
         """The Jinja template's text (None: the plain fallback)."""
         return self._renderer.source if self._renderer is not None else None
 
+    @property
+    def renderer(self) -> ChatRenderer | None:
+        """The compiled template (None: the plain fallback)."""
+        return self._renderer
+
     def render(self, messages: list[dict], **variables) -> str:
         """``variables``: ``tools``, ``enable_thinking``, and extra template variables
         (``reasoning_effort``, ``tool_choice``, ...). Raises ``ChatTemplateError``."""

@@ -23,6 +23,7 @@ from datetime import datetime
 
 from runtime.chat.call_analysis import USER, analyze_calls
 from runtime.chat.contract import CallSyntax, OutputContract, ReasoningSyntax
+from runtime.chat.renderer import ChatRenderer, ChatTemplateError
 from runtime.chat.text_diff import MARKER, common_prefix, diff, last_marker, markers
 
 log = logging.getLogger("hearth.chat")
@@ -238,9 +239,10 @@ _CONTRACTS: dict[tuple[str, str, str], OutputContract] = {}
 _CONTRACTS_LOCK = threading.Lock()
 
 
-def contract_for(source: str | None, bos: str = "", eos: str = "") -> OutputContract:
+def contract_for(source: str | None, bos: str = "", eos: str = "", renderer: ChatRenderer | None = None) -> OutputContract:
     """The output contract of the template ``source`` (None: a model without a template, whose
-    calls take the described fallback shape). Cached by the template; safe from any thread."""
+    calls take the described fallback shape). Cached by the template; safe from any thread.
+    ``renderer``: one already made for ``source`` (its capability probes are reused)."""
     if not source:
         return OutputContract()
     key = (source, bos, eos)
@@ -248,18 +250,18 @@ def contract_for(source: str | None, bos: str = "", eos: str = "") -> OutputCont
         hit = _CONTRACTS.get(key)
     if hit is not None:
         return hit
-    from runtime.chat.renderer import ChatRenderer, ChatTemplateError
-
-    try:
-        renderer = ChatRenderer(source, bos, eos)
-    except ChatTemplateError:
-        return OutputContract()
+    if renderer is None:
+        try:
+            renderer = ChatRenderer(source, bos, eos)
+        except ChatTemplateError:
+            return OutputContract()
+    probe = renderer
 
     def render(messages: list[dict], tools: list[dict] | None, agp: bool, think: bool | None) -> str | None:
         for offered in ((tools, None) if tools else (None,)):  # a template that renders calls, not tools
             try:
-                return renderer.render(messages, tools=offered, add_generation_prompt=agp, enable_thinking=think,
-                                       now=_PROBE_TIME)
+                return probe.render(messages, tools=offered, add_generation_prompt=agp, enable_thinking=think,
+                                    now=_PROBE_TIME)
             except (ChatTemplateError, ValueError, TypeError, KeyError):
                 continue
         return None

@@ -354,7 +354,7 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
     worker = _Worker(conn, backend, spec, speculator)
     worker.media_refusal = media_refusal
     template = backend.chat_template
-    contract = contract_for(template.source, template.bos, template.eos)
+    contract = contract_for(template.source, template.bos, template.eos, template.renderer)
     conn.send(Loaded(os.getpid(), backend.n_ctx, worker.engine.max_request_tokens, asdict(backend.info),
                      n_vocab=backend.info.n_vocab, chat_template=template.source, contract=contract,
                      media=asdict(backend.projector.caps) if backend.projector is not None else None))

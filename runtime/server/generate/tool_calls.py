@@ -192,7 +192,7 @@ async def plan_output(req, contract: OutputContract | None, request: web.Request
     # the model's own call syntax where its template renders calls (the tools described in the
     # system message where the template does not describe them); the fallback JSON shape otherwise
     syntax = contract.calls if contract.calls is not None else FALLBACK_CALLS
-    native = contract.native_tools and contract.calls is not None
+    native = contract.native_tools  # the template describes the tools itself
     if not tools:
         if answer is not None:
             req.constraint = (await compile_job(answer)).spec
@@ -237,10 +237,11 @@ async def relaxed_tools_header(request: web.Request, response: web.StreamRespons
 
 def render_for(messages: list[dict], syntax: CallSyntax, tools: list[dict], native: bool,
                calls_rendered: bool = False) -> list[dict]:
-    """Messages for a template that describes tools itself (unchanged), or one that does not:
-    the tools described in the system message with an example in ``syntax``; earlier calls and
-    results as text where the template does not render them (``calls_rendered`` False)."""
-    if native:
+    """Messages for the template: the tools described in the system message with an example in
+    ``syntax`` where it does not describe them itself (``native`` False); earlier calls and
+    results as text where it does not render them (``calls_rendered`` False). Unchanged where it
+    does both."""
+    if native and calls_rendered:
         return messages
     out: list[dict] = []
     for m in messages:
@@ -255,7 +256,7 @@ def render_for(messages: list[dict], syntax: CallSyntax, tools: list[dict], nati
             out.append({"role": "user", "content": f"<tool_response{name}>\n{m.get('content') or ''}\n</tool_response>"})
         else:
             out.append({"role": m["role"], "content": m.get("content") or ""})
-    if not tools:
+    if not tools or native:
         return out
     prompt = system_prompt(syntax, tools)
     if out and out[0]["role"] in ("system", "developer"):
