@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from runtime.chat.contract import JSON, NAME_JSON, TAGGED, CallSyntax
+from runtime.chat.contract import JSON, KEY_SLOT, NAME_JSON, TAGGED, CallSyntax
 from runtime.chat.text_diff import diff, last_marker, lcp, lcs, markers
 
 FUN1, FUN2 = "FFF_FIRST_FUN_F", "SSS_SECOND_FUN_S"
@@ -73,8 +73,9 @@ def analyze_calls(render: Render) -> CallSyntax | None:
 def _trim(h: str, turn_end: str) -> str:
     """``h`` without what follows the calls and also ends a plain turn (``<|im_end|>``), and
     without the plain text the probe put before the calls."""
-    if TEXT in h:
-        h = h[h.find(TEXT) + len(TEXT):]
+    if TEXT in h:  # the calls follow the turn's text, or (Gemma 4) come before it
+        before, after = h[:h.find(TEXT)], h[h.find(TEXT) + len(TEXT):]
+        h = after if FUN1 in after else before
     ends = set(markers(turn_end))
     while True:
         m = last_marker(h)
@@ -190,7 +191,8 @@ def _end_of_first(h2: str, syntax: CallSyntax) -> int | None:
     if at < 0:
         return None
     end = at + len(VAL1)
-    return end + len(syntax.arg_end) if h2.startswith(syntax.arg_end, end) else end
+    closing = syntax.string_quote + syntax.arg_end.replace(KEY_SLOT, ARG1)
+    return end + len(closing) if h2.startswith(closing, end) else end
 
 
 def _tagged(h1: str, h2: str | None, pair: str | None, num: str | None) -> CallSyntax | None:
@@ -218,6 +220,8 @@ def _tagged(h1: str, h2: str | None, pair: str | None, num: str | None) -> CallS
             mid, arg_end = num_mid, arg_end[len(quote):]
         elif num_mid != mid:
             mid_json = num_mid
+    if ARG1 in arg_end:  # the argument's name is its own closing tag
+        arg_end = arg_end.replace(ARG1, KEY_SLOT)
     syntax = CallSyntax(TAGGED, name_prefix=h1[:fun], name_suffix=name_suffix, close=close, arg_prefix=arg_prefix,
                         arg_mid=mid, arg_end=arg_end, arg_sep=arg_sep, string_quote=quote, raw_strings=raw, arg_mid_json=mid_json)
     return _split_calls(syntax, h1, h2, body=(fun, val + len(VAL1) + len(arg_end)), second=FUN2)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from runtime.chat.call_analysis import name_pattern
-from runtime.chat.contract import JSON, NAME_JSON, CallSyntax
+from runtime.chat.contract import JSON, KEY_SLOT, NAME_JSON, CallSyntax
 from runtime.chat.text_diff import last_marker
 
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -334,7 +334,7 @@ class CallReader:
             key = text[q:k_end].strip()
             q = k_end + len(mid)
             schema = props.get(key) if isinstance(props, dict) else None
-            q, value = self._value(text, q, final, {"type": "json"} if as_json else schema)
+            q, value = self._value(text, q, final, {"type": "json"} if as_json else schema, key)
             parts.append(f"{json.dumps(key, ensure_ascii=False)}: {json.dumps(value, ensure_ascii=False)}")
             call.args = "{" + ", ".join(parts)
             p = q
@@ -349,7 +349,7 @@ class CallReader:
         self._scans[p] = state
         return end
 
-    def _value(self, text: str, q: int, final: bool, schema) -> tuple[int, object]:
+    def _value(self, text: str, q: int, final: bool, schema, key: str) -> tuple[int, object]:
         s = self.s
         if s.string_quote:
             if text.startswith(s.string_quote, q):
@@ -357,22 +357,55 @@ class CallReader:
                 if end < 0:
                     raise _Need
                 return end + len(s.string_quote), text[q + len(s.string_quote):end]
+            if text.startswith(("[", "{"), q):
+                return _quoted_structure(text, q, s.string_quote, final)
             try:
                 value, end = json.JSONDecoder().raw_decode(text, q)
             except ValueError:
                 raise (_Need if not final else _No) from None
+            if end == len(text) and not final:
+                raise _Need  # a number may go on (3 of 3.14)
             return end, value
-        end_core = s.arg_end.strip()
+        arg_end = s.arg_end.replace(KEY_SLOT, key)
+        end_core = arg_end.strip()
         end = text.find(end_core, q) if end_core else -1
         if end < 0:
             raise _Need
         raw = text[q:end]
-        lead, trail = s.arg_mid[len(s.arg_mid.rstrip()):], s.arg_end[:len(s.arg_end) - len(s.arg_end.lstrip())]
+        lead, trail = s.arg_mid[len(s.arg_mid.rstrip()):], arg_end[:len(arg_end) - len(arg_end.lstrip())]
         if lead and raw.startswith(lead):
             raw = raw[len(lead):]
         if trail and raw.endswith(trail):
             raw = raw[:len(raw) - len(trail)]
         return end + len(end_core), _typed(raw, schema)
+
+
+_BARE_KEY = re.compile(r'([{,]\s*)([A-Za-z_][\w\-]*)\s*:')
+
+
+def _quoted_structure(text: str, q: int, quote: str, final: bool) -> tuple[int, object]:
+    """A list or object written with ``quote`` around strings and bare keys (Gemma 4's
+    ``{theme:<|"|>dark<|"|>,count:3}``), read as JSON."""
+    depth, i, parts = 0, q, []
+    while i < len(text):
+        if text.startswith(quote, i):
+            end = text.find(quote, i + len(quote))
+            if end < 0:
+                break
+            parts.append(json.dumps(text[i + len(quote):end], ensure_ascii=False))
+            i = end + len(quote)
+            continue
+        ch = text[i]
+        depth += ch in "[{"
+        depth -= ch in "]}"
+        parts.append(ch)
+        i += 1
+        if depth == 0:
+            try:
+                return i, json.loads(_BARE_KEY.sub(r'\1"\2":', "".join(parts)))
+            except ValueError:
+                raise _No from None
+    raise _Need if not final else _No
 
 
 def _tail(marker: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from runtime.chat.contract import JSON, TAGGED, CallSyntax
+from runtime.chat.contract import JSON, KEY_SLOT, TAGGED, CallSyntax
 
 
 def call_text(syntax: CallSyntax, calls: list[tuple[str, dict]]) -> str:
@@ -21,7 +21,8 @@ def call_text(syntax: CallSyntax, calls: list[tuple[str, dict]]) -> str:
     parts = []
     for name, args in calls:
         if s.body == TAGGED:
-            body = s.arg_sep.join(f"{s.arg_prefix}{k}{_mid(s, v)}{_value(s, v)}{s.arg_end}" for k, v in args.items())
+            body = s.arg_sep.join(f"{s.arg_prefix}{k}{_mid(s, v)}{_value(s, v)}{s.arg_end.replace(KEY_SLOT, k)}"
+                                  for k, v in args.items())
         else:
             body = json.dumps(args, ensure_ascii=False)
         parts.append(f"{s.call_start}{s.name_prefix}{name}{s.name_suffix}{body}{s.close}{s.call_end}")

@@ -19,6 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+#: in an argument's markers, where the argument's name goes (MiniMax M3's ``<KEY>value</KEY>``)
+KEY_SLOT = "\x00key\x00"
+
 JSON = "json"
 NAME_JSON = "name_json"
 TAGGED = "tagged"

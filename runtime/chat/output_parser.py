@@ -54,6 +54,7 @@ class OutputParser:
         self._in_content = False
         #: whitespace after a marker that ends a part is dropped, however the text is chunked
         self._lstrip = False
+        self._fresh = True
         self.buf = ""
         self.state = "reasoning" if (self.think and in_reasoning) else "text"
         if self.state == "reasoning" and self.inline and self.think:
@@ -134,6 +135,18 @@ class OutputParser:
     def _text(self, out: list[Event], final: bool) -> None:
         if self._drop_leading_space():
             return
+        if self._fresh and self.think is not None and not self.inline:
+            # a reply that opens by closing the thinking (empty, or opened where the prompt does
+            # not show it: MiniMax M3's ``</mm:think>`` prefix)
+            head = self.buf.lstrip()
+            if head.startswith(self.think[1]):
+                self.buf = head[len(self.think[1]):]
+                self._lstrip = True
+                self._fresh = False
+                return
+            if self.think[1].startswith(head) and not final:
+                return
+        self._fresh = False
         best: tuple[int, int, str, str] | None = None  # (at, -len, marker, kind)
         for marker, kind in self._markers():
             at = self.buf.find(marker)

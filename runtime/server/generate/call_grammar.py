@@ -14,7 +14,7 @@ import json
 import re
 from dataclasses import replace
 
-from runtime.chat.contract import JSON, TAGGED, CallSyntax
+from runtime.chat.contract import JSON, KEY_SLOT, TAGGED, CallSyntax
 from runtime.engine.constraint_spec import JSON_OPTIONS
 from runtime.server.generate.tool_relax import rebase
 
@@ -107,11 +107,12 @@ def _tagged_args(s: CallSyntax, params: dict, i: int, rules: list[str]) -> str:
         name = f"a{i}_{j}"
         string = isinstance(prop, dict) and prop.get("type") == "string"
         mid = s.arg_mid if string or not s.arg_mid_json else s.arg_mid_json
-        end_lit = _lit(s.arg_end)
+        arg_end = s.arg_end.replace(KEY_SLOT, key)
+        end_lit = _lit(arg_end)
         if string:
             # the text and its end marker are one lexeme: text that holds the marker only at its end
             # (a lexeme for the text alone would swallow the marker's first characters)
-            stop = s.string_quote or s.arg_end
+            stop = s.string_quote or arg_end
             core = stop.strip() or stop
             rules.append(f"V{i}_{j}: /(?s:.*){_re(stop)}/ & ~/(?s:.*{_re(core)}(?s:.)+)/")
             value = f'{_lit(s.string_quote)} V{i}_{j}' if s.string_quote else f"V{i}_{j}"
