@@ -363,8 +363,10 @@ class CallReader:
                 value, end = json.JSONDecoder().raw_decode(text, q)
             except ValueError:
                 raise (_Need if not final else _No) from None
-            if end == len(text) and not final:
-                raise _Need  # a number may go on (3 of 3.14)
+            if not final and isinstance(value, (int, float)):
+                m = _NUMBER.match(text, q)
+                if m is not None and m.end() == len(text):
+                    raise _Need  # a number may go on (3 of 3.14, 1.5 of 1.5e10)
             return end, value
         arg_end = s.arg_end.replace(KEY_SLOT, key)
         end_core = arg_end.strip()
@@ -380,6 +382,7 @@ class CallReader:
         return end + len(end_core), _typed(raw, schema)
 
 
+_NUMBER = re.compile(r"-?\d+(\.\d*)?([eE][+-]?\d*)?")
 _BARE_KEY = re.compile(r'([{,]\s*)([A-Za-z_][\w\-]*)\s*:')
 
 
