@@ -1,6 +1,6 @@
 """Every whole-reply case of llama.cpp's ``tests/test-chat.cpp`` that Hearth's parser reads as
 llama.cpp does, from the template alone: the contract is derived by rendering the template, the
-reply parsed whole and streamed (one character at a time, and at every two-way split), and the
+reply parsed whole and streamed (one character at a time, and split in two at many points), and the
 result compared with llama.cpp's expected message (content and reasoning with outer whitespace
 stripped, calls by name and arguments).
 
@@ -122,11 +122,14 @@ def test_reads_as_llama_cpp_expects(case: Case):
 
 @pytest.mark.parametrize("case", [c for c in CASES if _gap(c) is None], ids=[c.key for c in CASES if _gap(c) is None])
 def test_streamed_reads_the_same(case: Case):
-    """One character at a time, and split in two at every point: the same message."""
+    """One character at a time, and split in two at many points (every third, and every point
+    inside and around the first marker): the same message."""
     expected = _read(case, [case.input])
     text = case.input
     assert _read(case, list(text)) == expected
-    for cut in range(1, len(text)):
+    first = next((i for i, ch in enumerate(text) if ch in "<[{"), 0)
+    cuts = set(range(1, len(text), 3)) | set(range(max(1, first - 2), min(len(text), first + 24)))
+    for cut in sorted(cuts):
         assert _read(case, [text[:cut], text[cut:]]) == expected, cut
 
 
