@@ -88,8 +88,8 @@ class LocalRow(_Row):
         self.shrink_button.setMenu(self.shrink_menu)
         self.shrink_button.setToolTip("Make a smaller version of this model (importance-aware; its quality is "
                                       "measured against this one). It appears here when done.")
+        self.lay.addWidget(self.shrink_button)  # in the row before shown: never a window of its own
         self.shrink_button.setVisible(shrink is not None)
-        self.lay.addWidget(self.shrink_button)
         self.button = QPushButton("Delete")
         self.button.clicked.connect(lambda: delete(self.model.id))
         self.lay.addWidget(self.button)

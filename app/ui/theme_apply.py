@@ -7,6 +7,9 @@ second here, however little is on screen). Per part, each pass is a few dozen wi
 page that still has the old sheet gets the new one the moment it is shown. The palette changes at
 once (it is cheap), so what the sheets do not reach (menus, the window's background) follows
 straight away; a window that opens later (a dialog, a message box) gets the sheet as it shows.
+A widget that was shown on its own (a window for a moment, so it got the sheet of its own) and
+is then put inside the window gives that sheet back: it follows its new parent's from then on,
+where a sheet of its own would keep the theme it was shown in.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ PART_WIDGETS = 30
 #: containers that draw nothing of their own under the style sheet: a large one is styled by its
 #: children instead (its own background is the palette's window colour, the same as the sheet's)
 _PLAIN = (QWidget, QStackedWidget, QTabWidget, QSplitter)
+#: the property that marks a widget styled as it showed as a window of its own
+_AS_WINDOW = "hearthStyledAsWindow"
 
 
 def split_parts(w: QWidget, sheet: str, limit: int = PART_WIDGETS) -> list[QWidget]:
@@ -101,11 +106,18 @@ class ThemeApplier(QObject):
             self._style(*pw)
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
+        kind = event.type()
         # a window that opens outside the styled parts (a dialog of the chat page, a message box)
-        if event.type() == QEvent.Type.Show and isinstance(obj, QWidget) and obj.isWindow() \
+        if kind == QEvent.Type.Show and isinstance(obj, QWidget) and obj.isWindow() \
                 and obj is not self.window and self.sheet and obj.styleSheet() != self.sheet \
                 and not _under_styled(obj, self.sheet):
             obj.setStyleSheet(self.sheet)
+            obj.setProperty(_AS_WINDOW, True)
+        # a widget styled as a window of its own, now inside another: it inherits from there
+        elif kind == QEvent.Type.ParentChange and isinstance(obj, QWidget) and not obj.isWindow() \
+                and obj.property(_AS_WINDOW):
+            obj.setProperty(_AS_WINDOW, None)
+            obj.setStyleSheet("")
         return False
 
 

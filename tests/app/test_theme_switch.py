@@ -33,3 +33,35 @@ def test_theme_switch_is_spread_over_turns(make_app, driver):
     d.show()
     assert d.styleSheet() == sheet
     d.close()
+
+
+def _fill(w: QWidget) -> str:
+    """The colour a widget paints inside its border (its middle, left of any text)."""
+    img = w.grab().toImage()
+    return img.pixelColor(4, img.height() // 2).name()
+
+
+def test_installed_rows_follow_a_live_switch(make_app, driver):
+    """The Installed pane's rows and their buttons ("Make smaller" among them) take the new
+    theme's colours, with no button left in the old one."""
+    from PySide6.QtWidgets import QPushButton
+
+    from app.api_types import LocalModel
+    from app.ui.style import LIGHT
+
+    h = make_app(free_port())
+    h.models.local.reset([LocalModel("m", "A model", "hub", "/models/m.gguf", 10**9, "Q4_1", capabilities=["chat"])])
+    h.window.resize(1000, 700)
+    h.window.show()
+    h.window.show_page("Models")
+    driver.pump(0.3)
+    row = h.models_page.local_list.rows[0]
+    buttons = [b for b in row.findChildren(QPushButton) if b.isVisible()]
+    assert row.shrink_button in buttons
+    assert {_fill(b) for b in buttons} == {LIGHT.surface}
+    h.apply_theme(dark=True)
+    driver.until(lambda: h.theme_applier.pending() == 0, 10, "the switch to finish")
+    driver.pump(0.1)
+    assert _fill(row) == DARK.surface
+    assert {b.text(): _fill(b) for b in buttons} == {b.text(): DARK.surface for b in buttons}
+    assert _fill(h.models_page.local_list.viewport()) == DARK.window
