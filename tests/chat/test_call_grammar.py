@@ -80,3 +80,36 @@ def test_parallel_calls_parse(contract):
     content, _, calls = parse_all(before + text, contract, TOOLS)
     assert [(c["name"], json.loads(c["arguments"])) for c in calls] == CALLS, text
     assert "Let me check." in content and "<" not in content.replace("Let me check.", "")
+
+
+BOUNDED = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string", "minLength": 2, "maxLength": 5},
+                                     "days": {"type": "integer"}}, "required": ["city", "days"]}}}]
+
+
+def _tagged():
+    return [p for p in _contracts() if p.values[0].calls.body == "tagged"]
+
+
+@pytest.mark.parametrize("contract", _tagged())
+def test_a_raw_string_value_keeps_to_its_length(contract):
+    """Tagged arguments write strings raw: the grammar holds them to minLength and maxLength as
+    %json does for JSON bodies (a model must not write on inside a value until max_tokens)."""
+    grammar = call_grammar(contract.calls, BOUNDED, parallel=False)
+    fits = call_text(contract.calls, [("get_weather", {"city": "Paris", "days": 3})])
+    assert _accepts(grammar, fits), (fits, grammar)
+    for city in ("Lisbon", "P"):
+        text = call_text(contract.calls, [("get_weather", {"city": city, "days": 3})])
+        assert not _accepts(grammar, text), (text, grammar)
+
+
+def test_a_call_index_beside_the_name_is_digits():
+    """Command R7B writes each call's index as ``tool_call_id``: digits, a few of them."""
+    source = (Path(__file__).parent / "templates" / "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja").read_text()
+    syntax = contract_for(source, "<s>", "</s>").calls
+    grammar = call_grammar(syntax, TOOLS, parallel=False)
+    text = call_text(syntax, [CALLS[0]])
+    assert '"tool_call_id": "0"' in text and _accepts(grammar, text)
+    assert _accepts(grammar, text.replace('"tool_call_id": "0"', '"tool_call_id": "12"'))
+    for other in ('"x"', '"1234567"', '""'):
+        assert not _accepts(grammar, text.replace('"tool_call_id": "0"', f'"tool_call_id": {other}'))

@@ -114,7 +114,7 @@ def _tagged_args(s: CallSyntax, params: dict, i: int, rules: list[str]) -> str:
             # (a lexeme for the text alone would swallow the marker's first characters)
             stop = s.string_quote or arg_end
             core = stop.strip() or stop
-            rules.append(f"V{i}_{j}: /(?s:.*){_re(stop)}/ & ~/(?s:.*{_re(core)}(?s:.)+)/")
+            rules.append(f"V{i}_{j}: /(?s:.{_length(prop)}){_re(stop)}/ & ~/(?s:.*{_re(core)}(?s:.)+)/")
             value = f'{_lit(s.string_quote)} V{i}_{j}' if s.string_quote else f"V{i}_{j}"
             if not s.string_quote:
                 end_lit = '""'
@@ -128,6 +128,16 @@ def _tagged_args(s: CallSyntax, params: dict, i: int, rules: list[str]) -> str:
         items.append(name if key in required else f"{name}?")
         first = first and key not in required
     return " ".join(items) if items else '""'
+
+
+def _length(prop: dict) -> str:
+    """The regex repetition of a raw string value: the schema's minLength and maxLength (in
+    characters, as JSON Schema counts them), ``*`` without them."""
+    low, high = prop.get("minLength"), prop.get("maxLength")
+    low = low if isinstance(low, int) and not isinstance(low, bool) and low > 0 else 0
+    if isinstance(high, int) and not isinstance(high, bool) and high >= low:
+        return f"{{{low},{high}}}"
+    return f"{{{low},}}" if low else "*"
 
 
 def _concrete(marker: str) -> str:
@@ -171,6 +181,15 @@ def _with_defs(params: dict, i: int) -> dict:
     return {**params, "x-guidance": JSON_OPTIONS}
 
 
+def _extra_key(example: str) -> dict:
+    """The schema of a key the template writes beside the name (Command R7B's ``tool_call_id``,
+    the call's index as a string): the example's shape, bounded, so a model cannot write on
+    inside it until ``max_tokens``."""
+    if example.isdigit():
+        return {"type": "string", "pattern": "^[0-9]{1,6}$"}
+    return {"type": "string", "maxLength": 64}
+
+
 def _call_schema(s: CallSyntax, tools: list[dict]) -> dict:
     """One JSON schema for a call to any of ``tools`` in the syntax's object shape. Local
     ``$ref`` keywords move to ``$defs.toolN`` of the call's schema, rebased."""
@@ -185,7 +204,7 @@ def _call_schema(s: CallSyntax, tools: list[dict]) -> dict:
             options.append({"type": "object", "properties": {fn["name"]: params}, "required": [fn["name"]],
                             "additionalProperties": False})
             continue
-        props: dict = {k: {"type": "string"} for k, _ in s.extra_keys}
+        props: dict = {k: _extra_key(example) for k, example in s.extra_keys}
         props.update({s.name_key: {"const": fn["name"]}, s.args_key: params})
         options.append({"type": "object", "properties": props, "required": list(props), "additionalProperties": False})
     schema: dict = options[0] if len(options) == 1 else {"anyOf": options}
