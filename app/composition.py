@@ -156,7 +156,7 @@ class HearthApp(QObject):
         tabs.addTab(self.mcp_panel, "MCP servers")
         self.remotes_tab = QWidget()  # remote engines: their box is added when they are wired up
         self.remotes_tab.setMaximumWidth(760)
-        QVBoxLayout(self.remotes_tab).setContentsMargins(0, 12, 0, 0)
+        QVBoxLayout(self.remotes_tab).setContentsMargins(24, 20, 24, 20)  # the MCP tab's margins
         tabs.addTab(self.remotes_tab, "Remote engines")
         page = QWidget()
         pl = QHBoxLayout(page)

@@ -150,6 +150,7 @@ class McpPanel(QWidget):
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # rows wrap to its width
         scroll.setWidget(inner)
         lay.addWidget(head)
         lay.addWidget(intro)
@@ -170,6 +171,7 @@ class McpPanel(QWidget):
             empty = QLabel("No MCP servers yet.\nAdd one (a program such as npx or uvx, or a URL), or import "
                            "the mcpServers file of another app.")
             empty.setObjectName("emptyState")
+            empty.setWordWrap(True)  # a narrow window wraps it rather than scrolling sideways
             empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
             self.rows.addWidget(empty)
         self.rows.addStretch(1)

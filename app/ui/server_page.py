@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QFormLayout, QFrame, QGroupBox, QHBoxLayout, QScrollArea, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget,
@@ -91,7 +92,16 @@ class ServerPage(QWidget):
         lay.setSpacing(10)
         title = QLabel("Server")
         title.setObjectName("pageTitle")
-        lay.addWidget(title)
+        head = QHBoxLayout()  # start and stop beside the title: in sight however short the window
+        head.addWidget(title)
+        head.addStretch(1)
+        self.start_button = QPushButton("Start server")
+        self.start_button.clicked.connect(start)
+        self.stop_button = QPushButton("Stop server")
+        self.stop_button.clicked.connect(stop)
+        head.addWidget(self.start_button)
+        head.addWidget(self.stop_button)
+        lay.addLayout(head)
         top = QGroupBox("Service")
         form = QFormLayout(top)
         self.address = QLabel()
@@ -111,15 +121,6 @@ class ServerPage(QWidget):
         self.rpc.setWordWrap(True)
         form.addRow("RPC workers", self.rpc)
         form.addRow("Started by", self.origin)
-        buttons = QHBoxLayout()
-        self.start_button = QPushButton("Start server")
-        self.start_button.clicked.connect(start)
-        self.stop_button = QPushButton("Stop server")
-        self.stop_button.clicked.connect(stop)
-        buttons.addWidget(self.start_button)
-        buttons.addWidget(self.stop_button)
-        buttons.addStretch(1)
-        form.addRow(buttons)
         self.counters_box = QGroupBox("Counters")
         inner = QWidget()
         inner.setObjectName("counterRows")
@@ -131,18 +132,15 @@ class ServerPage(QWidget):
         scroll.setWidget(inner)
         QVBoxLayout(self.counters_box).addWidget(scroll)
         curl_box = QGroupBox("Try the API")
-        cl = QVBoxLayout(curl_box)
+        cl = QHBoxLayout(curl_box)  # Copy beside the example, not on a row of its own
         self.curl = QPlainTextEdit()
         self.curl.setReadOnly(True)
         self.curl.setFont(monospace())
         self.curl.setFixedHeight(72)
         copy = QPushButton("Copy")
         copy.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.curl.toPlainText()))
-        cl.addWidget(self.curl)
-        copy_row = QHBoxLayout()
-        copy_row.addStretch(1)
-        copy_row.addWidget(copy)
-        cl.addLayout(copy_row)
+        cl.addWidget(self.curl, 1)
+        cl.addWidget(copy, 0, Qt.AlignmentFlag.AlignTop)
         log_box = QGroupBox("Log")
         ll = QVBoxLayout(log_box)
         self.log = QPlainTextEdit()

@@ -48,3 +48,71 @@ def test_the_window_fits_800_by_600(make_app, driver):
     w.resize(1180, 760)
     driver.pump(0.2)
     assert not w.compact and (header.fit_label.isVisible() or header.badges.isVisible()), "no room comes back"
+
+
+def _pages_and_tabs(w):
+    """Each page, and each tab of a page that has tabs, shown in turn: (its name, the page)."""
+    from PySide6.QtWidgets import QTabWidget
+
+    for name, page in w.pages.items():
+        w.show_page(name)
+        tabs = [t for t in page.findChildren(QTabWidget) if t.isVisible()]
+        if not tabs:
+            yield name, page
+        for t in tabs:
+            for i in range(t.count()):
+                t.setCurrentIndex(i)
+                yield f"{name} / {t.tabText(i)}", page
+
+
+def _misfits(page: QWidget) -> list[str]:
+    """What does not fit the page as shown: a button outside its visible rect or squashed below
+    its own minimum, a box against (or past) its right edge, a list that scrolls sideways."""
+    from PySide6.QtCore import QPoint, QRect
+    from PySide6.QtWidgets import QAbstractButton, QGroupBox, QScrollArea
+
+    shown = page.visibleRegion().boundingRect()
+    out = []
+    for b in page.findChildren(QAbstractButton):
+        if not b.isVisible() or b.window() is not page.window():
+            continue
+        r = QRect(b.mapTo(page, QPoint(0, 0)), b.size())
+        least = b.minimumSizeHint()
+        if not shown.contains(r) or r.height() < least.height() or r.width() < least.width():
+            out.append(f"button {b.text() or b.toolTip()!r} at {r.getRect()}, needs {least.toTuple()}")
+    for g in page.findChildren(QGroupBox):
+        r = QRect(g.mapTo(page, QPoint(0, 0)), g.size())
+        if g.isVisible() and r.right() > shown.right() - 4:
+            out.append(f"box {g.title()!r} reaches the edge: {r.getRect()}")
+    for s in page.findChildren(QScrollArea):
+        if s.isVisible() and s.horizontalScrollBar().isVisible():
+            out.append(f"{s.objectName() or type(s.widget()).__name__} scrolls sideways")
+    return out
+
+
+def test_every_page_and_tab_fits_800_by_600(make_app, driver):
+    """Buttons whole and in sight, boxes clear of the right edge, nothing scrolling sideways: on
+    every page and tab, with the Settings lists empty and then holding long entries."""
+    from app.mcp_servers import ServerConfig
+
+    h = make_app(free_port())
+    w = h.window
+    w.show()
+    w.resize(800, 600)
+    driver.pump(0.2)
+
+    def check() -> None:
+        for name, page in _pages_and_tabs(w):
+            driver.pump(0.05)
+            assert not _misfits(page), f"{name} at 800x600: {_misfits(page)}"
+
+    check()
+    h.mcp.servers.append(ServerConfig("files-in-my-notes", command="npx", args=[
+        "-y", "@modelcontextprotocol/server-filesystem", "/home/someone/Documents/notes/projects/2025/drafts"]))
+    h.mcp.servers.append(ServerConfig("search", transport="http", url="http://127.0.0.1:8000/mcp/search/v2"))
+    h.mcp_panel.refresh()
+    h.remotes.state = {"models": [], "upstreams": [{
+        "name": "gpu-box-in-the-basement", "url": "http://192.168.1.20:8000/v1", "models": [],
+        "health": {"state": "down", "last_error": "Cannot connect to host 192.168.1.20:8000 [Connection refused]"}}]}
+    h.remotes.changed.emit(h.remotes.state)
+    check()
