@@ -9,11 +9,15 @@ import os
 import signal
 import time
 
+from runtime.chat.contract import FALLBACK_CALLS, JSON, CallSyntax
 from runtime.engine.constraint_spec import GBNF, JSON_SCHEMA, REGEX
 from runtime.server.generate.constraint_compiler import CRASHED, PER_TOOL_S, TIMEOUT, ConstraintCompiler
 from runtime.server.generate.constraint_jobs import CompileJob, ToolsJob
 
 SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+#: the Hermes / Qwen 2.5 call syntax, as derived from their templates
+HERMES = CallSyntax(JSON, call_start="<tool_call>\n", call_end="\n</tool_call>", call_sep="\n")
 
 
 def slow_tools(n: int = 200) -> ToolsJob:
@@ -21,7 +25,7 @@ def slow_tools(n: int = 200) -> ToolsJob:
     tools = [{"type": "function", "function": {"name": f"t{i}", "parameters": {
         "type": "object", "properties": {"k": {"type": "string", "pattern": f"(?=a){i}"}, "n": {"not": {"type": "null"}}},
         "required": ["k"]}}} for i in range(n)]
-    return ToolsJob("hermes", tools, [f"tools[{i}].function.parameters" for i in range(n)], True, False)
+    return ToolsJob(HERMES, tools, [f"tools[{i}].function.parameters" for i in range(n)], True, False)
 
 
 def with_compiler(test, **kw):
@@ -119,11 +123,11 @@ def test_tool_schemas_past_the_caps_or_unenforceable_are_relaxed_and_invalid_one
         tools = [{"type": "function", "function": {"name": n, "parameters": p}}
                  for n, p in (("deep", chain), ("loop", loop), ("fine", fine), ("none", None))]
         where = [f"tools[{i}].function.parameters" for i in range(4)]
-        r = await c.compile(ToolsJob("smollm2", tools, where, True, True))
+        r = await c.compile(ToolsJob(FALLBACK_CALLS, tools, where, True, True))
         assert r.error is None and r.relaxed == ["deep", "loop"] and r.spec.trigger == "<tool_call>"
         assert "^[a-z]+$" in r.spec.grammar  # what compiles is enforced as it was sent
         bad = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "required": "x"}}}]
-        r = await c.compile(ToolsJob("smollm2", bad, ["tools[0].function.parameters"], True, False))
+        r = await c.compile(ToolsJob(FALLBACK_CALLS, bad, ["tools[0].function.parameters"], True, False))
         assert r.error is not None and r.error.param == "tools[0].function.parameters"
         assert "not a valid JSON schema" in str(r.error)
 
