@@ -9,6 +9,7 @@ models, where the new file appears.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from urllib.parse import quote
@@ -20,12 +21,50 @@ from app.errors import ApiProblem, UserError
 
 #: what the Models page offers: llama.cpp's mixes, with what each is for
 TARGETS = (
-    ("Q4_K_M", "about 4.8 bits a weight: the usual choice, a third of Q8_0's size"),
+    ("Q4_K_M", "about 4.9 bits a weight: the usual choice, a third of Q8_0's size"),
     ("Q5_K_M", "about 5.7 bits a weight: a little larger, a little closer to the original"),
     ("Q6_K", "about 6.6 bits a weight: near the original"),
     ("Q8_0", "8.5 bits a weight: practically the original"),
+    ("Q3_K_M", "about 3.9 bits a weight: smaller still, noticeably less accurate"),
 )
+#: types that are the original weights (or as good as them): nothing is lost twice
+UNQUANTIZED = ("F32", "F16", "BF16")
 POLL_S = 1.0
+
+
+def source_bits(quant: str | None) -> float | None:
+    """Bits per weight of a local file from its type (``LocalModel.quant``: Q4_1, UD-Q4_K_XL,
+    F16); None where the type is unknown. A type outside llama.cpp's table is taken at its
+    digit and a half (Q4_K_XL: 4.5), which orders it among the stock mixes."""
+    from runtime.store.gguf_names import BITS_PER_WEIGHT
+
+    if not quant:
+        return None
+    name = quant.upper().removeprefix("UD-")
+    if name in BITS_PER_WEIGHT:
+        return BITS_PER_WEIGHT[name]
+    m = re.match(r"I?Q(\d)", name)
+    return int(m.group(1)) + 0.5 if m else None
+
+
+def targets_for(quant: str | None) -> list[tuple[str, str]]:
+    """The targets that make this file smaller: each one's bits per weight below the source's
+    (all of them where the source's type is unknown)."""
+    from runtime.store.gguf_names import BITS_PER_WEIGHT
+
+    bits = source_bits(quant)
+    return [(mix, what) for mix, what in TARGETS if bits is None or BITS_PER_WEIGHT[mix] < bits]
+
+
+def requantize_note(quant: str | None) -> str:
+    """What making a smaller version costs this file, in words ("" for the original weights)."""
+    if quant and quant.upper() in UNQUANTIZED:
+        return ""
+    if not quant:
+        return ("Hearth cannot tell this file's precision: if it is already quantized, quantizing it again "
+                "loses more quality than quantizing the original weights would.")
+    return (f"This file is already quantized ({quant}): quantizing it again loses more quality than a fresh "
+            "quantization from the original weights would. Where you can, download the size you want instead.")
 
 
 def describe(job: dict) -> str:

@@ -7,13 +7,13 @@ from collections.abc import Callable
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QFileDialog, QFrame, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QMenu, QProgressBar, QPushButton, QTabWidget,
-    QVBoxLayout, QWidget,
+    QVBoxLayout, QWidget, QWidgetAction,
 )
 
 from app.api_types import CatalogModel, LocalModel, RunningModel
 from app.models import ACTIVE_STATES, ModelStoreService, fit_badge
 from app.qt_models import format_size
-from app.quantize_jobs import TARGETS, QuantizeService, describe
+from app.quantize_jobs import QuantizeService, describe, requantize_note, targets_for
 from app.ui.row_list import RowList
 from app.ui.style import badge_style
 
@@ -81,13 +81,9 @@ class LocalRow(_Row):
                  shrink: Callable[[str, str], None] | None = None) -> None:
         super().__init__()
         self.shrink_button = QPushButton("Make smaller")
-        self.shrink_menu = QMenu(self.shrink_button)
-        for mix, what in TARGETS:  # each a smaller file, its quality measured, beside the original
-            action = self.shrink_menu.addAction(f"{mix} · {what}")
-            action.triggered.connect(lambda _=False, mix=mix: shrink and shrink(self.model.id, mix))
+        self.shrink_menu = QMenu(self.shrink_button)  # filled per model: only the targets smaller than it
+        self._shrink = shrink
         self.shrink_button.setMenu(self.shrink_menu)
-        self.shrink_button.setToolTip("Make a smaller version of this model (importance-aware; its quality is "
-                                      "measured against this one). It appears here when done.")
         self.lay.addWidget(self.shrink_button)  # in the row before shown: never a window of its own
         self.shrink_button.setVisible(shrink is not None)
         self.button = QPushButton("Delete")
@@ -110,7 +106,40 @@ class LocalRow(_Row):
         self.button.setToolTip("Built into Hearth; it cannot be deleted." if m.embedded else "")
         from app.models import is_chat_model
 
-        self.shrink_button.setEnabled(is_chat_model(m.capabilities))  # an encoder has no perplexity to keep
+        self._fill_shrink_menu(m, is_chat_model(m.capabilities))  # an encoder has no perplexity to keep
+
+    def _fill_shrink_menu(self, m: LocalModel, chat: bool) -> None:
+        """The targets smaller than this file (bits per weight from its type), under a word on
+        what quantizing an already quantized file costs."""
+        self.shrink_menu.clear()
+        targets = targets_for(m.quant)
+        note = requantize_note(m.quant)
+        if note:
+            self.shrink_menu.addAction(_menu_note(self.shrink_menu, note))
+            self.shrink_menu.addSeparator()
+        for mix, what in targets:  # each a smaller file, its quality measured, beside the original
+            action = self.shrink_menu.addAction(f"{mix} · {what}")
+            action.triggered.connect(lambda _=False, mix=mix: self._shrink and self._shrink(self.model.id, mix))
+        self.shrink_button.setEnabled(chat and bool(targets))
+        if not targets:
+            tip = f"This file ({m.quant}) is already as small as the sizes Hearth makes."
+        else:
+            tip = ("Make a smaller version of this model (importance-aware; its quality is measured against this "
+                   "one). It appears here when done.")
+        self.shrink_button.setToolTip(tip + (f"\n\n{note}" if note and targets else ""))
+
+
+def _menu_note(menu: QMenu, text: str) -> QWidgetAction:
+    """A paragraph at the top of a menu: wrapped, muted, not an item to pick."""
+    label = QLabel(text)
+    label.setObjectName("menuNote")
+    label.setWordWrap(True)
+    label.setFixedWidth(420)
+    label.setContentsMargins(10, 6, 10, 6)
+    action = QWidgetAction(menu)
+    action.setDefaultWidget(label)
+    action.setEnabled(False)
+    return action
 
 
 class DownloadRow(QFrame):

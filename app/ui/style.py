@@ -184,6 +184,7 @@ QStatusBar QLabel {{ color: {t.muted}; font-size: 11px; padding: 0 8px; }}
 #suggestionHeading {{ color: {t.accent}; font-weight: 700; font-size: 12px; }}
 #modelName {{ font-weight: 600; font-size: 13px; }}
 #modelDetail {{ color: {t.muted}; font-size: 11px; }}
+#menuNote {{ color: {t.muted}; font-size: 12px; }}
 #serverStatus {{ font-size: 15px; font-weight: 600; }}
 """
 
