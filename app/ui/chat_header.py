@@ -43,6 +43,13 @@ class ElidedCombo(QComboBox):
                                                         max(0, field.width() - 4))
         painter.drawControl(QStyle.ControlElement.CE_ComboBoxLabel, opt)
 
+    def showPopup(self) -> None:  # noqa: N802 - Qt's name
+        """The list as wide as its longest entry (a model's name, loaded state and capabilities),
+        not cut to the box's width."""
+        view = self.view()
+        view.setMinimumWidth(min(view.sizeHintForColumn(0) + 32, 560))
+        super().showPopup()
+
 
 class StepSpin(QSpinBox):
     """A spin box that shows its step arrows: a small chevron up and one down at its right end

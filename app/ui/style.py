@@ -123,6 +123,7 @@ QLineEdit:focus, QSpinBox:focus, QDoubleSpinBox:focus, QComboBox:focus, QPlainTe
     border: 2px solid {t.accent}; padding: 4px 7px; }}
 #messageInput:focus {{ border: none; padding: 4px; }}
 #composerBox[focused="true"] {{ border-color: {t.accent}; }}
+QComboBox {{ combobox-popup: 0; }}
 QComboBox::drop-down {{ border: none; width: 26px; }}
 QComboBox::down-arrow {{ image: url({_chevron(t)}); width: 12px; height: 12px; }}
 QAbstractSpinBox::up-button, QAbstractSpinBox::down-button {{ width: 0; border: none; }}
@@ -133,7 +134,9 @@ QAbstractSpinBox::up-button, QAbstractSpinBox::down-button {{ width: 0; border: 
 #ctxSpin::up-arrow, #ctxSpin::down-arrow {{ image: none; width: 0; height: 0; }}
 QSplitter::handle {{ background: {t.border}; }}
 QComboBox QAbstractItemView {{ background: {t.surface}; border: 1px solid {t.border}; selection-background-color: {t.accent_soft};
-    selection-color: {t.text}; }}
+    selection-color: {t.text}; outline: 0; padding: 4px; }}
+QComboBox QAbstractItemView::item {{ min-height: 26px; padding: 0 8px; border-radius: 6px; }}
+QComboBox QAbstractItemView::item:selected {{ background: {t.accent_soft}; color: {t.text}; }}
 QGroupBox {{ background: {t.surface}; border: 1px solid {t.border}; border-radius: 12px; margin-top: 14px;
              padding: 16px 12px 10px 12px; font-weight: 600; }}
 QGroupBox::title {{ subcontrol-origin: margin; left: 14px; top: 0px; padding: 0 4px; color: {t.muted}; }}
