@@ -90,6 +90,10 @@ class ApiClient:
                    headers: dict[str, str] | None = None) -> dict:
         return await self._request("POST", path, json_body=body or {}, timeout=timeout, headers=headers)
 
+    async def put(self, path: str, body: dict, timeout: float | None = 30.0,
+                  headers: dict[str, str] | None = None) -> dict:
+        return await self._request("PUT", path, json_body=body, timeout=timeout, headers=headers)
+
     async def delete(self, path: str, headers: dict[str, str] | None = None) -> dict:
         return await self._request("DELETE", path, headers=headers)
 

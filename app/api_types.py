@@ -1,9 +1,10 @@
 """What the service's model API answers, parsed once into small typed classes.
 
 The app reads ``/hearth/catalog``, ``/hearth/models`` (or ``/v1/models`` where a service has
-no store) and ``/hearth/stats`` here, and nowhere else: the pages and Qt models use the
-attributes, never the JSON field names. Each ``from_api`` takes the service's one vocabulary
-(``repo``, ``default_quant``, ``quant``, ``size``) and tolerates a missing optional field.
+no store), ``/hearth/models/{id}/template`` and ``/hearth/stats`` here, and nowhere else: the
+pages and Qt models use the attributes, never the JSON field names. Each ``from_api`` takes the
+service's one vocabulary (``repo``, ``default_quant``, ``quant``, ``size``) and tolerates a
+missing optional field.
 """
 
 from __future__ import annotations
@@ -104,6 +105,20 @@ class LocalModel:
     def embedded(self) -> bool:
         """Ships with Hearth: it cannot be deleted."""
         return self.source == "embedded"
+
+
+@dataclass(slots=True)
+class ModelTemplate:
+    """``/hearth/models/{id}/template``: the chat template a model renders with."""
+
+    id: str
+    template: str | None  #: the Jinja text; None: the model has none (plain User: / Assistant: turns)
+    #: "model" (its own), "stored" (a replacement the user loaded), "file" (``--chat-template-file``)
+    origin: str = "model"
+
+    @classmethod
+    def from_api(cls, d: dict) -> ModelTemplate:
+        return cls(str(d["id"]), _str(d, "template"), _str(d, "origin") or "model")
 
 
 @dataclass(slots=True)

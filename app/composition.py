@@ -182,7 +182,9 @@ class HearthApp(QObject):
 
         self.quantize = QuantizeService(self.client, self.data_dir, self.models.refresh_local)
         self.quantize.error.connect(self.show_error)
-        return ModelsPage(self.models, self.spawn, self.quantize)
+        from app.model_templates import ModelTemplates
+
+        return ModelsPage(self.models, self.spawn, self.quantize, ModelTemplates(self.client, self.data_dir))
 
     def _suggestion_done(self) -> None:
         if not self.settings.suggestion_done:

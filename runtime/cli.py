@@ -33,6 +33,21 @@ def _endpoints(text: str) -> tuple:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _template_file(path: str) -> str:
+    """``--chat-template-file``: the file's text, checked to render a conversation."""
+    from runtime.chat.template_check import TemplateRefused, check_template, read_template_file
+
+    try:
+        source = read_template_file(path)
+    except TemplateRefused as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    try:
+        check_template(source)
+    except TemplateRefused as e:
+        raise argparse.ArgumentTypeError(f"{e}; try it with `hearth template MODEL --template {path}`") from None
+    return source
+
+
 def _serve_args(p: argparse.ArgumentParser) -> None:
     from runtime.server.serve_options import add_api_args, add_router_args
 
@@ -67,6 +82,9 @@ def _serve_args(p: argparse.ArgumentParser) -> None:
                    help="lend memory from `hearth rpc-worker`s on other machines: a model's layers are split "
                         "over them and this machine by free memory (private networks only: the RPC protocol "
                         "has no authentication)")
+    p.add_argument("--chat-template-file", type=_template_file, metavar="FILE",
+                   help="a Jinja chat template for the default model instead of its own (as llama-server's flag); "
+                        "other models take the template stored for them, if any")
     add_api_args(p)
     add_router_args(p)
 

@@ -125,6 +125,8 @@ class ServeConfig:
     engine: EngineConfig = field(default_factory=EngineConfig)
     residency: ResidencyConfig = field(default_factory=ResidencyConfig)
     security: SecurityConfig = field(default_factory=SecurityConfig)
+    #: ``--chat-template-file``'s text: the default model renders with it instead of its own
+    chat_template: str | None = None
 
 
 def serve_config(args: Namespace, data_dir: Path, api_key: str | None = None) -> ServeConfig:
@@ -149,4 +151,5 @@ def serve_config(args: Namespace, data_dir: Path, api_key: str | None = None) ->
         max_connections=args.max_connections)
     return ServeConfig(port=args.port, model=args.model, preload=False, data_dir=data_dir,
                        ollama_port=args.ollama_port, shutdown_grace=args.shutdown_grace,
-                       engine=engine, residency=residency, security=security)
+                       engine=engine, residency=residency, security=security,
+                       chat_template=args.chat_template_file)

@@ -18,7 +18,7 @@ import llama_cpp as lc
 import numpy as np
 
 from runtime.backends.batch import EmbdBatch, TokenBatch
-from runtime.backends.chat_template import ChatTemplate
+from runtime.chat.chat_template import ChatTemplate
 from runtime.backends.errors import (
     DecodeAbortedError,
     DecodeFatalError,
@@ -107,7 +107,7 @@ class ModelInfo:
     recurrent: bool = False
     #: attention layers beside recurrent ones (Jamba, Granite 4 hybrid, LFM2, ...)
     hybrid: bool = False
-    #: the GGUF's Jinja chat template (the service reads tool and reasoning support from it)
+    #: the Jinja chat template in use: the GGUF's own, or the override it was loaded with
     chat_template: str | None = None
 
 
@@ -159,9 +159,12 @@ def _sequence_ids(model, config: ContextConfig) -> int:
 class LlamaBackend:
     """One model, one context, a unified KV pool shared by ``n_seq_max`` sequences."""
 
-    def __init__(self, path: str | Path, config: ContextConfig, eval_callback=None) -> None:
+    def __init__(self, path: str | Path, config: ContextConfig, eval_callback=None,
+                 chat_template: str | None = None) -> None:
         """``eval_callback``: a ``ggml_backend_sched_eval_callback`` that sees the graph's tensors
-        (importance measurement); the caller keeps it alive as long as the backend."""
+        (importance measurement); the caller keeps it alive as long as the backend.
+        ``chat_template``: used instead of the GGUF's own (``--chat-template-file``, a model's
+        stored override)."""
         path = str(path)
         if not Path(path).is_file():
             raise ModelLoadError(f"model file not found: {path}")
@@ -219,7 +222,7 @@ class LlamaBackend:
         self._pieces: dict[int, bytes] = {}
         self._max_piece: int | None = None
         self._piece_buf = ctypes.create_string_buffer(256)
-        template = self.meta("tokenizer.chat_template")
+        template = chat_template or self.meta("tokenizer.chat_template")
         self.chat_template = ChatTemplate(
             template,
             bos=self.token_text(lc.llama_vocab_bos(self.vocab)),

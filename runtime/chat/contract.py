@@ -39,6 +39,8 @@ class ReasoningSyntax:
     opened_off: bool = False
     #: ``enable_thinking`` changes the prompt (the template has a switch)
     switch: bool = False
+    #: what the prompt wrote of the block it opened (``<think>\n``), where it opens one
+    opening: str = ""
 
 
 @dataclass(slots=True, frozen=True)

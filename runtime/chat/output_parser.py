@@ -57,8 +57,8 @@ class OutputParser:
         self._fresh = True
         self.buf = ""
         self.state = "reasoning" if (self.think and in_reasoning) else "text"
-        if self.state == "reasoning" and self.inline and self.think:
-            self.buf = self.think[0]  # the opening marker the prompt wrote
+        if self.state == "reasoning" and self.inline and r is not None:
+            self.buf = r.opening or r.start  # what the prompt wrote of the block
         self.calls: list[dict] = []  # {"id", "name", "arguments"} of the complete calls
         self._n = 0  # calls started in the reply
         self._entry = ""

@@ -126,8 +126,11 @@ def _reasoning(render: FullRender, source: str, user_marks: set[str]) -> Reasoni
     if not start:
         start = opening_of(end, source)
     # thinking is on unless a request turns it off (llama.cpp passes ``enable_thinking`` true)
-    return ReasoningSyntax(start, end, opened=_opens(on if on is not None else default, start, end),
-                           opened_off=_opens(off, start, end), switch=on is not None and on != off)
+    prompt = on if on is not None else default
+    opened = _opens(prompt, start, end)
+    opening = prompt[prompt.rfind(start):] if opened and prompt is not None else ""
+    return ReasoningSyntax(start, end, opened=opened, opened_off=_opens(off, start, end),
+                           switch=on is not None and on != off, opening=opening)
 
 
 def _block_around(plain: str, text: str, user_marks: set[str]) -> tuple[str, str]:

@@ -37,6 +37,9 @@ class WorkerSpec:
     inline_tokenize_chars: int = 16 * 1024
     #: the model's multimodal projector (``mmproj`` GGUF): images and/or audio; None: text only
     mmproj_path: str | None = None
+    #: the Jinja chat template used instead of the GGUF's (``--chat-template-file``, the model's
+    #: stored override); None: the model's own. The output contract is derived from it.
+    chat_template: str | None = None
 
 
 # service -> worker

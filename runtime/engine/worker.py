@@ -14,7 +14,7 @@ from importlib.metadata import version
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from runtime.backends.chat_template import ChatTemplateError
+from runtime.chat.chat_template import ChatTemplateError
 from runtime.chat.template_analysis import contract_for
 from runtime.backends.errors import BackendError, ModelLoadError
 from runtime.backends.llama import ContextConfig, LlamaBackend
@@ -334,7 +334,7 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
                            rpc=e.rpc)
     speculator = None
     try:
-        backend = LlamaBackend(spec.model_path, config)
+        backend = LlamaBackend(spec.model_path, config, chat_template=spec.chat_template)
         media_refusal = None
         if spec.mmproj_path:
             try:
@@ -350,6 +350,10 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
             return
     except ModelLoadError as e:
         conn.send(LoadFailed(str(e)))
+        return
+    except ChatTemplateError as e:  # not Jinja: the model cannot chat with it (the process ends, freeing it)
+        conn.send(LoadFailed(f"{spec.model_id}: {e}; give it a template that works (PUT /hearth/models/ID/template, "
+                             "the app's model settings, or hearth serve --chat-template-file)"))
         return
     worker = _Worker(conn, backend, spec, speculator)
     worker.media_refusal = media_refusal

@@ -16,7 +16,7 @@ from runtime.server.errors import ApiError, http_error
 from runtime.server.generate.tool_calls import relaxed_tools_header
 from runtime.server.models.keep_alive import KEEP_ALIVE, KeepAlive, keep_alive_ctx
 from runtime.server.models.model_manager import ModelManager
-from runtime.server.routes import hardware_api, models_api, quantize_api, service_api, store_api
+from runtime.server.routes import hardware_api, models_api, quantize_api, service_api, store_api, template_api
 from runtime.server.security import LIMITER, STOPPING, cors_middleware, grant_on_prepare, guard_middleware
 from runtime.server.wire.anthropic import anthropic_api
 from runtime.server.wire.ollama import ollama_api
@@ -35,6 +35,7 @@ ROUTES = [
     ("GET", "/hearth/hardware", hardware_api.hardware),
     ("GET", "/hearth/fit", hardware_api.fit),
     *models_api.ROUTES,
+    *template_api.ROUTES,  # before the store's DELETE /hearth/models/{id:.+}, which would match it
     ("POST", "/v1/chat/completions", openai_api.chat_completions),
     ("POST", "/v1/completions", openai_api.completions),
     *responses_api.ROUTES,

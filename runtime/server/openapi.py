@@ -142,6 +142,13 @@ def _schemas(max_tokens: int) -> dict:
         "OllamaPullRequest": {"type": "object", "required": ["model"], "properties": {
             "model": {**STR, "minLength": 1}, "stream": BOOL, "insecure": BOOL}},
         "StoreModelRequest": {"type": "object", "required": ["model"], "properties": {"model": {**STR, "minLength": 1}}},
+        "ModelTemplateRequest": {"type": "object", "required": ["template"],
+                                 "properties": {"template": {**STR, "minLength": 1}}},
+        "ModelTemplate": {"type": "object", "required": ["id", "template", "origin", "bos", "eos", "contract"],
+                          "properties": {"id": STR, "template": {"type": ["string", "null"]},
+                                         "origin": {"enum": ["model", "stored", "file"]}, "bos": STR, "eos": STR,
+                                         "contract": {"type": ["object", "null"]},
+                                         "unloaded": {"type": "array", "items": STR}, "removed": BOOL}},
         "StorePathRequest": {"type": "object", "required": ["path"], "properties": {"path": {**STR, "minLength": 1}}},
         "QuantizeRequest": {"type": "object", "required": ["model", "to"], "properties": {
             "model": {**STR, "minLength": 1, "description": "a local model's id"},
@@ -306,6 +313,17 @@ OPERATIONS = {
                                               OBJ, body="ModelLoadRequest", path_params=("id",)),
     ("POST", "/hearth/models/{id}/unload"): _op("Unload a model, at every context it is loaded at", OBJ,
                                                 path_params=("id",)),
+    ("GET", "/hearth/models/{id}/template"): _op("The chat template a model renders with (its own, the one stored "
+                                                 "for it, or --chat-template-file), its BOS and EOS, and the output "
+                                                 "contract while it is loaded", _ref("ModelTemplate"),
+                                                 path_params=("id",)),
+    ("PUT", "/hearth/models/{id}/template"): _op("Store a replacement chat template for a model (400 when it does not "
+                                                 "render a conversation); an idle loaded model is unloaded; the "
+                                                 "user's act: needs the key or the confirmation token",
+                                                 _ref("ModelTemplate"), body="ModelTemplateRequest",
+                                                 path_params=("id",)),
+    ("DELETE", "/hearth/models/{id}/template"): _op("Go back to the model's own chat template; the user's act, as PUT",
+                                                    _ref("ModelTemplate"), path_params=("id",)),
     ("GET", "/hearth/hardware"): _op("This machine: CPU, RAM, GPUs, llama.cpp backends", OBJ),
     ("GET", "/hearth/fit"): _op("Will a model fit, at which context, how fast", OBJ, query=[
         _q("model", STR), _q("ctx", {**STR, "pattern": "^[0-9]+$"}), _q("kv_type", {"enum": ["f16", "q8_0", "q4_0"]})]),

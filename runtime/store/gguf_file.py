@@ -252,6 +252,32 @@ def read_header(path: str | Path) -> GGUFHeader:
     return header
 
 
+def read_token_texts(path: str | Path, ids: set[int]) -> dict[int, str]:
+    """The text of the vocabulary's tokens ``ids`` (``tokenizer.ggml.tokens``, which
+    ``read_header`` walks without keeping): the ids that are in it, no more. Blocking; the file
+    is refused as ``read_header`` refuses it where its header is broken."""
+    path = Path(path)
+    found: dict[int, str] = {}
+    with path.open("rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        cur = _Cursor(buf, len(buf), path.name)
+        cur.pos = 8  # after the magic and the version
+        cur.take("Q")  # the tensor count
+        for _ in range(min(cur.take("Q"), MAX_KV)):
+            key, vtype = cur.string(MAX_KEY_BYTES), cur.take("I")
+            if key != "tokenizer.ggml.tokens" or vtype != _ARRAY:
+                cur.value(vtype, keep=False)
+                continue
+            etype, count = cur.take("I"), cur.take("Q")
+            if etype != _STRING:
+                break
+            for i in range(min(count, MAX_STRING_ARRAY_ELEMENTS, max(ids, default=-1) + 1)):
+                text = cur.string(keep=i in ids)
+                if text is not None:
+                    found[i] = text
+            break
+    return found
+
+
 def _read_metadata(cur: _Cursor, header: GGUFHeader, n_kv: int) -> None:
     for _ in range(n_kv):
         key = cur.string(MAX_KEY_BYTES)

@@ -40,12 +40,8 @@ GAPS: dict[str, tuple[list[int], str]] = {
         "the template renders no calls; the model writes Python-style calls"),
     "MiniMax-M3": ([5669, 5690, 5717, 5755],
         "nested values written as tags (<item>, <KEY>) inside an argument"),
-    "NVIDIA-Nemotron-3-Nano-30B-A3B-BF16": ([2704],
-        "raw reasoning format"),
     "NVIDIA-Nemotron-Nano-v2": ([5852, 5858],
         "calls as a JSON list in <TOOLCALL>"),
-    "Qwen3.5-4B": ([2156],
-        "raw reasoning format: the thinking opened by the prompt"),
     "Reka-Edge": ([5385],
         "raw reasoning format"),
     "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B": ([6070],
@@ -136,4 +132,4 @@ def test_streamed_reads_the_same(case: Case):
 def test_most_cases_read():
     """The share of llama.cpp's cases read as it expects (the README's family table counts them)."""
     ok = sum(_matches(c, _read(c, [c.input])) for c in CASES)
-    assert ok >= 290, f"{ok} of {len(CASES)}"
+    assert ok >= 295, f"{ok} of {len(CASES)}"

@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from runtime.chat.template_check import TemplateRefused
 from runtime.config import DEFAULT_CTX, ServeConfig
 from runtime.engine.client import EngineClient
 from runtime.engine.messages import WorkerSpec
@@ -22,6 +23,7 @@ from runtime.server.models.embed_engines import GENERATE, EmbedPlan, model_task,
 from runtime.server.models.model_refs import resolve_request_model
 from runtime.server.models.residency import Budget, default_budget
 from runtime.server.models.router import ModelDoesNotFit, NoRoom, Router  # noqa: F401  (errors re-exported)
+from runtime.store.model_templates import stored_template
 from runtime.store.projector import projector_for
 from runtime.store.resolve import InvalidModelFile, ModelPathRefused, ResolvedModel, UnknownModel  # noqa: F401
 
@@ -222,6 +224,24 @@ class ModelManager:
             return None, None
         return str(draft.path), draft.id
 
+    def given_template(self, model: ResolvedModel) -> str | None:
+        """``--chat-template-file``'s text where ``model`` is the default model; None otherwise.
+        Blocking (the default model is resolved)."""
+        if self.config.chat_template is None:
+            return None
+        try:
+            default = self.resolve(None)
+        except (UnknownModel, InvalidModelFile, ModelPathRefused):
+            return None
+        return self.config.chat_template if default.id == model.id else None
+
+    def template_override(self, model: ResolvedModel) -> str | None:
+        """The chat template ``model``'s worker renders with instead of its GGUF's:
+        ``--chat-template-file`` for the default model, else the one stored for it; None: its
+        own. Blocking; ``TemplateRefused`` for a stored file grown too large."""
+        given = self.given_template(model)
+        return given if given is not None else stored_template(self.config.data_dir, model.id)
+
     async def _load(self, model: ResolvedModel, plan, ctx: int) -> Engine:
         c = self.config.engine
         if isinstance(plan, EmbedPlan):
@@ -233,6 +253,10 @@ class ModelManager:
             self.last_error = None
             return embedder
         draft, draft_id = await asyncio.to_thread(self.draft_for, model)
+        try:
+            template = await asyncio.to_thread(self.template_override, model)
+        except TemplateRefused as e:
+            raise ModelLoadFailed(f"{model.id}'s stored chat template: {e}") from None
         projector = await asyncio.to_thread(projector_for, Path(model.path))
         n_ctx = min(ctx, plan.ctx) if plan is not None else ctx
         kv_type = plan.kv_type if plan is not None else (c.kv_type or "f16")
@@ -243,7 +267,7 @@ class ModelManager:
         engine = EngineClient(WorkerSpec(model.id, str(model.path), replace(c, ctx=n_ctx, kv_type=kv_type, rpc=rpc),
                                          n_gpu_layers=gpu_layers, draft=draft, draft_id=draft_id,
                                          mmproj_path=str(projector.path) if projector is not None else None,
-                                         **split))
+                                         chat_template=template, **split))
         try:
             await asyncio.wait_for(engine.start(), c.load_timeout)
         except asyncio.TimeoutError:

@@ -1,0 +1,42 @@
+"""A model's chat template, over the service's API: read it, replace it with a file's text, or
+go back to the model's own (``/hearth/models/{id}/template``).
+
+Replacing is the user's act: the request carries the data directory's confirmation token (the
+user chose the file). The service checks the template renders a conversation before keeping it,
+and reloads the model with it once the model is idle.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import quote
+
+from app.api_client import ApiClient
+from app.api_types import ModelTemplate
+
+
+class ModelTemplates:
+    """Raises ``ApiProblem`` with the service's message (a template that does not render says why)."""
+
+    def __init__(self, client: ApiClient, data_dir: Path | None) -> None:
+        self.client, self.data_dir = client, data_dir
+
+    @staticmethod
+    def _path(model_id: str) -> str:
+        return f"/hearth/models/{quote(model_id, safe='')}/template"
+
+    def _confirmation(self) -> dict[str, str] | None:
+        from runtime.import_confirm import CONFIRM_HEADER, load_token
+
+        token = load_token(self.data_dir) if self.data_dir is not None else None
+        return {CONFIRM_HEADER: token} if token else None
+
+    async def get(self, model_id: str) -> ModelTemplate:
+        return ModelTemplate.from_api(await self.client.get(self._path(model_id)))
+
+    async def replace(self, model_id: str, text: str) -> ModelTemplate:
+        body = await self.client.put(self._path(model_id), {"template": text}, headers=self._confirmation())
+        return ModelTemplate.from_api(body)
+
+    async def reset(self, model_id: str) -> ModelTemplate:
+        return ModelTemplate.from_api(await self.client.delete(self._path(model_id), headers=self._confirmation()))
