@@ -137,12 +137,12 @@ def _run_client(argv: list[str], env: dict[str, str], cwd: Path, timeout: float)
 
 
 def check(client: str, program: str, base_url: str, model: str, key: str | None, timeout: float,
-          extra_args: list[str] | None = None) -> Report:
+          extra_args: list[str] | None = None, context: int | None = None) -> Report:
     spec = CLIENTS[client]
     version = version_of(program, spec.version_args)
     proxy = RecordingProxy(base_url).start()
     try:
-        launch: Launch = spec.build(proxy.url, model, key)
+        launch: Launch = spec.build(proxy.url, model, key, context)
         with tempfile.TemporaryDirectory(prefix="hearth-check-") as tmp:
             work = Path(tmp) / "work"
             work.mkdir()
@@ -168,18 +168,18 @@ def check(client: str, program: str, base_url: str, model: str, key: str | None,
                   last_cut=bool(gens) and gens[-1].cut_short())
 
 
-def run_check(client: str, base_url: str, model: str, running: bool, key: str | None, timeout: float,
-              extra_args: list[str]) -> int:
-    if not running:
-        print(f"hearth: no Hearth service answers at {base_url}: start it with `hearth serve`", file=sys.stderr)
-        return 2
-    program = shutil.which(CLIENTS[client].build(base_url, model, key).program)
+def run_check(client: str, base_url: str, model: str, context: int | None, key: str | None, timeout: float,
+              extra_args: list[str], notes: list[str]) -> int:
+    spec = CLIENTS[client]
+    program = shutil.which(spec.build(base_url, model, key, context).program)
     if program is None:
-        print(f"hearth: `{CLIENTS[client].build(base_url, model, key).program}` is not on PATH; install it "
-              f"({CLIENTS[client].install})", file=sys.stderr)
+        print(f"hearth: `{spec.build(base_url, model, key, context).program}` is not on PATH; install it "
+              f"({spec.install})", file=sys.stderr)
         return 127
     print(f"# running {client} once against {base_url} with model {model} (at most {timeout:.0f} s)…", flush=True)
-    report = check(client, program, base_url, model, key, timeout, extra_args)
+    for note in notes:
+        print("\n".join(f"# {line}" for line in note.splitlines()), flush=True)
+    report = check(client, program, base_url, model, key, timeout, extra_args, context)
     if not report.worked:
         tail = report.output.strip().splitlines()[-20:]
         if tail:

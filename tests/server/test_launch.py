@@ -1,5 +1,8 @@
-"""``hearth launch``: the printed settings, and ``--run`` starting a client whose settings reach a
-live server (the clients are stand-in scripts on PATH that speak through the official SDKs)."""
+"""``hearth launch``: the model it picks for each client (one whose context holds the client's first
+request and whose template does tool calls, loaded with a larger context where its default is too
+small, else the pull advice), the printed settings (pasted into a shell as they are), and ``--run``
+starting a client whose settings reach a live server (the clients are stand-in scripts on PATH that
+speak through the official SDKs)."""
 
 from __future__ import annotations
 
@@ -9,14 +12,18 @@ import shutil
 import subprocess
 import sys
 import tomllib
+import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from runtime import launch as hl
+from runtime.launch.clients import REPLY_ROOM
+from runtime.launch.model_choice import AGENT_MODELS, NoFit, choose, context_to_load
+from runtime.launch.service import Known
 from runtime.self_command import hearth_argv
 from runtime.server.launcher import ServiceProcess
-from tests.server.conftest import live_server
 
 #: a stand-in for Claude Code: sends one message with the settings it was started with
 FAKE_CLAUDE = """
@@ -24,24 +31,43 @@ import os, sys, anthropic
 c = anthropic.Anthropic(base_url=os.environ["ANTHROPIC_BASE_URL"], auth_token=os.environ["ANTHROPIC_AUTH_TOKEN"],
                         api_key=None, max_retries=0, timeout=120)
 m = c.messages.create(model=os.environ["ANTHROPIC_MODEL"], max_tokens=3, messages=[{"role": "user", "content": "Hi"}])
-print("ARGS", sys.argv[1:], "KEY-SET", "ANTHROPIC_API_KEY" in os.environ, "REPLY", m.usage.output_tokens)
+print("ARGS", sys.argv[1:], "KEY-SET", "ANTHROPIC_API_KEY" in os.environ, "REPLY", m.usage.output_tokens,
+      "IDLE", os.environ["CLAUDE_STREAM_IDLE_TIMEOUT_MS"])
 """
 #: a stand-in for Codex: prints its arguments (the test reads the provider from them)
 FAKE_CODEX = "import json, sys; print(json.dumps(sys.argv[1:]))"
 
 
+class Service(ServiceProcess):
+    """A service with a data directory of its own: the models other tests put in the shared one
+    would change which model launch picks."""
+
+    def __init__(self, data: Path, *args: str) -> None:
+        self.data = data
+        super().__init__(*args, env={**os.environ, "HEARTH_DATA_DIR": str(data)})
+
+
 @pytest.fixture(scope="module")
-def server(smollm2_path):
-    s = live_server("--parallel", "1", "--ctx", "1024")
+def server(tmp_path_factory):
+    """``hearth serve`` as it comes: SmolLM2 (8k context, no tools in its template) loaded, Gemma 3
+    270M (a base model) beside it."""
+    s = Service(tmp_path_factory.mktemp("launch-data"), "--parallel", "1").wait_ready()
     yield s
     s.stop()
 
 
-def launch(*args: str, path: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-from-the-shell"}
+def launch(*args: str, path: str | None = None, data: Path | None = None) -> subprocess.CompletedProcess:
+    full = {**os.environ, "ANTHROPIC_API_KEY": "sk-ant-from-the-shell"}
+    if data is not None:
+        full["HEARTH_DATA_DIR"] = str(data)
     if path is not None:
-        env["PATH"] = path + os.pathsep + env["PATH"]
-    return subprocess.run([*hearth_argv(), "launch", *args], capture_output=True, text=True, env=env, timeout=120)
+        full["PATH"] = path + os.pathsep + full["PATH"]
+    return subprocess.run([*hearth_argv(), "launch", *args], capture_output=True, text=True, env=full, timeout=300)
+
+
+def on(server: Service, client: str, *args: str, path: str | None = None) -> subprocess.CompletedProcess:
+    """``hearth launch CLIENT ARGS`` against ``server``."""
+    return launch(client, "--port", str(server.port), *args, path=path, data=server.data)
 
 
 def _client(tmp_path, name: str, source: str) -> str:
@@ -53,42 +79,92 @@ def _client(tmp_path, name: str, source: str) -> str:
     return str(bin_dir)
 
 
-def test_prints_the_settings_with_the_loaded_model(server):
+def _uncommented(lines: list[str]) -> str:
+    return "\n".join(line[2:] if line.startswith("# ") else line.removeprefix("#") for line in lines) + "\n"
+
+
+def printed_config(out: str, path: str) -> str:
+    """The config file's content in printed settings: the comment lines after ``# ... PATH:``."""
+    return _uncommented(out.split(f"{path}:\n", 1)[1].splitlines())
+
+
+def test_a_plain_service_without_a_model_that_fits_says_what_to_pull(server):
+    r = on(server, "claude")
+    assert r.returncode == 1 and r.stdout == "", r.stdout
+    err = r.stderr
+    assert "Traceback" not in err
+    assert "no model here can serve Claude Code: its first request is about 20,070 tokens" in err
+    assert "smollm2-135m  its context is 8,192 tokens" in err
+    assert "gemma-3-270m  no chat template (a base model)" in err
+    # a catalog model whose 40,960-token context holds the prompt, planned for this machine by the service
+    pull = next(line.split()[-1] for line in err.splitlines() if line.strip().startswith("hearth pull "))
+    assert pull in AGENT_MODELS, err
+    # Codex's prompt is shorter, but SmolLM2's template still renders no tools
+    codex = on(server, "codex").stderr
+    assert "smollm2-135m  its context is 8,192 tokens" in codex and "hearth pull qwen3-" in codex
+
+
+def test_aider_sends_no_tools_and_gets_the_loaded_model(server):
+    r = on(server, "aider")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[:2] == [
+        "# aider → Hearth, model smollm2-135m",
+        "# context 8,192 tokens (Aider's first request: about 742); no tool calls in its chat template"]
+    assert "--model openai/smollm2-135m" in r.stdout
+    assert json.loads(printed_config(r.stdout, "~/.aider.model.metadata.json"))[
+        "openai/smollm2-135m"]["max_input_tokens"] == 8192
+
+
+def test_a_model_named_with_model_is_used_and_its_limits_named(server):
     port = str(server.port)
-    out = launch("claude", "--port", port).stdout
+    r = on(server, "claude", "--model", "smollm2-135m")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
     assert f"export ANTHROPIC_BASE_URL=http://127.0.0.1:{port}" in out
     assert "export ANTHROPIC_MODEL=smollm2-135m" in out and "ANTHROPIC_AUTH_TOKEN=" in out
+    assert "# context 8,192 tokens (Claude Code's first request: about 20,070)" in out
     assert "no Hearth service" not in out
-    codex = launch("codex", "--port", port).stdout
-    config = tomllib.loads(codex.split("config.toml:\n", 1)[1])
+    assert "warning: smollm2-135m: its context is 8,192 tokens" in r.stderr
+    codex = on(server, "codex", "--model", "smollm2-135m").stdout
+    config = tomllib.loads(printed_config(codex, "config.toml"))
     assert config["model"] == "smollm2-135m" and config["model_provider"] == "hearth"
+    assert config["model_context_window"] == 8192
     assert config["model_providers"]["hearth"] == {"name": "Hearth", "base_url": f"http://127.0.0.1:{port}/v1",
                                                    "wire_api": "responses"}
-    opencode = json.loads(launch("opencode", "--port", port).stdout.split("opencode.json:\n", 1)[1])
+    opencode = json.loads(printed_config(on(server, "opencode", "--model", "smollm2-135m").stdout, "opencode.json"))
     assert opencode["model"] == "hearth/smollm2-135m"
     assert opencode["provider"]["hearth"]["options"]["baseURL"] == f"http://127.0.0.1:{port}/v1"
+    assert opencode["provider"]["hearth"]["models"]["smollm2-135m"]["limit"] == {"context": 8192, "output": 2048}
 
 
-def test_without_a_service_it_says_so_and_uses_the_default_model():
+def test_without_a_service_it_says_so_and_picks_from_the_local_store(server):
     from runtime.server.launcher import free_port
 
-    out = launch("claude", "--port", str(free_port())).stdout
-    assert "no Hearth service answers" in out and "ANTHROPIC_MODEL=smollm2-135m" in out
+    port = str(free_port())
+    r = launch("aider", "--port", port, data=server.data)
+    assert r.returncode == 0, r.stderr
+    assert "no Hearth service answers" in r.stdout and "--model openai/smollm2-135m" in r.stdout
+    assert "# start the service with `hearth serve --model smollm2-135m --ctx 8192`" in r.stdout
+    # nothing here holds Claude Code's prompt with tools: the advice, without the machine's plan
+    r = launch("claude", "--port", port, data=server.data)
+    assert r.returncode == 1 and r.stdout == "" and "Traceback" not in r.stderr
+    assert "hearth pull qwen3-1.7b" in r.stderr and "hearth fit qwen3-1.7b --ctx 32768" in r.stderr
 
 
 def test_run_starts_claude_with_settings_that_work(server, tmp_path):
     bin_dir = _client(tmp_path, "claude", FAKE_CLAUDE)
-    r = launch("claude", "--port", str(server.port), "--run", "--", "-p", "hello", path=bin_dir)
+    r = on(server, "claude", "--model", "smollm2-135m", "--run", "--", "-p", "hello", path=bin_dir)
     assert r.returncode == 0, r.stderr
-    assert "ARGS ['-p', 'hello'] KEY-SET False REPLY 3" in r.stdout
+    assert "ARGS ['-p', 'hello'] KEY-SET False REPLY 3 IDLE 3600000" in r.stdout
 
 
 def test_run_starts_codex_with_a_responses_provider_that_works(server, tmp_path):
     import openai
 
-    r = launch("codex", "--port", str(server.port), "--run", path=_client(tmp_path, "codex", FAKE_CODEX))
+    r = on(server, "codex", "--model", "smollm2-135m", "--run", path=_client(tmp_path, "codex", FAKE_CODEX))
     args = json.loads(r.stdout)
     assert args[:2] == ["-c", "model_provider=hearth"] and args[-2:] == ["-m", "smollm2-135m"]
+    assert args[4:6] == ["-c", "model_context_window=8192"]
     provider = tomllib.loads(args[3].replace("model_providers.hearth=", "p = ", 1))["p"]
     assert provider["wire_api"] == "responses"
     reply = openai.OpenAI(base_url=provider["base_url"], api_key="unused", max_retries=0).responses.create(
@@ -96,9 +172,28 @@ def test_run_starts_codex_with_a_responses_provider_that_works(server, tmp_path)
     assert reply.usage.output_tokens == 2
 
 
+def test_output_cut_short_by_head_ends_quietly(server):
+    port = str(server.port)
+    env = {**os.environ, "HEARTH_DATA_DIR": str(server.data)}
+    r = subprocess.run(["sh", "-c", f"{' '.join(hearth_argv())} launch codex --model smollm2-135m --port {port} "
+                                    "| head -1"], capture_output=True, text=True, timeout=120, env=env)
+    assert r.stdout == "# codex → Hearth, model smollm2-135m\n", r.stdout
+    assert "Traceback" not in r.stderr and "BrokenPipe" not in r.stderr, r.stderr
+    # the same without a race: the reader has gone before the first write
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([*hearth_argv(), "launch", "codex", "--model", "smollm2-135m", "--port", port],
+                              stdout=write, stderr=subprocess.PIPE, text=True, timeout=120, env=env)
+    finally:
+        os.close(write)
+    assert done.returncode == 0 and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
 def test_run_without_the_client_on_path_is_a_clear_error(tmp_path):
     env_path = str(tmp_path)  # only an empty folder in front; opencode is not installed here
-    r = subprocess.run([*hearth_argv(), "launch", "opencode", "--run"], capture_output=True, text=True, timeout=60,
+    r = subprocess.run([*hearth_argv(), "launch", "opencode", "--model", "m", "--run"], capture_output=True, text=True,
+                       timeout=60,
                        env={**os.environ, "PATH": env_path + os.pathsep + os.path.dirname(sys.executable)})
     assert r.returncode == 127 and "`opencode` is not on PATH" in r.stderr and "npm install" in r.stderr
 
@@ -110,11 +205,76 @@ BASE = "http://127.0.0.1:5555"
 
 def test_every_client_gets_the_address_model_and_key():
     for name in hl.CLIENTS:
-        l = hl.BUILDERS[name](BASE, "some-model", "sk-hearth-1")
+        l = hl.BUILDERS[name](BASE, "some-model", "sk-hearth-1", None)
         shown = hl.describe(name, l, "some-model", True)
         assert f"{BASE}" in shown and "some-model" in shown and "sk-hearth-1" in shown, name
         assert "@config@" not in shown, name
         assert shown.splitlines()[0] == f"# {name} → Hearth, model some-model"
+
+
+def test_the_printed_settings_paste_into_a_shell(tmp_path):
+    """Every line of the output is a comment or a shell command that works: pasted whole into a
+    shell (here ``sh -e``, which stops at the first failing line), it sets the variables and starts
+    the client (a stand-in that reports what it got)."""
+    stub = ("import json, os, sys; print(json.dumps({'args': sys.argv[1:], "
+            "'env': {k: v for k, v in os.environ.items() if k.isupper()}}))")
+    bin_dir = _client(tmp_path, "stub", stub)
+    for name, spec in hl.CLIENTS.items():
+        given = spec.build(BASE, "some-model", "sk-hearth-1", 32768)
+        os.symlink(Path(bin_dir) / "stub", Path(bin_dir) / given.program)
+        notes = ["context 32,768 tokens; tool calls", "loaded some-model:\n  curl -X POST x\nor: hearth serve"]
+        shown = hl.describe(name, given, "some-model", True, notes)
+        assert subprocess.run(["sh", "-n"], input=shown, text=True, capture_output=True).returncode == 0, name
+        lines = [line for line in shown.splitlines() if line and not line.startswith("#")]
+        assert all(line.startswith(("unset ", "export ", given.program + " ")) or line == given.program
+                   for line in lines), lines
+        env = {"PATH": bin_dir + os.pathsep + os.environ["PATH"], "HOME": str(tmp_path), "ANTHROPIC_API_KEY": "x"}
+        r = subprocess.run(["sh", "-e"], input=shown, text=True, capture_output=True, env=env, timeout=60)
+        assert r.returncode == 0, (name, r.stderr)
+        got = json.loads(r.stdout)
+        assert {k: v for k, v in given.env.items() if "@config@" not in v}.items() <= got["env"].items(), name
+        assert not set(given.unset) & set(got["env"]), name
+        config = str(tmp_path / (given.config_path or "").removeprefix("~/"))  # the shell expanded its ~
+        assert got["args"] == [a.replace("@config@", config) for a in given.args], name
+
+
+def test_codex_gets_the_model_s_context():
+    given = hl.codex(BASE, "m1", None, 16384)
+    assert given.args[4:6] == ["-c", "model_context_window=16384"] and given.args[-2:] == ["-m", "m1"]
+    assert tomllib.loads(given.config)["model_context_window"] == 16384
+    assert "model_context_window" not in hl.codex(BASE, "m1", None).config  # not known: Codex's own guess
+
+
+def test_kilo_code_config():
+    given = hl.kilo(BASE, "m1", "sk-1", 32768)
+    assert given.program == "kilo" and given.args == [] and not given.config_needed
+    config = json.loads(given.env["KILO_CONFIG_CONTENT"])
+    assert config == json.loads(given.config)
+    assert config["$schema"] == "https://app.kilo.ai/config.json"
+    provider = config["provider"]["hearth"]
+    assert provider["npm"] == "@ai-sdk/openai-compatible"
+    assert provider["options"] == {"baseURL": f"{BASE}/v1", "apiKey": "sk-1"}
+    # Kilo's schema: a model's limit has both context and output; tool_call says it calls tools
+    assert provider["models"]["m1"] == {"name": "m1 (Hearth)", "limit": {"context": 32768, "output": REPLY_ROOM},
+                                        "tool_call": True}
+    assert config["model"] == config["small_model"] == "hearth/m1"
+    assert config["enabled_providers"] == ["hearth"]  # no Kilo Gateway beside it
+    assert "apiKey" not in json.loads(hl.kilo(BASE, "m1", None).env["KILO_CONFIG_CONTENT"])["provider"]["hearth"][
+        "options"]
+
+
+def test_claude_code_waits_for_a_long_first_read():
+    env = hl.claude(BASE, "m1", None, 32768).env
+    # its stream watchdog takes the larger of this and 300 s; a ping does not count as an event
+    assert int(env["CLAUDE_STREAM_IDLE_TIMEOUT_MS"]) >= 3_600_000
+    assert int(env["API_TIMEOUT_MS"]) >= 3_600_000
+    # the context is not passed: Claude Code would keep 20k of a 32k context for its reply
+    assert "CLAUDE_CODE_MAX_CONTEXT_TOKENS" not in env
+
+
+def test_opencode_gets_the_model_s_context():
+    config = json.loads(hl.opencode(BASE, "m1", None, 16384).env["OPENCODE_CONFIG_CONTENT"])
+    assert config["provider"]["hearth"]["models"]["m1"]["limit"] == {"context": 16384, "output": REPLY_ROOM}
 
 
 def test_qwen_code_settings():
@@ -127,6 +287,8 @@ def test_qwen_code_settings():
     settings = json.loads(l.config)
     # no date and folder listing as the first message: the prompt's prefix stays the same
     assert settings["model"] == {"name": "m1", "skipStartupContext": True}
+    assert json.loads(hl.qwen(BASE, "m1", None, 32768).config)["model"]["generationConfig"] == {
+        "contextWindowSize": 32768}
     assert settings["security"]["auth"]["selectedType"] == "openai"
     assert settings["memory"]["enableManagedAutoMemory"] is False  # no memory index in the system prompt
     assert settings["privacy"]["usageStatisticsEnabled"] is False
@@ -143,8 +305,11 @@ def test_continue_cli_config():
     (model,) = config["models"]
     assert model["provider"] == "openai" and model["apiBase"] == f"{BASE}/v1" and model["apiKey"] == "sk-1"
     assert model["model"] == 'odd "name": x' and "chat" in model["roles"] and model["capabilities"] == ["tool_use"]
+    assert "defaultCompletionOptions" not in model
     shown = hl.describe("cn", l, "m", True)
     assert "cn --config ~/.continue/hearth.yaml" in shown  # unquoted: the shell expands ~
+    (sized,) = yaml.safe_load(hl.cn(BASE, "m", None, 16384).config)["models"]
+    assert sized["defaultCompletionOptions"] == {"contextLength": 16384}
 
 
 def test_aider_settings():
@@ -158,6 +323,7 @@ def test_aider_settings():
     # the model described locally: Aider looks nothing up on the internet
     assert args[args.index("--model-metadata-file") + 1] == "@config@" and l.config_needed
     assert json.loads(l.config)["openai/m1"]["litellm_provider"] == "openai"
+    assert json.loads(hl.aider(BASE, "m1", None, 8192).config)["openai/m1"]["max_input_tokens"] == 8192
     assert "--model-metadata-file ~/.aider.model.metadata.json" in hl.describe("aider", l, "m1", True)
 
 
@@ -178,6 +344,209 @@ def test_cache_use_counts_the_later_full_prompts():
     gens = [ex(40, 0), ex(9000, 0), ex(9100, 8990), ex(9300, 9090)]
     assert cache_use(gens) == (18400, 18080)
     assert cache_use(gens[:2]) == (0, 0)
+
+
+# --- the model for each client, chosen from what a service (or the local store) describes ----------
+
+def known(model_id: str, trained: int | None, tools: bool = True, chat: bool = True, served: int | None = None,
+          loaded: bool = False) -> Known:
+    return Known(model_id, trained, served, loaded, chat, tools)
+
+
+def test_the_choice_holds_the_client_s_first_request_with_tools():
+    claude, aider = hl.CLIENTS["claude"], hl.CLIENTS["aider"]
+    models = [known("small", 8192, served=8192, loaded=True), known("base", 32768, tools=False, chat=False),
+              known("plain-chat", 32768, tools=False), known("coder", 40960)]
+    choice = choose(claude, models, None, None, "small")
+    assert not isinstance(choice, NoFit)
+    # no service to ask: the context to start it with holds the prompt and the reply's room
+    assert (choice.model, choice.context, choice.load_ctx) == ("coder", 32768, 32768)
+    assert choice.context >= claude.first_prompt + REPLY_ROOM
+    assert choice.limits(claude) == ("context 32,768 tokens (Claude Code's first request: about 20,070); "
+                                     "tool calls in its chat template")
+    # a client that sends no tools takes the loaded model when it holds the prompt
+    assert choose(aider, models, None, None, "small").model == "small"
+
+
+def test_without_a_model_that_fits_the_choice_says_why_and_what_to_pull():
+    claude = hl.CLIENTS["claude"]
+    choice = choose(claude, [known("small", 8192), known("base", 32768, tools=False, chat=False),
+                             known("plain-chat", 32768, tools=False)], None, None, None)
+    assert isinstance(choice, NoFit)
+    message = choice.message()
+    assert "  small       its context is 8,192 tokens" in message
+    assert "  base        no chat template (a base model)" in message
+    assert "  plain-chat  its chat template does not render tools" in message
+    assert "\n  hearth pull qwen3-1.7b\n" in message and "hearth launch claude" in message
+
+
+def test_a_named_model_is_used_with_warnings():
+    claude = hl.CLIENTS["claude"]
+    choice = choose(claude, [known("small", 8192)], None, "small", None)
+    assert not isinstance(choice, NoFit) and choice.model == "small" and choice.context == 8192
+    assert choice.warnings == ["small: its context is 8,192 tokens; Claude Code's first request is about 20,070 "
+                               "tokens: `hearth launch claude` without --model picks a model that fits"]
+    other = choose(claude, [], None, "elsewhere", None)
+    assert not isinstance(other, NoFit) and other.context is None and "used as named" in other.warnings[0]
+
+
+def test_context_to_load():
+    assert context_to_load(13369, 32768) == 16384
+    assert context_to_load(24166, 40960) == 32768
+    assert context_to_load(24166, 8192) == 8192  # never more than the trained context
+    assert context_to_load(16384, None) == 16384
+
+
+#: a chat template in Qwen 2.5's shape: it renders the tools, the calls and their results
+TOOLS_TEMPLATE = """{%- if tools %}<|im_start|>system
+You may call functions:
+<tools>
+{%- for tool in tools %}
+{{ tool | tojson }}
+{%- endfor %}
+</tools>
+Call one as <tool_call>{"name": <name>, "arguments": <arguments>}</tool_call><|im_end|>
+{% endif %}
+{%- for message in messages %}
+{%- if message.role == "assistant" and message.tool_calls %}<|im_start|>assistant
+{%- for tc in message.tool_calls %}
+<tool_call>
+{"name": "{{ tc.function.name }}", "arguments": {{ tc.function.arguments | tojson }}}
+</tool_call>
+{%- endfor %}<|im_end|>
+{% elif message.role == "tool" %}<|im_start|>user
+<tool_response>
+{{ message.content }}
+</tool_response><|im_end|>
+{% else %}<|im_start|>{{ message.role }}
+{{ message.content }}<|im_end|>
+{% endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}<|im_start|>assistant
+{% endif %}"""
+
+
+def write_tools_model(path: Path, context_length: int) -> Path:
+    """A two-layer llama with random weights, a vocabulary of the 256 bytes (any text tokenizes),
+    ``TOOLS_TEMPLATE`` and a long trained context: a model launch may pick for any client, which
+    loads in a second."""
+    from gguf import GGUFWriter
+
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    n_embd, n_head, n_kv, n_ff = 64, 4, 2, 128
+    rng = np.random.default_rng(0)
+
+    def mat(*shape: int) -> np.ndarray:
+        return rng.normal(0.0, 0.3, size=shape).astype(np.float32)
+
+    w = GGUFWriter(str(path), "llama")
+    w.add_block_count(2)
+    w.add_context_length(context_length)
+    w.add_embedding_length(n_embd)
+    w.add_feed_forward_length(n_ff)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_kv)
+    w.add_layer_norm_rms_eps(1e-5)
+    w.add_rope_dimension_count(n_embd // n_head)
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores([0.0] * len(tokens))
+    w.add_token_types([2, 3, 3] + [6] * 256)  # unknown, control, control, then bytes
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(False)
+    w.add_chat_template(TOOLS_TEMPLATE)
+    head = n_embd // n_head
+    ones = np.ones(n_embd, dtype=np.float32)
+    w.add_tensor("token_embd.weight", mat(len(tokens), n_embd))
+    for il in range(2):
+        p = f"blk.{il}."
+        for name, shape in (("attn_q", (n_head * head, n_embd)), ("attn_k", (n_kv * head, n_embd)),
+                            ("attn_v", (n_kv * head, n_embd)), ("attn_output", (n_embd, n_head * head)),
+                            ("ffn_gate", (n_ff, n_embd)), ("ffn_up", (n_ff, n_embd)), ("ffn_down", (n_embd, n_ff))):
+            w.add_tensor(p + name + ".weight", mat(*shape))
+        w.add_tensor(p + "attn_norm.weight", ones)
+        w.add_tensor(p + "ffn_norm.weight", ones)
+    w.add_tensor("output_norm.weight", ones)
+    w.add_tensor("output.weight", mat(len(tokens), n_embd))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+@pytest.fixture(scope="module")
+def tools_server(tmp_path_factory):
+    """A service whose default context (``--ctx 4096``) is shorter than the agents' prompts, with
+    a model whose template does tool calls and whose trained context (32k) holds them all."""
+    data = tmp_path_factory.mktemp("launch-tools-data")
+    model = write_tools_model(data / "tools-tiny.gguf", 32768)
+    done = subprocess.run([*hearth_argv(), "import", str(model)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "HEARTH_DATA_DIR": str(data)})
+    assert done.returncode == 0, done.stderr
+    s = Service(data, "--model", "tools-tiny", "--ctx", "4096", "--keep-alive", "10m", "--parallel", "1").wait_ready()
+    yield s
+    s.stop()
+
+
+def _resident(server: Service, model_id: str) -> dict:
+    return next(m for m in server.stats()["models"] if m["id"] == model_id)
+
+
+def test_launch_loads_the_model_with_the_context_the_client_needs(tools_server):
+    assert _resident(tools_server, "tools-tiny")["ctx"] == 4096  # the service's default
+    r = on(tools_server, "codex")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert out.splitlines()[:2] == [
+        "# codex → Hearth, model tools-tiny",
+        "# context 16,384 tokens (Codex's first request: about 9,273); tool calls in its chat template"]
+    assert ("# loaded tools-tiny with a 16,384-token context (the service's default for it: 4,096), kept loaded "
+            "until you unload it:") in out
+    assert f"#   curl -X POST {tools_server.url}/hearth/models/tools-tiny/unload" in out
+    assert "-c model_context_window=16384 -m tools-tiny" in out
+    resident = _resident(tools_server, "tools-tiny")
+    assert resident["max_request_tokens"] == 16384 >= hl.CLIENTS["codex"].first_prompt + REPLY_ROOM
+    assert resident["keep_alive"] == -1  # unloaded after a keep-alive, it would come back with 4,096
+    # Claude Code's prompt needs more: the model is loaded again, with 32k
+    r = on(tools_server, "claude")
+    assert r.returncode == 0, r.stderr
+    assert "# context 32,768 tokens (Claude Code's first request: about 20,070)" in r.stdout
+    assert "export CLAUDE_STREAM_IDLE_TIMEOUT_MS=3600000" in r.stdout
+    assert _resident(tools_server, "tools-tiny")["max_request_tokens"] == 32768
+    # and a shorter prompt takes the model as it is now
+    r = on(tools_server, "opencode")
+    assert "# loaded" not in r.stdout and '"context": 32768' in r.stdout
+
+
+#: a stand-in for Kilo Code: reads its config, asks the service how its model is loaded, and
+#: sends one chat request the way the config says
+FAKE_KILO = """
+import json, os, urllib.request, openai
+config = json.loads(os.environ["KILO_CONFIG_CONTENT"])
+provider = config["provider"]["hearth"]
+model = config["model"].split("/", 1)[1]
+base = provider["options"]["baseURL"]
+stats = json.load(urllib.request.urlopen(base.removesuffix("/v1") + "/hearth/stats"))
+resident = next(m for m in stats["models"] if m["id"] == model)
+c = openai.OpenAI(base_url=base, api_key=provider["options"].get("apiKey", "none"), max_retries=0)
+r = c.chat.completions.create(model=model, max_tokens=2, messages=[{"role": "user", "content": "Hi"}])
+print(json.dumps({"limit": provider["models"][model]["limit"], "ctx": resident["max_request_tokens"],
+                  "keep_alive": resident["keep_alive"], "tokens": r.usage.completion_tokens}))
+"""
+
+
+def test_run_keeps_the_context_while_the_client_runs_then_gives_the_keep_alive_back(tools_server, tmp_path):
+    urllib.request.urlopen(urllib.request.Request(f"{tools_server.url}/hearth/models/tools-tiny/unload", data=b"{}",
+                                                  headers={"Content-Type": "application/json"}))
+    r = on(tools_server, "kilo", "--run", path=_client(tmp_path, "kilo", FAKE_KILO))
+    assert r.returncode == 0, r.stderr
+    seen = json.loads(r.stdout)
+    assert seen == {"limit": {"context": 32768, "output": REPLY_ROOM}, "ctx": 32768, "keep_alive": -1, "tokens": 2}
+    assert "# loaded tools-tiny with a 32,768-token context" in r.stderr and "while the client runs" in r.stderr
+    assert _resident(tools_server, "tools-tiny")["keep_alive"] == 600  # the service's --keep-alive 10m
 
 
 # --- --run with a config file, and --check, against a live service ----------------------------------
@@ -215,19 +584,20 @@ if os.environ.get("STAND_IN_EXIT"):  # as Codex does when a reply ends at its to
 
 
 def test_run_gives_qwen_code_its_settings_in_a_file_that_is_removed_after(server, tmp_path):
-    r = launch("qwen", "--port", str(server.port), "--run", "--", "-p", "x", path=_client(tmp_path, "qwen", FAKE_QWEN))
+    r = on(server, "qwen", "--model", "smollm2-135m", "--run", "--", "-p", "x", path=_client(tmp_path, "qwen", FAKE_QWEN))
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["args"] == ["--auth-type", "openai", "-p", "x"] and out["tokens"] == 2
-    assert out["settings"]["model"] == {"name": "smollm2-135m", "skipStartupContext": True}
+    assert out["settings"]["model"] == {"name": "smollm2-135m", "skipStartupContext": True,
+                                        "generationConfig": {"contextWindowSize": 8192}}
     assert not os.path.exists(out["path"])
 
 
 def _check(server, tmp_path, source: str, **env: str) -> subprocess.CompletedProcess:
     bin_dir = _client(tmp_path, "qwen", source)
-    full = {**os.environ, **env, "PATH": bin_dir + os.pathsep + os.environ["PATH"]}
-    return subprocess.run([*hearth_argv(), "launch", "--check", "qwen", "--port", str(server.port), "--timeout", "120"],
-                          capture_output=True, text=True, env=full, timeout=300)
+    full = {**os.environ, **env, "PATH": bin_dir + os.pathsep + os.environ["PATH"], "HEARTH_DATA_DIR": str(server.data)}
+    return subprocess.run([*hearth_argv(), "launch", "--check", "qwen", "--model", "smollm2-135m", "--port",
+                           str(server.port), "--timeout", "120"], capture_output=True, text=True, env=full, timeout=300)
 
 
 def test_check_reports_a_client_that_works(server, tmp_path):
@@ -296,7 +666,8 @@ def test_check_without_a_service_says_so(tmp_path):
 
 AGENT_CACHE = Path(os.environ.get("HEARTH_AGENT_CACHE", Path.home() / ".cache" / "hearth-test-agents"))
 NPM_PACKAGES = {"claude": "@anthropic-ai/claude-code", "codex": "@openai/codex", "opencode": "opencode-ai",
-                "qwen": "@qwen-code/qwen-code", "cn": "@continuedev/cli"}
+                # 7.8.1's platform packages (its binaries) were never published: it does not install
+                "kilo": "@kilocode/cli@7.7.7", "qwen": "@qwen-code/qwen-code", "cn": "@continuedev/cli"}
 real_clients = pytest.mark.skipif(not os.environ.get("HEARTH_TEST_AGENT_CLIENTS"),
                                   reason="the real agent clients run with HEARTH_TEST_AGENT_CLIENTS=1 (minutes, npm)")
 
@@ -350,3 +721,29 @@ def test_check_runs_the_real_client(client, agent_server, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert "result    worked" in r.stdout and ", all 2xx" in r.stdout
     assert "LOW" not in r.stdout, r.stdout  # the later requests, if any, read their prompt from the cache
+
+
+@real_clients
+def test_claude_code_reads_the_stream_idle_timeout_variable():
+    """The installed Claude Code still takes its stream watchdog's limit from the variable launch sets
+    (its bundle is a compiled binary with the JavaScript inside)."""
+    program = Path(_installed("claude")) / "claude"
+    bundle = program.resolve().read_bytes()
+    assert b"Math.max(Number(process.env.CLAUDE_STREAM_IDLE_TIMEOUT_MS)||0,300000)" in bundle
+    assert b'Rn.type==="ping"' in bundle or b'.type==="ping"){' in bundle  # a ping does not re-arm it
+
+
+@real_clients
+def test_kilo_code_takes_the_config(tmp_path):
+    """Kilo Code drops a config that does not match its schema without a word: the one it resolves
+    must carry the provider as launch wrote it."""
+    bin_dir = _installed("kilo")
+    given = hl.kilo("http://127.0.0.1:5555", "m1", None, 32768)
+    env = {**os.environ, **given.env, "HOME": str(tmp_path)}
+    done = subprocess.run([str(Path(bin_dir) / "kilo"), "debug", "config"], capture_output=True, text=True, env=env,
+                          cwd=tmp_path, timeout=300, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr
+    resolved = json.loads(done.stdout)
+    wrote = json.loads(given.env["KILO_CONFIG_CONTENT"])
+    assert resolved["provider"]["hearth"] == wrote["provider"]["hearth"]
+    assert resolved["model"] == "hearth/m1" and resolved["enabled_providers"] == ["hearth"]
