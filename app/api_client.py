@@ -62,7 +62,7 @@ class ApiClient:
                 if body is None:
                     raise ApiProblem(f"{path} answered with something that is not JSON", status=r.status)
                 return body
-        except aiohttp.ClientConnectionError as e:
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as e:  # none, or cut mid-answer
             raise ServiceUnreachable(f"No answer at {self.base_url} ({e.__class__.__name__}).") from None
         except TimeoutError:
             raise ServiceUnreachable(f"{self.base_url} did not answer in time.") from None
@@ -121,7 +121,7 @@ class ApiClient:
                         yield payload
                 if until_done:
                     raise StreamCut(f"The stream from {self.base_url} ended before the answer was complete.")
-        except aiohttp.ClientConnectionError as e:
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as e:  # the service went mid-stream
             raise ServiceUnreachable(f"The connection to {self.base_url} broke ({e.__class__.__name__}).") from None
 
     def chat_stream(self, body: dict) -> AsyncIterator[dict]:

@@ -14,6 +14,7 @@ import time
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from app import background
 from app.api_client import ApiClient
 from app.conversations import Conversation, ConversationStore, Message, Sampling
 from app.errors import MODEL_PROBLEMS, ApiProblem, ServiceUnreachable, UserError, explain
@@ -248,7 +249,8 @@ class ChatService(QObject):
         answer = self.store.add_message(c.id, "assistant", "", {"finish": "streaming"}, parent_id=parent_id)
         self.messages.append(answer)
         self._live, self._live_conversation = answer, c.id
-        self._task = asyncio.ensure_future(self._stream(answer, body, c))
+        self._task = background.start(self._stream(answer, body, c), "the answer's stream",
+                                      lambda e: self.error.emit(explain(e)))
         self.busy_changed.emit(True)
 
     async def _prepare(self, c: Conversation, body: dict, answer: Message) -> None:

@@ -14,6 +14,7 @@ from urllib.parse import quote
 
 from PySide6.QtCore import QObject, Signal
 
+from app import background
 from app.api_client import ApiClient
 from app.api_types import CatalogModel, LocalModel, RunningModel
 from app.errors import ApiProblem, ServiceUnreachable, UserError, explain
@@ -359,9 +360,9 @@ class ModelStoreService(QObject):
     # live progress
     def follow_downloads(self) -> None:
         if self.store_available and (self._events is None or self._events.done()):
-            self._events = asyncio.ensure_future(self._follow())
+            self._events = background.start(self._follow(), "following the downloads")
         if self.store_available and (self._poll is None or self._poll.done()):
-            self._poll = asyncio.ensure_future(self._poll_active())
+            self._poll = background.start(self._poll_active(), "reading the downloads")
 
     async def _poll_active(self, every_s: float = 1.0) -> None:
         """While a download runs, read the list once a second too: the event stream is rate-limited
@@ -370,10 +371,10 @@ class ModelStoreService(QObject):
             await asyncio.sleep(every_s)
             try:
                 rows = _rows(await self.client.get("/hearth/downloads"), "downloads", "data")
+                for d in rows:
+                    await self._update(d)  # a finished one refreshes the local models: that may fail too
             except ApiProblem:
                 return
-            for d in rows:
-                await self._update(d)
 
     async def _update(self, d: dict) -> None:
         before = self.downloads.row_of(d["id"])

@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 from PySide6.QtCore import QObject, Signal
 
+from app import background
 from app.api_client import ApiClient
 from app.errors import ApiProblem, UserError
 
@@ -110,7 +111,7 @@ class QuantizeService(QObject):
             return False
         self.changed.emit(self.job)
         if self._follow is None or self._follow.done():
-            self._follow = asyncio.ensure_future(self._poll())
+            self._follow = background.start(self._poll(), "following the smaller version")
         return True
 
     async def stop(self) -> None:
@@ -136,7 +137,10 @@ class QuantizeService(QObject):
                 self.job = found
             self.changed.emit(self.job)
         if self.job is not None and self.job.get("state") == "done":
-            await self.refresh_local()
+            try:
+                await self.refresh_local()
+            except ApiProblem:
+                pass  # the service went as the job ended: the list is read again when it is back
 
     def close(self) -> None:
         if self._follow is not None:

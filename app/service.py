@@ -15,6 +15,7 @@ import time
 
 from PySide6.QtCore import QObject, Signal
 
+from app import background
 from app.api_client import ApiClient
 from app.errors import ApiProblem, NotHearth, ServiceUnreachable, UserError, explain
 from app.settings import AppSettings
@@ -205,7 +206,7 @@ class ServiceController(QObject):
 
     def _watch(self) -> None:
         if self._monitor is None or self._monitor.done():
-            self._monitor = asyncio.ensure_future(self._watch_loop())
+            self._monitor = background.start(self._watch_loop(), "watching the service")
 
     async def _watch_loop(self) -> None:
         while not self._stopping:
