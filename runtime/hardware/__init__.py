@@ -4,9 +4,9 @@
   bandwidth (measured once per machine, cached in the data directory);
   ``probe.probe_in_subprocess()`` does it in a child process (no llama.cpp, no CUDA context
   in the caller).
-- ``shape.shape_from_gguf(path)`` / ``shape.shape_from_catalog(entry)`` /
-  ``shape.shape_from_numbers(...) -> ModelShape``: what sizes a model, from its GGUF header or
-  from catalog numbers.
+- ``shape.shape_from_gguf(path)`` / ``catalog_shape.shape_from_catalog(entry)`` /
+  ``catalog_shape.shape_from_numbers(...) -> ModelShape``: what sizes a model, from its GGUF
+  header or from catalog numbers.
   A mixture-of-experts model's experts (``experts.Experts``) come with its shape.
 - ``fit.plan_fit(shape, hardware, ctx=None, kv_type="f16", draft=None) -> FitPlan``: GPU
   layers (and the layers whose experts stay in RAM), context, memory, predicted speed

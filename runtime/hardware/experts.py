@@ -85,12 +85,13 @@ def expert_tally(tensors: list[TensorInfo], n_layer: int) -> tuple[list[int], in
     return per_layer, params
 
 
-def expert_params(n_embd: int, count: int, shared: int, ff: int) -> tuple[int, int]:
-    """Weights per layer of the routed experts (gate, up and down of each) and of the shared
-    ones with the router, for a model sized from catalog numbers."""
-    return 3 * n_embd * ff * count, 3 * n_embd * ff * shared + n_embd * count
+def expert_params(n_embd: int, count: int, shared: int, ff: int, matrices: int = 3) -> tuple[int, int]:
+    """Weights per layer of the routed experts and of the shared ones with the router, for a model
+    sized from catalog numbers; ``matrices``: 3 for a gated expert (gate, up, down), 2 for one
+    without a gate (up, down: Nemotron-H's squared ReLU)."""
+    return matrices * n_embd * ff * count, matrices * n_embd * ff * shared + n_embd * count
 
 
-def derive_ff(per_layer: float, attention: int, n_embd: int, count: int, shared: int) -> int:
-    """One expert's feed-forward width from a layer's weights less its attention."""
-    return max(int((per_layer - attention - n_embd * count) / (3 * n_embd * (count + shared))), 1)
+def derive_ff(per_layer: float, attention: int, n_embd: int, count: int, shared: int, matrices: int = 3) -> int:
+    """One expert's feed-forward width from a MoE layer's weights less its attention."""
+    return max(int((per_layer - attention - n_embd * count) / (matrices * n_embd * (count + shared))), 1)

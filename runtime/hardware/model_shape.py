@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runtime.hardware.shape import ModelShape, shape_from_catalog, shape_from_header
+from runtime.hardware.catalog_shape import shape_from_catalog
+from runtime.hardware.shape import ModelShape, shape_from_header
 from runtime.store.catalog import CatalogEntry, load_catalog
 from runtime.store.gguf_file import read_header
 from runtime.store.gguf_names import split_part

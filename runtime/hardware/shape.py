@@ -2,8 +2,8 @@
 
 From a downloaded file, everything comes from the header (``read_header``: metadata and
 per-tensor byte sizes; no weights are read). For a model that is not downloaded, the same
-shape is built from architecture numbers and the file size, splitting the bytes between the
-layers and the embeddings in proportion to their parameter counts.
+shape is built from the catalog's architecture numbers and the file size
+(``runtime.hardware.catalog_shape``).
 
 Sliding-window attention: a layer that uses it needs only ``window`` cells per sequence
 (when llama.cpp is not told to keep full-size SWA caches). Which layers use it comes from
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import SupportsInt, cast
 
-from runtime.hardware.experts import Experts, derive_ff, expert_params, expert_tally
+from runtime.hardware.experts import Experts, expert_tally
 from runtime.store.gguf_file import SHAPE_BOUNDS as BOUNDS
 from runtime.store.gguf_file import GGUFHeader, InvalidModelFile, read_header
 
@@ -320,93 +320,3 @@ def shape_from_gguf(path: str | Path) -> ModelShape:
     (a subclass) when a needed key is missing.
     """
     return shape_from_header(read_header(path))
-
-
-def shape_from_numbers(
-    name: str, architecture: str, file_bytes: int, n_layer: int, n_head: int, n_head_kv: int,
-    head_dim: int, n_embd: int, n_vocab: int, ctx_train: int, *, n_ff: int | None = None,
-    n_params: int | None = None, sliding_window: int = 0, swa_pattern: int | list | None = None,
-    tied_output: bool = False, state_bytes: int = 0, attention_layers: int | None = None,
-    n_expert: int = 0, n_expert_used: int = 0, n_expert_shared: int = 0, n_ff_expert: int | None = None,
-) -> ModelShape:
-    """A shape from catalog numbers, for a model that is not downloaded.
-
-    The file's bytes are split between layers, embeddings and output in proportion to their
-    parameter counts (quantization is taken as uniform). ``n_ff`` may be derived from
-    ``n_params``; without either it defaults to 4 x n_embd, which only moves bytes between
-    the layers and the embeddings, never changes the total.
-
-    A recurrent model or hybrid gives ``state_bytes`` (one sequence's recurrent state, all
-    layers) and ``attention_layers`` (layers with a KV cache: 0 for Mamba or RWKV); the
-    recurrent layers are counted first (their order only matters for a GPU split).
-
-    A mixture-of-experts model gives ``n_expert`` and ``n_expert_used`` (and ``n_expert_shared``);
-    one expert's width is ``n_ff_expert``, else derived from ``n_params``, else ``n_ff /
-    n_expert_used`` (llama.cpp's fallback). Every layer is taken as a MoE layer.
-    """
-    attn = 2 * n_embd * n_head * head_dim + 2 * n_embd * n_head_kv * head_dim
-    embed = n_vocab * n_embd
-    out = 0 if tied_output else embed
-    per_layer = (n_params - embed - out) / n_layer if n_params else None
-    routed = 0
-    if n_expert:
-        ff_exp = n_ff_expert or (derive_ff(per_layer, attn, n_embd, n_expert, n_expert_shared) if per_layer
-                                 else (n_ff or 4 * n_embd) // max(n_expert_used, 1))
-        n_ff = n_ff or ff_exp * max(n_expert_used, 1)
-        routed, rest = expert_params(n_embd, n_expert, n_expert_shared, ff_exp)
-        per_layer_params = attn + routed + rest
-    else:
-        if n_ff is None:
-            n_ff = max(int((per_layer - attn) / (3 * n_embd)), 1) if per_layer else 4 * n_embd
-        per_layer_params = attn + 3 * n_embd * n_ff
-    total = n_layer * per_layer_params + embed + out
-    per_param = file_bytes / total
-    experts = Experts(n_expert, n_expert_used, n_expert_shared, (int(routed * per_param),) * n_layer,
-                      routed * n_layer, ff_exp) if n_expert else None
-    swa, assumed = swa_layers(n_layer, sliding_window, swa_pattern, architecture)
-    n_attn = n_layer if attention_layers is None or not state_bytes else attention_layers
-    n_rec = n_layer - n_attn
-    kv_heads = (0,) * n_rec + (n_head_kv,) * n_attn
-    states = (state_bytes // n_rec,) * n_rec + (0,) * n_attn if n_rec else ()
-    return ModelShape(
-        name=name, architecture=architecture, n_layer=n_layer, n_head=n_head,
-        n_head_kv=kv_heads, state_bytes=states, head_dim_k=head_dim, head_dim_v=head_dim, n_embd=n_embd,
-        n_ff=n_ff, n_vocab=n_vocab, ctx_train=ctx_train, sliding_window=sliding_window,
-        swa_layers=swa, layer_bytes=(int(per_layer_params * per_param),) * n_layer,
-        input_bytes=int(embed * per_param), output_bytes=int(out * per_param),
-        tied_output=tied_output, n_params=n_params or total, file_bytes=file_bytes,
-        source="catalog", swa_assumed=assumed, experts=experts,
-    )
-
-
-#: catalog "shape" keys -> shape_from_numbers arguments
-CATALOG_KEYS = {
-    "file_bytes": "file_bytes", "layers": "n_layer", "heads": "n_head", "kv_heads": "n_head_kv",
-    "head_dim": "head_dim", "embedding": "n_embd", "vocab": "n_vocab", "ff": "n_ff",
-    "params": "n_params", "sliding_window": "sliding_window", "swa_pattern": "swa_pattern",
-    "tied_embeddings": "tied_output", "state_bytes": "state_bytes",
-    "attention_layers": "attention_layers", "experts": "n_expert", "experts_used": "n_expert_used",
-    "shared_experts": "n_expert_shared", "expert_ff": "n_ff_expert",
-}
-_CATALOG_REQUIRED = ("file_bytes", "layers", "heads", "kv_heads", "head_dim", "embedding", "vocab")
-
-
-def shape_from_catalog(entry) -> ModelShape:
-    """The shape of a catalog model from its ``"shape"`` object (keys: ``CATALOG_KEYS``).
-
-    ``entry`` is a ``runtime.store.catalog.CatalogEntry``; the trained context is its
-    ``context_length`` and the architecture its ``family``.
-    """
-    spec = entry.raw.get("shape")
-    missing = [k for k in _CATALOG_REQUIRED if not isinstance((spec or {}).get(k), int)]
-    if missing:
-        raise ModelShapeError(
-            f"catalog model {entry.id} has no {', '.join(missing)} in its \"shape\": it cannot be "
-            "sized before download; download it and size the file instead"
-        )
-    args = {CATALOG_KEYS[k]: v for k, v in spec.items() if k in CATALOG_KEYS}
-    if "experts" in spec and isinstance(entry.raw.get("params"), int):  # sizes one expert
-        args.setdefault("n_params", entry.raw["params"])
-    if isinstance(entry.raw.get("sliding_window"), int):  # the catalog's top-level key
-        args.setdefault("sliding_window", entry.raw["sliding_window"])
-    return shape_from_numbers(entry.name, entry.family, ctx_train=entry.context_length, **args)

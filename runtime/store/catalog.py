@@ -20,13 +20,20 @@ Schema (``schema_version`` 1), per model:
   ``head_dim``, ``embedding``, ``vocab``, ``ff``, ``tied_embeddings``, ``swa_pattern``; for
   recurrent models and hybrids ``state_bytes``, one sequence's recurrent state, and
   ``attention_layers``, the layers with a KV cache; for mixture-of-experts models
-  ``experts`` and ``experts_used``, the routed experts per layer and per token, with
-  optionally ``shared_experts`` and ``expert_ff``, one expert's width, else derived from
-  ``params``).
+  ``experts`` and ``experts_used``, the routed experts per MoE layer and per token, with
+  optionally ``shared_experts``, ``expert_ff`` (one expert's width, else derived from
+  ``params``), ``moe_layers`` (how many layers are MoE layers; default all) and
+  ``expert_gated`` (false: an expert has no gate matrix); for multi-head latent attention
+  ``kv_lora_rank`` and ``rope_head_dim``; for per-layer token embeddings ``per_layer_input``:
+  ``runtime.hardware.catalog_shape``);
+- optional capabilities, as the model card states them: ``tools`` (it calls tools),
+  ``reasoning`` (it thinks before it answers), ``agent`` (it suits a coding agent: it calls
+  tools and reads at least ``AGENT_MIN_CONTEXT`` tokens; ``agent_models()`` lists them).
 
-A file size is written only when it is known; without it the planner estimates the file from
-``params`` x the quantization's bits per weight. Checksums are never in the catalog: they come
-from the hub at download time.
+Every number comes from the model's published ``config.json`` or model card. A file size is
+written only when it is known; without it the planner estimates the file from ``params`` x the
+quantization's bits per weight, and a pull takes the size from the hub's listing. Checksums are
+never in the catalog: they come from the hub at download time.
 """
 
 from __future__ import annotations
@@ -39,6 +46,9 @@ from pathlib import Path
 SCHEMA_VERSION = 1
 CATALOG_PATH = Path(__file__).resolve().parents[2] / "models" / "catalog.json"
 _REQUIRED = {"id": str, "name": str, "family": str, "license": str, "context_length": int}
+#: the least context a model marked ``agent`` reads: a coding agent's instructions and tools take
+#: 10-30k tokens before the conversation starts
+AGENT_MIN_CONTEXT = 32768
 
 
 class CatalogError(ValueError):
@@ -73,6 +83,21 @@ class CatalogEntry:
     @property
     def draft(self) -> str | None:
         return self.raw.get("draft")
+
+    @property
+    def tools(self) -> bool:
+        """The model calls tools (its template renders them and its card says so)."""
+        return self.raw.get("tools") is True
+
+    @property
+    def reasoning(self) -> bool:
+        """The model can think before it answers."""
+        return self.raw.get("reasoning") is True
+
+    @property
+    def agent(self) -> bool:
+        """The model suits a coding agent: it calls tools and reads ``AGENT_MIN_CONTEXT`` tokens or more."""
+        return self.raw.get("agent") is True
 
     @property
     def mmproj(self) -> tuple[str, int | None] | None:
@@ -123,6 +148,7 @@ def parse_catalog(data: dict) -> dict[str, CatalogEntry]:
         if "embedded" not in m:
             _check_hub_entry(m)
         _check_media(m)
+        _check_capabilities(m)
         entries[m["id"]] = CatalogEntry(m["id"], m["name"], m["family"], m["license"], m["context_length"], m)
     for e in entries.values():
         if e.draft is not None and e.draft not in entries:
@@ -148,7 +174,10 @@ def _check_vocabulary(m: dict) -> None:
 
 
 _SHAPE_INTS = ("layers", "heads", "kv_heads", "head_dim", "embedding", "vocab", "ff", "swa_pattern",
-               "experts", "experts_used", "shared_experts", "expert_ff")
+               "experts", "experts_used", "shared_experts", "expert_ff", "moe_layers", "kv_lora_rank",
+               "rope_head_dim", "per_layer_input")
+#: shape keys that describe a MoE model's experts, beside ``experts`` and ``experts_used``
+_EXPERT_KEYS = ("shared_experts", "expert_ff", "moe_layers", "expert_gated")
 
 
 def _check_onnx_entry(m: dict, where: str) -> None:
@@ -197,14 +226,45 @@ def _check_hub_entry(m: dict) -> None:
     for key in _SHAPE_INTS:
         if key in shape and not (isinstance(shape[key], int) and shape[key] > 0):
             raise CatalogError(f"{where}: shape.{key} must be a positive integer")
-    if ("experts" in shape) != ("experts_used" in shape) or shape.get("experts_used", 0) > shape.get("experts", 0):
-        raise CatalogError(f"{where}: shape.experts and shape.experts_used come together, "
-                           "experts_used no larger than experts")
+    _check_experts(shape, where)
+    if ("kv_lora_rank" in shape) != ("rope_head_dim" in shape):
+        raise CatalogError(f"{where}: shape.kv_lora_rank and shape.rope_head_dim come together (latent attention)")
     for key in ("state_bytes", "attention_layers"):  # recurrent models and hybrids
         if key in shape and not (isinstance(shape[key], int) and 0 <= shape[key] <= (
                 shape.get("layers", 0) if key == "attention_layers" else 1 << 40)):
             raise CatalogError(f"{where}: shape.{key} must be a non-negative integer"
                                + (" no larger than shape.layers" if key == "attention_layers" else ""))
+
+
+def _check_experts(shape: dict, where: str) -> None:
+    """A MoE shape: experts and experts_used together, used and shared no more than there are,
+    the MoE layers no more than the layers, and expert keys only with experts."""
+    if "experts" not in shape and "experts_used" not in shape:
+        extra = [k for k in _EXPERT_KEYS if k in shape]
+        if extra:
+            raise CatalogError(f"{where}: shape.{extra[0]} describes experts: give shape.experts and shape.experts_used")
+        return
+    if ("experts" in shape) != ("experts_used" in shape) or shape.get("experts_used", 0) > shape.get("experts", 0):
+        raise CatalogError(f"{where}: shape.experts and shape.experts_used come together, "
+                           "experts_used no larger than experts")
+    if shape.get("shared_experts", 0) > shape["experts"]:
+        raise CatalogError(f"{where}: shape.shared_experts cannot exceed shape.experts")
+    if shape.get("moe_layers", 0) > shape.get("layers", 0):
+        raise CatalogError(f"{where}: shape.moe_layers cannot exceed shape.layers")
+    if "expert_gated" in shape and not isinstance(shape["expert_gated"], bool):
+        raise CatalogError(f"{where}: shape.expert_gated must be true or false")
+
+
+def _check_capabilities(m: dict) -> None:
+    """``tools``, ``reasoning`` and ``agent`` are booleans; ``agent`` needs tools and context."""
+    where = f"catalog model {m['id']}"
+    for key in ("tools", "reasoning", "agent"):
+        if key in m and not isinstance(m[key], bool):
+            raise CatalogError(f"{where}: '{key}' must be true or false")
+    if m.get("agent") is True and (m.get("tools") is not True or m["context_length"] < AGENT_MIN_CONTEXT
+                                   or "task" in m):
+        raise CatalogError(f"{where}: 'agent' marks a chat model that calls tools ('tools': true) and reads "
+                           f"at least {AGENT_MIN_CONTEXT} tokens; it has {m['context_length']}")
 
 
 MODALITIES = ("vision", "audio")
@@ -241,3 +301,16 @@ def _check_media(m: dict) -> None:
 @lru_cache(maxsize=1)
 def load_catalog(path: Path = CATALOG_PATH) -> dict[str, CatalogEntry]:
     return parse_catalog(json.loads(path.read_text(encoding="utf-8")))
+
+
+def agent_models(catalog: dict[str, CatalogEntry] | None = None) -> list[CatalogEntry]:
+    """The catalog's models that suit a coding agent (``agent: true``: they call tools and read at
+    least ``AGENT_MIN_CONTEXT`` tokens), the largest first (by ``params``).
+
+    What runs here is the fit planner's answer, not the catalog's: to offer the largest that
+    fits this machine, plan each in turn and take the first whose plan fits, e.g.
+    ``next(e for e in agent_models() if plan_fit(catalog_shape(e), hw).fits)`` with
+    ``runtime.hardware.model_shape.catalog_shape`` and ``runtime.hardware.fit.plan_fit``.
+    """
+    entries = (catalog if catalog is not None else load_catalog()).values()
+    return sorted((e for e in entries if e.agent), key=lambda e: -(e.raw.get("params") or 0))

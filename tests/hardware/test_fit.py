@@ -13,7 +13,8 @@ import pytest
 from runtime.hardware.fit import plan_fit
 from runtime.hardware.memory import UnknownKVType
 from runtime.hardware.report import format_fit_report
-from runtime.hardware.shape import shape_from_gguf, shape_from_numbers
+from runtime.hardware.catalog_shape import shape_from_numbers
+from runtime.hardware.shape import shape_from_gguf
 from tests.hardware import recorded as rec
 from tests.hardware.test_shape import MISTRAL_7B_Q4_K_M
 

@@ -15,13 +15,8 @@ import pytest
 from runtime.hardware.fit import GPU_RESERVE_BYTES, plan_fit
 from runtime.hardware.memory import Settings, bytes_per_token, estimate, kv_bytes, pad_ctx
 from runtime.hardware.report import format_fit_report
-from runtime.hardware.shape import (
-    ModelShapeError,
-    shape_from_catalog,
-    shape_from_gguf,
-    shape_from_header,
-    shape_from_numbers,
-)
+from runtime.hardware.catalog_shape import shape_from_catalog, shape_from_numbers
+from runtime.hardware.shape import ModelShapeError, shape_from_gguf, shape_from_header
 from runtime.store.catalog import CatalogEntry
 from runtime.store.gguf_file import read_header
 from tests.hardware import recorded as rec
@@ -162,3 +157,40 @@ def test_the_catalog_sizes_a_moe_model_from_its_expert_counts_and_parameters():
     shape = shape_from_catalog(entry)
     assert shape.experts is not None and shape.experts.ff == 768 and shape.n_ff == 6144
     assert 3.2e9 < shape.active_params < 3.5e9
+
+
+def _catalog_shape(model_id: str, quant: str = "Q4_K_M"):
+    from runtime.hardware.model_shape import catalog_shape
+    from runtime.store.catalog import load_catalog
+
+    shape = catalog_shape(load_catalog()[model_id], quant)
+    assert shape is not None
+    return shape
+
+
+def test_catalog_moe_layers_ungated_experts_and_latent_attention():
+    """Nemotron 3 Nano: 23 MoE layers of 52 (the others Mamba-2 or attention), experts of two
+    matrices; GLM-4.7-Flash: a dense first layer and latent attention, whose cache holds one
+    head of 512 + 64 for K and 512 for V per layer."""
+    nemotron = _catalog_shape("nemotron-3-nano-30b-a3b")
+    assert nemotron.experts is not None
+    assert sum(1 for b in nemotron.experts.layer_bytes if b) == 23 and nemotron.experts.layer_bytes[-1] > 0
+    assert nemotron.experts.params == 23 * 128 * 2 * 2688 * 1856  # up and down, no gate
+    assert sum(1 for h in nemotron.n_head_kv if h) == 6 and nemotron.state_bytes_per_seq > 0
+    glm = _catalog_shape("glm-4.7-flash")
+    assert glm.experts is not None and glm.experts.layer_bytes[0] == 0 and all(glm.experts.layer_bytes[1:])
+    assert (set(glm.n_head_kv), glm.head_dim_k, glm.head_dim_v) == ({1}, 576, 512)
+    assert sum(glm.kv_bytes_per_cell(il, 2) for il in range(glm.n_layer)) == 47 * (576 + 512) * 2
+    # the dense first layer is a fraction of a MoE layer's bytes; every MoE layer the same
+    assert glm.layer_bytes[0] < glm.layer_bytes[1] / 5 and len(set(glm.layer_bytes[1:])) == 1
+
+
+def test_per_layer_embeddings_are_looked_up_not_read():
+    """Gemma 4 E4B's per-layer token embeddings (42 layers x 256 values for each of 262,144
+    tokens) are most of its file beside its layers: they stay with the token embeddings, which
+    a token reads one row of, so the decode limit counts only its layers and output."""
+    gemma = _catalog_shape("gemma-4-e4b")
+    embeddings = 262144 * 2560 + 262144 * 42 * 256
+    assert gemma.input_bytes == pytest.approx(gemma.file_bytes * embeddings / gemma.n_params, rel=1e-3)
+    assert gemma.input_bytes > sum(gemma.layer_bytes) * 0.7
+    assert sum(gemma.swa_layers) == 35 and gemma.sliding_window == 512

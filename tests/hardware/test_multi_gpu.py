@@ -15,7 +15,7 @@ import pytest
 from runtime.hardware.fit import GPU_RESERVE_BYTES, plan_fit
 from runtime.hardware.gpus import machine_gpus, parse_nvidia_smi
 from runtime.hardware.report import format_fit_report
-from runtime.hardware.shape import shape_from_numbers
+from runtime.hardware.catalog_shape import shape_from_numbers
 from tests.hardware import recorded as rec
 
 GIB = 1 << 30

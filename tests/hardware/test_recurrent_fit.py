@@ -45,7 +45,7 @@ def test_a_transformer_has_no_recurrent_state(smollm2_path):
 
 
 def test_catalog_recurrent_and_hybrid_models_are_sized_with_their_state():
-    from runtime.hardware.shape import shape_from_catalog
+    from runtime.hardware.catalog_shape import shape_from_catalog
     from runtime.store.catalog import CatalogEntry, load_catalog
 
     def shape(model_id):

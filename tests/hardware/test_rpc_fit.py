@@ -10,7 +10,7 @@ from runtime.hardware.fit import RAM_RESERVE_BYTES, RPC_RESERVE_BYTES, plan_fit
 from runtime.hardware.gpus import gpus_from_ggml
 from runtime.hardware.memory import GPU_HOST_OVERHEAD_BYTES
 from runtime.hardware.report import format_fit_report
-from runtime.hardware.shape import shape_from_numbers
+from runtime.hardware.catalog_shape import shape_from_numbers
 from tests.hardware import recorded as rec
 from tests.hardware.test_multi_gpu import QWEN_32B_Q4_K_M, llama_cpp_layers
 

@@ -11,12 +11,8 @@ import pytest
 
 from runtime.config import SWA_HOLDER_SEQS
 from runtime.hardware.memory import Settings, kv_bytes, pad_ctx
-from runtime.hardware.shape import (
-    ModelShapeError,
-    shape_from_catalog,
-    shape_from_gguf,
-    shape_from_numbers,
-)
+from runtime.hardware.catalog_shape import shape_from_catalog, shape_from_numbers
+from runtime.hardware.shape import ModelShapeError, shape_from_gguf
 from runtime.store.catalog import CatalogEntry
 from runtime.store.gguf_file import InvalidModelFile
 from tests.hardware.ggufs import write_model

@@ -28,9 +28,10 @@ def test_embedded_models_are_placed_once(data_dir, smollm2_path):
 def test_catalog_size_and_hub_entries_are_complete():
     generators = {k: e for k, e in load_catalog().items() if "task" not in e.raw}  # the text-generation models
     catalog = {k: e for k, e in generators.items() if not e.modalities}  # text only
-    assert 15 <= len(catalog) <= 25
+    assert 30 <= len(catalog) <= 50
     families = {e.family for e in catalog.values()}
-    assert {"llama", "qwen2", "qwen3", "gemma3", "phi3"} <= families
+    assert {"llama", "qwen2", "qwen3", "gemma3", "phi3", "gpt-oss", "qwen3moe", "qwen35", "qwen35moe", "glm4moe",
+            "nemotron_h_moe", "granitehybrid", "gemma4", "smollm3", "lfm2"} <= families
     for e in generators.values():
         if e.embedded is not None:
             continue
@@ -59,7 +60,7 @@ def test_embedded_vocabularies_match_the_catalog(smollm2_path, gemma_path):
 
 
 def test_every_hub_entry_gives_the_fit_planner_a_shape():
-    from runtime.hardware.shape import shape_from_catalog
+    from runtime.hardware.catalog_shape import shape_from_catalog
     from runtime.store.catalog import CatalogEntry
 
     for e in load_catalog().values():
@@ -181,3 +182,95 @@ def test_only_a_gguf_chat_model_has_a_projector():
                 "mmproj": {"file": "mmproj-f16.gguf"}, "modalities": ["vision"]}
     with pytest.raises(CatalogError, match="only a GGUF chat model"):
         parse_catalog({"schema_version": 1, "models": [embedded]})
+
+
+#: what each mixture-of-experts entry's model card publishes: total parameters and the
+#: parameters a token uses (without the token embeddings, which a token reads one row of)
+MOE_PUBLISHED = {
+    "gpt-oss-20b": (20.9e9, 3.6e9), "qwen3-30b-a3b": (30.5e9, 3.3e9), "qwen3-30b-a3b-instruct-2507": (30.5e9, 3.3e9),
+    "qwen3-coder-30b-a3b": (30.5e9, 3.3e9), "qwen3.5-35b-a3b": (35e9, 3e9), "glm-4.7-flash": (30e9, 3e9),
+    "nemotron-3-nano-30b-a3b": (31.6e9, 3.2e9),
+}
+
+
+def test_every_moe_entry_has_a_consistent_expert_shape():
+    """The expert shape (experts, experts used, one expert's width, the MoE layers, gated or not)
+    with the attention and embedding numbers must add up to the parameters the model card
+    publishes, in all (within 10%) and per token (within 25%): a wrong expert count or width
+    is off by far more."""
+    from runtime.hardware.catalog_shape import catalog_numbers, shape_from_numbers
+    from runtime.store.catalog import CatalogEntry
+
+    moe = {k: e for k, e in load_catalog().items() if "experts" in (e.raw.get("shape") or {})}
+    assert set(moe) == set(MOE_PUBLISHED)
+    for e in moe.values():
+        spec = e.raw["shape"]
+        assert 0 < spec["experts_used"] <= spec["experts"] and spec.get("shared_experts", 0) <= 2, e.id
+        assert spec.get("moe_layers", spec["layers"]) <= spec["layers"] and "expert_ff" in spec, e.id
+        sized = CatalogEntry(e.id, e.name, e.family, e.license, e.context_length,
+                             {**e.raw, "shape": {**spec, "file_bytes": 1}})
+        shape = shape_from_numbers(**{**catalog_numbers(sized), "n_params": None})  # counted, not declared
+        total, active = MOE_PUBLISHED[e.id]
+        assert abs(shape.n_params / e.raw["params"] - 1) < 0.10, (e.id, shape.n_params)
+        assert abs(shape.n_params / total - 1) < 0.10, (e.id, shape.n_params)
+        per_token = shape.active_params - shape.n_vocab * shape.n_embd
+        assert abs(per_token / active - 1) < 0.25, (e.id, per_token)
+
+
+#: the families people run locally in 2026, each with an entry
+CURRENT = ("gpt-oss-20b", "qwen3-30b-a3b", "qwen3-coder-30b-a3b", "qwen3.5-4b", "qwen3.5-35b-a3b", "glm-4.7-flash",
+           "nemotron-3-nano-30b-a3b", "granite-4.0-h-micro", "gemma-4-e4b", "devstral-small-2507", "mistral-small-3.2",
+           "smollm3-3b", "lfm2.5-1.2b")
+
+
+def test_current_models_come_with_capabilities_and_no_typed_sizes():
+    """Each current entry says whether it calls tools and thinks; its files carry no size and no
+    checksum (both come from the hub's listing when it is pulled)."""
+    catalog = load_catalog()
+    for model_id in CURRENT:
+        e = catalog[model_id]
+        assert isinstance(e.raw.get("tools"), bool) and isinstance(e.raw.get("reasoning"), bool), model_id
+        assert e.repo.endswith("-GGUF") and all(set(spec) == {"file"} for spec in e.raw["files"].values()), model_id
+        assert all(f["file"].startswith(e.repo.split("/")[1].removesuffix("-GGUF")) for f in e.raw["files"].values())
+        assert e.raw.get("shape", {}).get("layers"), model_id
+    assert catalog["gpt-oss-20b"].reasoning and not catalog["qwen3-coder-30b-a3b"].reasoning
+
+
+def test_agent_models_call_tools_and_hold_an_agents_prompt():
+    from runtime.store.catalog import AGENT_MIN_CONTEXT, agent_models
+
+    catalog = load_catalog()
+    agents = agent_models()
+    assert {"qwen3-coder-30b-a3b", "devstral-small-2507", "gpt-oss-20b", "qwen3.5-4b"} <= {e.id for e in agents}
+    assert all(e.tools and e.context_length >= AGENT_MIN_CONTEXT for e in agents)
+    assert [e.raw["params"] for e in agents] == sorted((e.raw["params"] for e in agents), reverse=True)
+    assert not catalog["smollm2-135m"].agent and catalog["smollm2-135m"] not in agents
+    assert agent_models({"x": catalog["qwen3-coder-30b-a3b"], "y": catalog["smollm2-135m"]}) == [
+        catalog["qwen3-coder-30b-a3b"]]
+
+
+_HUB = {"id": "x", "name": "X", "family": "llama", "license": "MIT", "context_length": 32768,
+        "repo": "o/x-GGUF", "default_quant": "Q4_K_M", "files": {"Q4_K_M": {"file": "x-Q4_K_M.gguf"}}}
+_MOE = {"layers": 4, "embedding": 64, "heads": 4, "kv_heads": 2, "head_dim": 16, "vocab": 100,
+        "experts": 8, "experts_used": 2}
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"agent": True}, "'agent' marks a chat model that calls tools"),
+    ({"agent": True, "tools": True, "context_length": 8192}, "at least 32768 tokens"),
+    ({"tools": "yes"}, "'tools' must be true or false"),
+    ({"reasoning": 1}, "'reasoning' must be true or false"),
+    ({"shape": {**_MOE, "moe_layers": 5}}, "moe_layers cannot exceed"),
+    ({"shape": {**_MOE, "shared_experts": 9}}, "shared_experts cannot exceed"),
+    ({"shape": {**_MOE, "expert_gated": "no"}}, "expert_gated must be true or false"),
+    ({"shape": {"layers": 4, "expert_ff": 32}}, "expert_ff describes experts"),
+    ({"shape": {**_MOE, "kv_lora_rank": 32}}, "kv_lora_rank and shape.rope_head_dim come together"),
+    ({"shape": {**_MOE, "per_layer_input": 0}}, "per_layer_input must be a positive integer"),
+])
+def test_capability_and_shape_fields_are_validated(change, says):
+    parse_catalog({"schema_version": 1, "models": [{**_HUB, "agent": True, "tools": True, "reasoning": False,
+                                                    "shape": {**_MOE, "moe_layers": 3, "shared_experts": 1,
+                                                              "expert_gated": False, "kv_lora_rank": 32,
+                                                              "rope_head_dim": 8, "per_layer_input": 16}}]})
+    with pytest.raises(CatalogError, match=says):
+        parse_catalog({"schema_version": 1, "models": [{**_HUB, **change}]})
