@@ -25,12 +25,18 @@ FINISH_WORDS = {"stopped": "stopped", "length": "cut at the token limit",
 
 
 def stats_line(meta: dict) -> str:
-    """The numbers under an answer: model · tokens/s · TTFT · cached prompt tokens · acceptance."""
+    """The numbers under an answer: model · tokens/s (and its share of the memory wall, the
+    ``decode_limit_tps`` the service reported for the model when the answer was made) · TTFT ·
+    cached prompt tokens · acceptance."""
     parts = []
     if meta.get("model"):
         parts.append(meta["model"])
     if meta.get("tokens_per_s") is not None:
-        parts.append(f"{meta['tokens_per_s']:.1f} tok/s")
+        speed = f"{meta['tokens_per_s']:.1f} tok/s"
+        limit = meta.get("decode_limit_tps")
+        if isinstance(limit, (int, float)) and limit > 0:
+            speed += f", {meta['tokens_per_s'] / limit:.0%} of this machine's limit"
+        parts.append(speed)
     if meta.get("completion_tokens") is not None:
         parts.append(f"{meta['completion_tokens']} tokens")
     if meta.get("ttft_s") is not None:

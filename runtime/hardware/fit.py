@@ -40,7 +40,10 @@ worker loads it: its weights and a fixed compute margin (``memory.PROJECTOR_COMP
 the first local GPU when the model has layers on a GPU, else in RAM (beside RPC workers only, in
 RAM too: the safe side). It is not read per token, so it does not change the predicted speed.
 
-Decode speed: ``runtime.hardware.speed`` (bytes read per token over each device's bandwidth).
+Decode speed: ``runtime.hardware.speed`` (bytes read per token over each device's bandwidth),
+and the memory wall beside it: the most tokens per second the bandwidth allows one stream, with
+512 cells of its KV cache in use (``decode_limit_tps``) and with the whole context in use
+(``decode_limit_at_ctx_tps``).
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ from runtime.hardware.memory import (
     state_bytes,
 )
 from runtime.hardware.shape import ModelShape
-from runtime.hardware.speed import predict_decode
+from runtime.hardware.speed import PREDICT_AT_CELLS, decode_limit, predict_decode
 
 MIB = 1 << 20
 GPU_RESERVE_BYTES = 512 * MIB
@@ -120,6 +123,11 @@ class FitPlan:
     cpu_moe_layers: int = 0
     #: bytes of those experts (included in ``ram_bytes``)
     cpu_moe_bytes: int = 0
+    #: the memory wall: the most tokens/s of one stream, bytes read per token over the bandwidth,
+    #: with 512 cells of KV in use (None: too big, or RAM's bandwidth not measured)
+    decode_limit_tps: float | None = None
+    #: the same with the whole context in use
+    decode_limit_at_ctx_tps: float | None = None
 
     @property
     def fits(self) -> bool:
@@ -134,8 +142,9 @@ class FitPlan:
         d = {name: getattr(self, name) for name in self.__slots__ if name != "devices"}
         d["devices"] = [dev.to_dict() for dev in self.devices]
         d["fits"] = self.fits
-        if d["predicted_tokens_per_s"] is not None:
-            d["predicted_tokens_per_s"] = round(d["predicted_tokens_per_s"], 1)
+        for key in ("predicted_tokens_per_s", "decode_limit_tps", "decode_limit_at_ctx_tps"):
+            if d[key] is not None:
+                d[key] = round(d[key], 1)
         return d
 
 
@@ -361,6 +370,8 @@ def _finish(p: _Planner, t: _Trial, verdict: str, asked: int | None, at_target: 
     used = [d for d in gpus if d.total]
     tps, calibrated = (predict_decode(p.shape, p.hw, t.settings, t.cpu, t.gpus, p.gpus)
                        if verdict != "too_big" else (None, False))
+    limits = [decode_limit(p.shape, p.hw, t.settings, t.cpu, t.gpus, p.gpus, cells)
+              if verdict != "too_big" else None for cells in (PREDICT_AT_CELLS, t.settings.ctx)]
     plan = FitPlan(
         model=p.shape.name, verdict=verdict, gpu_layers=t.gpu_layers, layers_total=p.full,
         ctx=t.settings.ctx, requested_ctx=asked, kv_type=t.settings.kv_type,
@@ -373,6 +384,7 @@ def _finish(p: _Planner, t: _Trial, verdict: str, asked: int | None, at_target: 
         predicted_tokens_per_s=tps, speed_calibrated=calibrated,
         state_bytes=state_bytes(p.shape, t.settings), projector_bytes=sum(d.projector for d in main),
         cpu_moe_layers=t.cpu_moe, cpu_moe_bytes=sum(p.shape.expert_bytes(il) for il in t.cpu.experts),
+        decode_limit_tps=limits[0], decode_limit_at_ctx_tps=limits[1],
     )
     plan.message, plan.notes = explain(
         plan, p.shape, p.gpus, target_ctx=at_target.settings.ctx,

@@ -73,6 +73,21 @@ def format_probe_report(info: HardwareInfo) -> str:
     return text
 
 
+def tps(x: float) -> str:
+    """Tokens per second as people read them: 58, 7.4, 0.31."""
+    return f"{x:.0f}" if x >= 10 else f"{x:.1f}" if x >= 1 else f"{x:.2f}"
+
+
+def limit_text(plan: FitPlan) -> str:
+    """The memory wall in words: "limit 58 tok/s from memory bandwidth (41 with all 32768 tokens
+    of context in use)"."""
+    text = f"limit {tps(plan.decode_limit_tps or 0)} tok/s from memory bandwidth"
+    full = plan.decode_limit_at_ctx_tps
+    if full is not None and plan.decode_limit_tps and full < plan.decode_limit_tps * 0.995:
+        text += f" ({tps(full)} with all {plan.ctx} tokens of context in use)"
+    return text
+
+
 def format_fit_report(plan: FitPlan) -> str:
     """The plan: verdict, placement, memory by part and device, speed, message and notes."""
     # llama.cpp counts the output layer as one more layer, offloaded first
@@ -97,6 +112,8 @@ def format_fit_report(plan: FitPlan) -> str:
     speed = "-" if plan.predicted_tokens_per_s is None else (
         f"about {plan.predicted_tokens_per_s:.1f} tokens/s"
         f"{'' if plan.speed_calibrated else ' (uncalibrated estimate)'}")
+    if plan.decode_limit_tps is not None:
+        speed += f";\n{limit_text(plan)}"
     rows = [
         ("Model", plan.model),
         ("Verdict", f"{plan.verdict}: {_VERDICTS[plan.verdict]}"),

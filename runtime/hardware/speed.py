@@ -6,6 +6,11 @@ filled cells; of a MoE layer's routed experts only the share a token uses,
 a fixed cost per step when it runs any layer or expert. The CPU's efficiency and fixed cost
 are measured on this machine (``runtime.hardware.calibrate``); a GPU's efficiency is taken as
 0.6 of its published bandwidth (uncalibrated).
+
+The memory wall (``decode_limit``) is the same arithmetic with nothing but the bytes: each
+device's bytes per token over its full bandwidth (this machine's measured copy bandwidth for
+RAM, the published one for a GPU): a stream decodes faster only where memory reads faster than
+that measure. The ratio of a measured speed to it says how much of the machine the engine uses.
 """
 
 from __future__ import annotations
@@ -37,3 +42,22 @@ def predict_decode(shape: ModelShape, hw: HardwareInfo, s: Settings, cpu: Device
     for g, b in zip(gpu_infos, gpu_b):
         seconds += b / (g.bandwidth * DEFAULT_GPU_EFFICIENCY)
     return 1 / seconds, hw.decode_efficiency is not None and not any(gpu_b)
+
+
+def decode_limit(shape: ModelShape, hw: HardwareInfo, s: Settings, cpu: DeviceMemory, gpus: list[DeviceMemory],
+                 gpu_infos: list[GpuInfo], filled: int = PREDICT_AT_CELLS) -> float | None:
+    """The most tokens per second one stream can decode placed as ``cpu`` and ``gpus`` say, with
+    ``filled`` cells of its KV cache in use: the bytes a token reads on each device (its weights,
+    of a MoE layer's routed experts only the share a token uses, and the KV cache) over that
+    device's bandwidth. None when the CPU reads weights and RAM's bandwidth is not measured."""
+    cpu_b, gpu_b = bytes_per_token(shape, s, cpu, gpus, min(filled, s.ctx))
+    seconds = 0.0
+    if cpu_b:
+        if not hw.memory_bandwidth:
+            return None
+        seconds += cpu_b / hw.memory_bandwidth
+    for g, b in zip(gpu_infos, gpu_b):
+        if b and not g.bandwidth:
+            return None
+        seconds += b / g.bandwidth if b else 0.0
+    return 1 / seconds if seconds else None

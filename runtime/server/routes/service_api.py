@@ -65,8 +65,12 @@ async def identity_proof(request: web.Request) -> web.Response:
 
 
 async def stats(request: web.Request) -> web.Response:
-    """Per resident model: its description (``models_api.describe``) and engine counters; the
-    loads and unloads of every model since the service started; the budget and its use."""
+    """Per resident model: its description (``models_api.describe``), engine counters and
+    ``decode_limit_tps``, the memory wall of its placement (the fit plan made when it loaded:
+    bytes a token reads over this machine's bandwidth; null without a plan or a measured
+    bandwidth); the loads and unloads of every model since the service started; the budget and
+    its use."""
+    from runtime.hardware.fit import FitPlan
     from runtime.server.routes.models_api import describe
 
     manager = request.app[MANAGER]
@@ -79,6 +83,9 @@ async def stats(request: web.Request) -> web.Response:
         entry = describe(r, router.loads[r.model_id])
         if hasattr(engine, "counters"):  # an embedding worker
             entry["embeddings"] = engine.counters()
+        else:  # a generating model: what its placement can decode at most
+            limit = r.plan.decode_limit_tps if isinstance(r.plan, FitPlan) else None
+            entry["decode_limit_tps"] = round(limit, 1) if limit is not None else None
         s = engine.stats
         if s is not None:
             d = asdict(s)
