@@ -14,10 +14,11 @@ from urllib.parse import quote
 
 from PySide6.QtCore import QObject, Signal
 
-from app import background
+from app import background, hub_problems
 from app.api_client import ApiClient
 from app.api_types import CatalogModel, LocalModel, RunningModel
 from app.errors import ApiProblem, ServiceUnreachable, UserError, explain
+from app.hub_problems import HUB_WAIT_S
 from app.qt_models import CatalogListModel, DownloadListModel, LocalModelListModel
 
 log = logging.getLogger("hearth.app")
@@ -88,6 +89,7 @@ class ModelStoreService(QObject):
         self.residents: list[dict] = []
         self.available: list[dict] = []
         self.store_available: bool | None = None  # None until asked
+        self.hub_problem: UserError | None = None  #: why the last question to the hub went unanswered
         self._events: asyncio.Task | None = None
         self._poll: asyncio.Task | None = None
         self._fits: dict[str, dict] = {}
@@ -229,36 +231,43 @@ class ModelStoreService(QObject):
         await self.attach_fits()
 
     # Hugging Face, through the service (it reaches the hub; the app reaches only the service)
+    async def _ask_hub(self, path: str, title: str, again: str, missing_ok: bool = False) -> dict | None:
+        """The service's answer from the hub; None (the problem shown in words) when it could
+        not ask it or the hub did not answer within ``HUB_WAIT_S``. ``missing_ok``: a 404 is
+        an answer (an empty dict), not a problem."""
+        try:
+            async with asyncio.timeout(HUB_WAIT_S):
+                return await self.client.get(path, timeout=None)
+        except TimeoutError:
+            problem = hub_problems.too_slow(title, again)
+        except ApiProblem as e:
+            if missing_ok and e.status == 404:
+                return {}
+            problem = hub_problems.hub_problem(title, e, again)
+        self.hub_problem = problem
+        self.error.emit(problem)
+        return None
+
     async def search_hub(self, query: str, limit: int = 30) -> list[dict] | None:
         """GGUF repositories on the hub that match ``query``, most downloaded first; None (the
         problem shown) when the service could not ask the hub."""
-        try:
-            body = await self.client.get(f"/hearth/search?q={quote(query.strip())}&limit={limit}", timeout=60)
-        except ApiProblem as e:
-            self.error.emit(UserError("Hugging Face could not be searched.", e.message,
-                                      "Check the network connection, then search again.", e.code or ""))
+        body = await self._ask_hub(f"/hearth/search?q={quote(query.strip())}&limit={limit}",
+                                   "Hugging Face could not be searched.", "Search again")
+        if body is None:
             return None
         return [m for m in body.get("models") or [] if isinstance(m, dict) and isinstance(m.get("repo"), str)]
 
     async def hub_files(self, repo: str) -> dict | None:
         """A repository's model files (``file``, ``quant``, ``size``, ``parts``) and its commit."""
-        try:
-            return await self.client.get(f"/hearth/search/files?repo={quote(repo, safe='/')}", timeout=60)
-        except ApiProblem as e:
-            self.error.emit(UserError(f"The files of {repo} could not be listed.", e.message,
-                                      "Check the network connection, then pick the model again.", e.code or ""))
-            return None
+        return await self._ask_hub(f"/hearth/search/files?repo={quote(repo, safe='/')}",
+                                   f"The files of {repo} could not be listed.", "Pick the model again")
 
     async def hub_card(self, repo: str) -> str | None:
         """A repository's model card (Markdown); "" when it has none, None (the problem shown)
         when the service could not ask the hub."""
-        try:
-            body = await self.client.get(f"/hearth/search/card?repo={quote(repo, safe='/')}", timeout=60)
-        except ApiProblem as e:
-            if e.status == 404:
-                return ""
-            self.error.emit(UserError(f"The card of {repo} could not be read.", e.message,
-                                      "Check the network connection, then pick the model again.", e.code or ""))
+        body = await self._ask_hub(f"/hearth/search/card?repo={quote(repo, safe='/')}",
+                                   f"The card of {repo} could not be read.", "Pick the model again", missing_ok=True)
+        if body is None:
             return None
         card = body.get("card")
         return card if isinstance(card, str) else ""

@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (
     QTextBrowser, QVBoxLayout, QWidget,
 )
 
+from app.errors import UserError
 from app.qt_models import format_size
 from app.ui.markdown import size_headings
 
@@ -103,6 +104,7 @@ def quant_order(files: list[dict]) -> list[dict]:
 
 class HubBrowser(QWidget):
     search_requested = Signal(str)
+    cancel_requested = Signal()  # stop waiting for the search
     repo_selected = Signal(str)
     download_requested = Signal(str)  # a reference: owner/repo:QUANT
 
@@ -120,8 +122,12 @@ class HubBrowser(QWidget):
         self.search_button = QPushButton("Search")
         self.search_button.setObjectName("primaryButton")
         self.search_button.clicked.connect(self._search)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setToolTip("Stop waiting for Hugging Face")
+        self.cancel_button.clicked.connect(self.cancel_requested)
         row.addWidget(self.query, 1)
         row.addWidget(self.search_button)
+        row.addWidget(self.cancel_button)
         self.status = QLabel("Models on Hugging Face with GGUF files, most downloaded first.")
         self.status.setObjectName("modelDetail")
         self.status.setWordWrap(True)
@@ -142,6 +148,7 @@ class HubBrowser(QWidget):
         lay.addLayout(row)
         lay.addWidget(self.status)
         lay.addWidget(split, 1)
+        self.cancel_button.hide()  # only while a search is on its way
 
     def _card(self) -> QFrame:
         card = QFrame()
@@ -184,14 +191,23 @@ class HubBrowser(QWidget):
     # what the page calls
     def show_searching(self, query: str) -> None:
         self.search_button.setEnabled(False)
+        self.cancel_button.show()
         self.status.setText(f"Searching Hugging Face for “{query}”…" if query else "Loading the most downloaded…")
 
-    def show_results(self, query: str, hits: list[dict] | None) -> None:
+    def show_cancelled(self) -> None:
         self.search_button.setEnabled(True)
+        self.cancel_button.hide()
+        self.status.setText("Search cancelled.")
+
+    def show_results(self, query: str, hits: list[dict] | None, problem: UserError | None = None) -> None:
+        """The hits, or (``hits`` None) why there are none: ``problem`` in words."""
+        self.search_button.setEnabled(True)
+        self.cancel_button.hide()
         self.results.clear()
         self.hits = {h["repo"]: h for h in hits or []}
         if hits is None:
-            self.status.setText("The search did not reach Hugging Face; the banner says why.")
+            self.status.setText(" ".join(p for p in (problem.detail, problem.action) if p) if problem is not None
+                                else "The search did not reach Hugging Face.")
             return
         if not hits:
             self.status.setText(f"No GGUF model on Hugging Face matches “{query}”. Try a family (llama, qwen, "

@@ -257,7 +257,9 @@ class ModelsPage(QWidget):
         from app.ui.hub_browser import HubBrowser
 
         self.hub = HubBrowser()  # Hugging Face, through the service's search
+        self._search_task = None  # the search on its way, if any
         self.hub.search_requested.connect(self._search_hub)
+        self.hub.cancel_requested.connect(self._cancel_search)
         self.hub.repo_selected.connect(self._hub_files)
         self.hub.download_requested.connect(self._pull)
         self.tabs.addTab(self.hub, "Hugging Face")
@@ -329,11 +331,21 @@ class ModelsPage(QWidget):
                 "Hugging Face reference (owner/repo:Q4_K_M) in the field beside it.")
 
     def _search_hub(self, query: str) -> None:
+        self._cancel_search()
         self.hub.show_searching(query)
 
         async def search():
-            self.hub.show_results(query, await self.models.search_hub(query))
-        self.run(search())
+            self.models.hub_problem = None
+            hits = await self.models.search_hub(query)
+            self.hub.show_results(query, hits, self.models.hub_problem)
+        self._search_task = self.run(search())
+
+    def _cancel_search(self) -> None:
+        """Stop waiting for a search on its way (the Cancel beside Search, or a new search)."""
+        task, self._search_task = self._search_task, None
+        if task is not None and not task.done():
+            task.cancel()
+            self.hub.show_cancelled()
 
     def _hub_files(self, repo: str) -> None:
         async def files():
