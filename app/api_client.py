@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncIterator
 from urllib.parse import urlsplit
 
 import aiohttp
 
-from app.errors import ApiProblem, NotHearth, ServiceUnreachable, StreamCut
+from app.errors import ApiProblem, NotHearth, ServiceSlow, ServiceUnreachable, StreamCut
 from runtime import identity
+
+log = logging.getLogger("hearth.app")
 
 
 class ApiClient:
@@ -63,9 +66,11 @@ class ApiClient:
                     raise ApiProblem(f"{path} answered with something that is not JSON", status=r.status)
                 return body
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as e:  # none, or cut mid-answer
-            raise ServiceUnreachable(f"No answer at {self.base_url} ({e.__class__.__name__}).") from None
+            log.debug("%s %s: %r", method, path, e)
+            raise ServiceUnreachable(f"Nothing answers at {self.base_url}.") from None
         except TimeoutError:
-            raise ServiceUnreachable(f"{self.base_url} did not answer in time.") from None
+            within = f" within {timeout:g} s" if timeout else ""
+            raise ServiceSlow(f"{self.base_url} did not answer{within}.") from None
 
     async def health(self) -> dict:
         """/health of a Hearth service; ``NotHearth`` when something else answers there."""
@@ -121,8 +126,12 @@ class ApiClient:
                         yield payload
                 if until_done:
                     raise StreamCut(f"The stream from {self.base_url} ended before the answer was complete.")
+        except aiohttp.ClientConnectorError as e:  # never connected
+            log.debug("%s %s: %r", method, path, e)
+            raise ServiceUnreachable(f"Nothing answers at {self.base_url}.") from None
         except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as e:  # the service went mid-stream
-            raise ServiceUnreachable(f"The connection to {self.base_url} broke ({e.__class__.__name__}).") from None
+            log.debug("%s %s: %r", method, path, e)
+            raise ServiceUnreachable(f"The connection to {self.base_url} broke.") from None
 
     def chat_stream(self, body: dict) -> AsyncIterator[dict]:
         return self.events("POST", "/v1/chat/completions", {**body, "stream": True,

@@ -15,7 +15,7 @@ from app.api_client import ApiClient
 from runtime.api_key import load_key
 from app.chat import ChatService
 from app.conversations import ConversationStore
-from app.errors import MODEL_PROBLEMS, SERVICE_PROBLEMS, ApiProblem, UserError, explain
+from app.errors import MODEL_PROBLEMS, SERVICE_PROBLEMS, SERVICE_UNREACHABLE, ApiProblem, UserError, explain
 from app.service import DIED, FOREIGN, RUNNING, UNREACHABLE, ServiceController
 from app.settings import AppSettings, SettingsStore
 from app.tray import Tray, state_icon
@@ -336,6 +336,11 @@ class HearthApp(QObject):
 
     # problems
     def show_error(self, problem: UserError) -> None:
+        """The problem in the banner, with the button that answers it where there is one (a
+        service that is not running: Start)."""
+        if problem.code == SERVICE_UNREACHABLE and self.service.state != RUNNING:
+            self.window.banner.show_problem(problem, "Start server", lambda: self.spawn(self.start_service()))
+            return
         self.window.banner.show_problem(problem)
 
     def _answer_finished(self, answer) -> None:

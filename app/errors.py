@@ -17,6 +17,10 @@ class ServiceUnreachable(ApiProblem):
     """Nothing answered on the service's address."""
 
 
+class ServiceSlow(ServiceUnreachable):
+    """The service took the request but did not answer in time (busy, not gone)."""
+
+
 class NotHearth(ApiProblem):
     """Something answered on the port, but it is not a Hearth service."""
 
@@ -30,7 +34,8 @@ class StreamCut(ApiProblem):
 
 STREAM_CUT = "stream_cut"
 #: problems that end when the service answers again (their banner goes when it does)
-SERVICE_PROBLEMS = frozenset({"service_unreachable", "not_hearth", "service_stopped"})
+SERVICE_UNREACHABLE = "service_unreachable"
+SERVICE_PROBLEMS = frozenset({SERVICE_UNREACHABLE, "not_hearth", "service_stopped", "service_slow"})
 #: problems that end when a model answers again
 MODEL_PROBLEMS = frozenset({"engine_stopped", STREAM_CUT})
 
@@ -54,9 +59,12 @@ def explain(e: BaseException, *, port: int | None = None) -> UserError:
         return UserError(f"Port {port} is used by another program, not Hearth.", e.message,
                          "Choose another port in Settings, or close that program, then start the server.",
                          "not_hearth")
+    if isinstance(e, ServiceSlow):
+        return UserError("The Hearth service did not answer in time.", e.message,
+                         "It may be loading a model; try again in a moment.", "service_slow")
     if isinstance(e, ServiceUnreachable):
-        return UserError("The Hearth service is not reachable.", e.message,
-                         "Start the server from the Server page (or the tray menu).", "service_unreachable")
+        return UserError("The service is not running.", e.message,
+                         "Start the server (the button here, the Server page or the tray menu).", SERVICE_UNREACHABLE)
     if isinstance(e, StreamCut):
         return UserError("The answer was cut off.", e.message,
                          "The part that arrived is kept; press Regenerate to ask again.", STREAM_CUT)

@@ -63,6 +63,24 @@ def hub_problem(title: str, e: ApiProblem, again: str) -> UserError:
     return UserError(title, e.message, f"{again} later; the hub may be busy.", e.code or "")
 
 
+def pull_problem(e: ApiProblem, from_catalog: bool) -> UserError:
+    """A download the service would not start: the hub out of reach, the disk too full, a name
+    that means nothing (only a typed one can be misspelt), or what the service said."""
+    title = "The download could not start."
+    if isinstance(e, ServiceUnreachable):
+        return explain(e)
+    host = unreachable_host(e.message)
+    if host:
+        return offline(title, host, "Press Download again")
+    if e.code == "insufficient_storage":
+        return UserError(f"{title[:-1]}: not enough free disk space.", e.message,
+                         "Free some space, or pick a smaller quantization.", e.code)
+    if not from_catalog:  # a typed name may be misspelt; a catalog entry's is not
+        return UserError(title, e.message, "Check the name (a catalog id, owner/repo or owner/repo:QUANT), then "
+                         "press Download again.", e.code or "")
+    return UserError(title, e.message, "Press Download again in a moment.", e.code or "")
+
+
 def download_failed(what: str, error: str) -> UserError:
     """A download that failed part way, from its error's text."""
     host = unreachable_host(error)

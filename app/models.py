@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import quote
@@ -284,11 +285,7 @@ class ModelStoreService(QObject):
             return None
         except ApiProblem as e:
             from_catalog = any(entry.id == ref for entry in self.catalog.items())
-            self.error.emit(UserError("The download could not start.", e.message,
-                                      "Check the network connection and the free disk space, then press Download "
-                                      "again." if from_catalog else
-                                      "Check the name (a catalog id, owner/repo or owner/repo:QUANT), the "
-                                      "network connection and the free disk space.", e.code or ""))
+            self.error.emit(hub_problems.pull_problem(e, from_catalog))
             return None
         if isinstance(body.get("download"), dict):
             self.downloads.upsert(body["download"])
@@ -332,8 +329,7 @@ class ModelStoreService(QObject):
             await self.client.post("/hearth/models/import", {"path": path}, timeout=300,
                                    headers={CONFIRM_HEADER: token} if token else None)
         except ApiProblem as e:
-            self.error.emit(UserError("The file could not be imported.", e.message,
-                                      "Choose a .gguf model file that is complete and readable."))
+            self.error.emit(import_problem(e))
             return False
         await self.refresh_local()
         return True
@@ -408,13 +404,30 @@ class ModelStoreService(QObject):
         if d["state"] == "completed":
             await self.refresh_local()
         elif d["state"] == "failed":
-            self.error.emit(UserError("The download failed.", f"{d.get('model') or d.get('ref')}: {d.get('error')}",
-                                      "Check the network connection and disk space, then press Resume."))
+            self.error.emit(hub_problems.download_failed(str(d.get("model") or d.get("ref")), str(d.get("error"))))
 
     def close(self) -> None:
         for task in (self._events, self._poll):
             if task is not None:
                 task.cancel()
+
+
+#: the service's advice for a damaged file it downloaded; an imported file is the user's to replace
+_DOWNLOAD_AGAIN = re.compile(r"[;:,]\s*download it again\.?\s*$", re.IGNORECASE)
+
+
+def import_problem(e: ApiProblem) -> UserError:
+    """A file the user chose that the service refused: what is wrong with it, and what the user
+    can do (import it again once it is whole, or choose another), never "download it again"."""
+    if isinstance(e, ServiceUnreachable):
+        return explain(e)
+    detail = _DOWNLOAD_AGAIN.sub("", e.message).rstrip()
+    if e.code == "invalid_model":
+        return UserError("This file is not a model Hearth can run.", detail,
+                         "If it was still being copied or downloaded, import it again once it is complete; "
+                         "otherwise choose another .gguf file.", e.code)
+    return UserError("The file could not be imported.", detail, "Try again, or choose another .gguf file.",
+                     e.code or "")
 
 
 def _key(m: dict) -> tuple:
