@@ -124,7 +124,7 @@ def test_tool_schemas_past_the_caps_or_unenforceable_are_relaxed_and_invalid_one
                  for n, p in (("deep", chain), ("loop", loop), ("fine", fine), ("none", None))]
         where = [f"tools[{i}].function.parameters" for i in range(4)]
         r = await c.compile(ToolsJob(FALLBACK_CALLS, tools, where, True, True))
-        assert r.error is None and r.relaxed == ["deep", "loop"] and r.spec.trigger == "<tool_call>"
+        assert r.error is None and r.relaxed == ["deep", "loop"] and r.spec.trigger == '{"tool_calls": ['
         assert "^[a-z]+$" in r.spec.grammar  # what compiles is enforced as it was sent
         bad = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "required": "x"}}}]
         r = await c.compile(ToolsJob(FALLBACK_CALLS, bad, ["tools[0].function.parameters"], True, False))
