@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from app.conversations import Conversation, Message, Sampling
+from runtime.sampling_params import MAX_STOP_CHARS, MAX_STOPS
 
 FORMAT, VERSION = "hearth-chat", 2
 READABLE_VERSIONS = (1, 2)
@@ -67,9 +68,7 @@ def to_json(c: Conversation, messages: list[Message], tree: list[Message] | None
     out = [{"id": number[m.id], "parent": number.get(parent[m.id], 0), "role": m.role, "content": m.content,
             "meta": {k: m.meta[k] for k in META_KEYS if k in m.meta}} for m in every]
     return {"format": FORMAT, "version": VERSION, "title": c.title, "model": c.model,
-            "system_prompt": c.system_prompt,
-            "sampling": {"temperature": c.sampling.temperature, "top_p": c.sampling.top_p,
-                         "max_tokens": c.sampling.max_tokens, "seed": c.sampling.seed},
+            "system_prompt": c.system_prompt, "sampling": c.sampling.to_dict(),
             "leaf": number.get(messages[-1].id, 0) if messages else 0,
             "messages": out}
 
@@ -116,8 +115,12 @@ def parse(data, name: str = "the file") -> ChatFile:
                    _text(data, "system_prompt", name))
     sampling = data.get("sampling")
     if isinstance(sampling, dict):
-        s = Sampling.from_dict({k: v for k, v in sampling.items() if k in ("temperature", "top_p", "max_tokens", "seed")
+        numbers = ("temperature", "top_p", "max_tokens", "seed", "top_k", "min_p", "repeat_penalty")
+        s = Sampling.from_dict({k: v for k, v in sampling.items() if k in numbers
                                 and (v is None or isinstance(v, (int, float))) and not isinstance(v, bool)})
+        stop = sampling.get("stop")
+        if isinstance(stop, list):
+            s.stop = tuple(x[:MAX_STOP_CHARS] for x in stop if isinstance(x, str) and x)[:MAX_STOPS]
         out.sampling = s
     tree = version >= 2
     place: dict[int, int] = {}  # a message's id in the file -> its 1-based place

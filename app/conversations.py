@@ -22,6 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runtime.sampling_params import DEFAULT_TOP_K
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS conversations (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -46,24 +48,45 @@ CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id,
 
 @dataclass(slots=True)
 class Sampling:
+    """A chat's sampling, by the API's own field names (``/v1/chat/completions``)."""
+
     temperature: float = 0.7
     top_p: float = 0.95
     max_tokens: int = 1024
     seed: int | None = None
+    top_k: int = DEFAULT_TOP_K  #: 0: off
+    min_p: float = 0.0
+    repeat_penalty: float = 1.0  #: 1: off
+    stop: tuple[str, ...] = ()  #: the answer ends before any of these
 
     def to_request(self) -> dict:
+        """The request's sampling fields: the four every chat sends, and the others where they
+        differ from the service's own defaults (a remote engine that lacks one is not asked)."""
         body = {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens}
         if self.seed is not None:
             body["seed"] = self.seed
+        plain = Sampling()
+        for name in ("top_k", "min_p", "repeat_penalty"):
+            if getattr(self, name) != getattr(plain, name):
+                body[name] = getattr(self, name)
+        if self.stop:
+            body["stop"] = list(self.stop)
         return body
 
     @classmethod
     def from_dict(cls, d: dict) -> "Sampling":
         s = cls()
-        for k in ("temperature", "top_p", "max_tokens", "seed"):
+        for k in ("temperature", "top_p", "max_tokens", "seed", "top_k", "min_p", "repeat_penalty"):
             if k in d:
                 setattr(s, k, d[k])
+        if isinstance(d.get("stop"), list):
+            s.stop = tuple(x for x in d["stop"] if isinstance(x, str) and x)
         return s
+
+    def to_dict(self) -> dict:
+        return {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens,
+                "seed": self.seed, "top_k": self.top_k, "min_p": self.min_p, "repeat_penalty": self.repeat_penalty,
+                "stop": list(self.stop)}
 
 
 @dataclass(slots=True)
@@ -200,7 +223,7 @@ class ConversationStore:
         with self.db:
             cur = self.db.execute(
                 "INSERT INTO conversations (title, model, system_prompt, sampling, created, updated) "
-                "VALUES (?, ?, ?, ?, ?, ?)", (title, model, system_prompt, json.dumps(_sampling_dict(s)), now, now))
+                "VALUES (?, ?, ?, ?, ?, ?)", (title, model, system_prompt, json.dumps(s.to_dict()), now, now))
         return Conversation(cur.lastrowid, title, model, system_prompt, s, now)
 
     def conversations(self, search: str = "") -> list[Conversation]:
@@ -224,7 +247,7 @@ class ConversationStore:
         with self.db:
             self.db.execute("UPDATE conversations SET title = ?, model = ?, system_prompt = ?, sampling = ?, "
                             "options = ? WHERE id = ?",
-                            (c.title, c.model, c.system_prompt, json.dumps(_sampling_dict(c.sampling)),
+                            (c.title, c.model, c.system_prompt, json.dumps(c.sampling.to_dict()),
                              json.dumps(c.options), c.id))
 
     def delete(self, conversation_id: int) -> None:
@@ -372,10 +395,6 @@ def _path(rows: dict[int, Message], leaf: int) -> list[Message]:
         leaf = rows[leaf].parent_id
     out.reverse()
     return out
-
-
-def _sampling_dict(s: Sampling) -> dict:
-    return {"temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens, "seed": s.seed}
 
 
 _COLUMNS = "id, title, model, system_prompt, sampling, updated, options"

@@ -1,16 +1,22 @@
 """System-prompt presets: a few that ship with Hearth and the user's own, kept in a small JSON
 file in the data directory (owner-only, written atomically). A preset is a name, a system
-prompt and, optionally, the temperature that suits it."""
+prompt and the chat settings that go with it: a built-in one its temperature, the user's own
+every setting of the chat it was saved from (top-p, top-k, min-p, repeat penalty, answer
+length, stop strings), the seed aside."""
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from runtime.sampling_params import LIMITS, MAX_STOP_CHARS, MAX_STOPS
 
 log = logging.getLogger("hearth.app")
 MAX_PRESETS = 200
+#: the chat settings a preset keeps besides its temperature (the API's names)
+NUMBERS = ("top_p", "top_k", "min_p", "repeat_penalty", "max_tokens")
 
 
 @dataclass(slots=True, frozen=True)
@@ -19,6 +25,8 @@ class Preset:
     prompt: str
     temperature: float | None = None
     builtin: bool = False
+    #: the other chat settings it sets: ``NUMBERS`` and ``stop`` (a list), by the API's names
+    settings: dict = field(default_factory=dict)
 
 
 BUILTIN = (
@@ -55,13 +63,15 @@ class PresetStore:
             if isinstance(p, dict) and isinstance(p.get("name"), str) and isinstance(p.get("prompt"), str):
                 t = p.get("temperature")
                 out.append(Preset(p["name"].strip()[:80], p["prompt"],
-                                  float(t) if isinstance(t, (int, float)) and 0 <= t <= 2 else None))
+                                  float(t) if isinstance(t, (int, float)) and 0 <= t <= 2 else None,
+                                  settings=checked_settings(p.get("settings"))))
         return [p for p in out if p.name][:MAX_PRESETS]
 
     def _save(self) -> None:
         from runtime.private_files import write_private
 
-        body = {"presets": [{k: v for k, v in asdict(p).items() if k != "builtin"} for p in self._own]}
+        body = {"presets": [{"name": p.name, "prompt": p.prompt, "temperature": p.temperature, "settings": p.settings}
+                            for p in self._own]}
         write_private(self.path, json.dumps(body, indent=2))
 
     def presets(self) -> list[Preset]:
@@ -74,8 +84,10 @@ class PresetStore:
         """The preset whose prompt this is, if any."""
         return next((p for p in self.presets() if p.prompt.strip() == prompt.strip() and prompt.strip()), None)
 
-    def save(self, name: str, prompt: str, temperature: float | None = None) -> str | None:
-        """Add or replace the user's preset ``name``; a sentence for the user when it cannot be."""
+    def save(self, name: str, prompt: str, temperature: float | None = None,
+             settings: dict | None = None) -> str | None:
+        """Add or replace the user's preset ``name`` (``settings``: the chat's other settings,
+        see ``Preset.settings``); a sentence for the user when it cannot be."""
         name = " ".join(name.split())[:80]
         if not name:
             return "Give the preset a name."
@@ -86,7 +98,7 @@ class PresetStore:
         own = [p for p in self._own if p.name != name]
         if len(own) >= MAX_PRESETS:
             return f"There are already {MAX_PRESETS} presets; delete one first."
-        self._own = own + [Preset(name, prompt, temperature)]
+        self._own = own + [Preset(name, prompt, temperature, settings=checked_settings(settings))]
         self._save()
         return None
 
@@ -98,3 +110,22 @@ class PresetStore:
         self._own = own
         self._save()
         return True
+
+
+def checked_settings(raw) -> dict:
+    """The settings of ``raw`` that the API takes, in its ranges (a hand-edited file may hold
+    anything): numbers of ``NUMBERS``, and ``stop`` as a list of at most ``MAX_STOPS`` strings."""
+    out: dict = {}
+    if not isinstance(raw, dict):
+        return out
+    for name in NUMBERS:
+        v = raw.get(name)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        lo, hi = LIMITS[name]
+        if lo <= v <= hi:
+            out[name] = int(v) if name in ("top_k", "max_tokens") else float(v)
+    stop = raw.get("stop")
+    if isinstance(stop, list):
+        out["stop"] = [s[:MAX_STOP_CHARS] for s in stop if isinstance(s, str) and s][:MAX_STOPS]
+    return out

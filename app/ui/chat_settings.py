@@ -1,13 +1,16 @@
-"""The settings of one chat: its system prompt (from a preset, or saved as one) and sampling."""
+"""The settings of one chat: its system prompt (from a preset, or saved as one) and sampling:
+temperature, top-p, top-k, min-p, repeat penalty, answer length, seed and stop strings. A preset
+saved here keeps every one of them but the seed."""
 
 from __future__ import annotations
 
 from PySide6.QtWidgets import (
-    QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QHBoxLayout, QLabel, QLineEdit,
+    QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox, QFormLayout, QGridLayout, QHBoxLayout, QLabel, QLineEdit,
     QPlainTextEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget,
 )
 
 from app.conversations import Conversation, Sampling
+from runtime.sampling_params import LIMITS, MAX_STOPS
 
 CHOOSE = "Choose a preset…"
 
@@ -27,20 +30,30 @@ class ConversationSettingsDialog(QDialog):
         self.system = QPlainTextEdit(c.system_prompt)
         self.system.setPlaceholderText("For example: You are a concise assistant.")
         self.system.setTabChangesFocus(True)
-        self.temperature = QDoubleSpinBox(minimum=0.0, maximum=2.0, singleStep=0.1, value=c.sampling.temperature)
-        self.top_p = QDoubleSpinBox(minimum=0.0, maximum=1.0, singleStep=0.05, value=c.sampling.top_p)
-        self.max_tokens = QSpinBox(minimum=1, maximum=32768, value=c.sampling.max_tokens)
-        self.seed = QSpinBox(minimum=-1, maximum=2**31 - 1, value=-1 if c.sampling.seed is None else c.sampling.seed)
+        s = c.sampling
+        self.temperature = QDoubleSpinBox(minimum=0.0, maximum=2.0, singleStep=0.1, value=s.temperature)
+        self.top_p = QDoubleSpinBox(minimum=0.0, maximum=1.0, singleStep=0.05, value=s.top_p)
+        self.top_k = QSpinBox(minimum=0, maximum=1000, value=min(s.top_k, 1000))
+        self.top_k.setSpecialValueText("off")
+        self.min_p = QDoubleSpinBox(minimum=0.0, maximum=1.0, singleStep=0.01, value=s.min_p)
+        self.repeat_penalty = QDoubleSpinBox(minimum=LIMITS["repeat_penalty"][0], maximum=2.0, singleStep=0.05,
+                                             value=s.repeat_penalty)
+        self.repeat_penalty.setToolTip("1.00 leaves repeated words alone; 1.1 makes them a little less likely")
+        self.max_tokens = QSpinBox(minimum=1, maximum=32768, value=s.max_tokens)
+        self.seed = QSpinBox(minimum=-1, maximum=2**31 - 1, value=-1 if s.seed is None else s.seed)
         self.seed.setSpecialValueText("random")
+        self.stop = QPlainTextEdit("\n".join(_shown(x) for x in s.stop))
+        self.stop.setPlaceholderText("Stop strings, one a line (\\n for a line break)")
+        self.stop.setAccessibleName("Stop strings")
+        self.stop.setTabChangesFocus(True)
+        self.stop.setFixedHeight(56)
         if presets is not None:
             form.addRow("Preset", self._preset_row())
         form.addRow("System prompt", self.system)
         if presets is not None:
             form.addRow("", self._save_row())
-        form.addRow("Temperature", self.temperature)
-        form.addRow("Top p", self.top_p)
-        form.addRow("Max answer tokens", self.max_tokens)
-        form.addRow("Seed", self.seed)
+        form.addRow(self._sampling_grid())
+        form.addRow("Stop strings", self.stop)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
@@ -48,6 +61,21 @@ class ConversationSettingsDialog(QDialog):
         if presets is not None:
             self._fill_presets()
             self.system.textChanged.connect(self._prompt_edited)
+
+    def _sampling_grid(self) -> QWidget:
+        """The numbers two to a row, so the dialog fits an 800x600 screen."""
+        grid = QWidget()
+        g = QGridLayout(grid)
+        g.setContentsMargins(0, 0, 0, 0)
+        pairs = (("Temperature", self.temperature), ("Top p", self.top_p), ("Top k", self.top_k),
+                 ("Min p", self.min_p), ("Repeat penalty", self.repeat_penalty), ("Max answer tokens", self.max_tokens),
+                 ("Seed", self.seed))
+        for i, (label, w) in enumerate(pairs):
+            g.addWidget(QLabel(label), i // 2, (i % 2) * 2)
+            g.addWidget(w, i // 2, (i % 2) * 2 + 1)
+        g.setColumnStretch(1, 1)
+        g.setColumnStretch(3, 1)
+        return grid
 
     # presets
     def _preset_row(self) -> QWidget:
@@ -109,7 +137,24 @@ class ConversationSettingsDialog(QDialog):
             self.system.blockSignals(False)
             if preset.temperature is not None:
                 self.temperature.setValue(preset.temperature)
+            self._apply(preset.settings)
         self._update_delete()
+
+    def _apply(self, settings: dict) -> None:
+        """A preset's other settings into the fields (those it does not set stay as they are)."""
+        boxes = {"top_p": self.top_p, "top_k": self.top_k, "min_p": self.min_p,
+                 "repeat_penalty": self.repeat_penalty, "max_tokens": self.max_tokens}
+        for name, box in boxes.items():
+            if name in settings:
+                box.setValue(settings[name])
+        if "stop" in settings:
+            self.stop.setPlainText("\n".join(_shown(x) for x in settings["stop"]))
+
+    def settings(self) -> dict:
+        """What a preset saved now keeps besides the prompt and the temperature."""
+        s = self.sampling()
+        return {"top_p": s.top_p, "top_k": s.top_k, "min_p": s.min_p, "repeat_penalty": s.repeat_penalty,
+                "max_tokens": s.max_tokens, "stop": list(s.stop)}
 
     def _prompt_edited(self) -> None:
         match = self.presets.matching(self.system.toPlainText())
@@ -118,7 +163,7 @@ class ConversationSettingsDialog(QDialog):
 
     def _save_preset(self) -> None:
         name = self.preset_name.text()
-        problem = self.presets.save(name, self.system.toPlainText(), self.temperature.value())
+        problem = self.presets.save(name, self.system.toPlainText(), self.temperature.value(), self.settings())
         self.preset_note.setText(problem or f"Saved as “{' '.join(name.split())}”.")
         self.preset_note.setProperty("error", bool(problem))
         self.preset_note.show()
@@ -135,5 +180,25 @@ class ConversationSettingsDialog(QDialog):
 
     def sampling(self) -> Sampling:
         seed = self.seed.value()
+        stop = tuple(_typed(line) for line in self.stop.toPlainText().splitlines() if line)[:MAX_STOPS]
         return Sampling(self.temperature.value(), self.top_p.value(), self.max_tokens.value(),
-                        None if seed < 0 else seed)
+                        None if seed < 0 else seed, self.top_k.value(), round(self.min_p.value(), 2),
+                        round(self.repeat_penalty.value(), 2), stop)
+
+
+def _shown(stop: str) -> str:
+    """A stop string on its line: a line break as \\n."""
+    return stop.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def _typed(line: str) -> str:
+    """A line of the stop strings' box as the string it means (\\n: a line break, \\\\: a backslash)."""
+    out, i = [], 0
+    while i < len(line):
+        if line[i] == "\\" and i + 1 < len(line) and line[i + 1] in "n\\":
+            out.append("\n" if line[i + 1] == "n" else "\\")
+            i += 2
+        else:
+            out.append(line[i])
+            i += 1
+    return "".join(out)
