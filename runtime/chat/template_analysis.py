@@ -229,10 +229,10 @@ def _content_markers(render: FullRender, plain: str | None, reasoning: Reasoning
         for m in (reasoning.start, reasoning.end):
             written = written.replace(m, "") if m else written
     written = written.strip()
-    if not written or not any(m not in user_marks for m in markers(written)) or not MARKER.match(written):
+    if not written or not MARKER.match(written):  # the role header is the prompt's; what is left the model writes
         return "", ""
     after = MARKER.match(plain, at + len(TEXT))
-    end = after.group() if after is not None and after.group() not in user_marks else ""
+    end = after.group() if after is not None else ""
     return written, end
 
 
