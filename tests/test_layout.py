@@ -70,9 +70,9 @@ def test_the_engine_protocol_imports_nothing_of_an_engine():
     """The engine interface is a contract: the service's residency code uses it alone."""
     for name in ("runtime/engine/protocol.py", "runtime/server/models/router.py", "runtime/server/models/residency.py"):
         found = {m for m in _full_imports(ROOT / name) if m.startswith("runtime.")}
-        # the output contract is a plain value the protocol carries (no engine behind it)
+        # the output contract and the tool choice are plain values the protocol carries (no engine behind them)
         allowed = {"runtime.engine.protocol", "runtime.server.models.residency", "runtime.hardware.fit",
-                   "runtime.hardware.memory", "runtime.chat.contract"}
+                   "runtime.hardware.memory", "runtime.chat.contract", "runtime.tool_choice"}
         assert found <= allowed, (name, found - allowed)
 
 

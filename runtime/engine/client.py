@@ -22,6 +22,7 @@ from runtime.engine.protocol import (  # noqa: F401  (the errors are part of thi
 )
 from runtime.media import Media
 from runtime.sampling_params import SamplingParams
+from runtime.tool_choice import ToolChoice
 from runtime.engine.worker_entry import worker_main
 from runtime.engine.worker_pipe import WorkerProcess
 
@@ -143,8 +144,9 @@ class EngineClient(WorkerProcess):
     async def submit(self, params: SamplingParams, *, prompt: str | None = None,
                      messages: list[dict] | None = None, tokens: list[int] | None = None,
                      n: int = 1, constraint=None, template_vars: dict | None = None,
-                     media: list[Media] | None = None) -> list[RequestHandle]:
-        """Submit ``n`` completions of one prompt; one handle each, in choice order."""
+                     media: list[Media] | None = None, tool_choice: ToolChoice | None = None) -> list[RequestHandle]:
+        """Submit ``n`` completions of one prompt; one handle each, in choice order. ``tool_choice``
+        stays here: the constraint enforces it in the worker."""
         if not self.alive:
             raise WorkerDied(self.error or "the engine worker is not running")
         request_id = f"r{next(self._ids)}"

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 from runtime.chat.contract import OutputContract
+from runtime.tool_choice import ToolChoice
 
 
 class ErrorCode(str, enum.Enum):
@@ -159,10 +160,13 @@ class Engine(Protocol):
 
     async def submit(self, params: Any, *, prompt: str | None = None, messages: list[dict] | None = None,
                      tokens: list[int] | None = None, n: int = 1, constraint: Any = None,
-                     template_vars: dict | None = None, media: list | None = None) -> Sequence[OutputStream]:
+                     template_vars: dict | None = None, media: list | None = None,
+                     tool_choice: ToolChoice | None = None) -> Sequence[OutputStream]:
         """``constraint``: an output constraint (``ConstraintSpec``); ``template_vars``: extra
         chat-template variables (``tools``, ``enable_thinking``); ``media``: images and clips
-        (``runtime.media.Media``) in the order of their markers in the messages."""
+        (``runtime.media.Media``) in the order of their markers in the messages; ``tool_choice``:
+        which of the tools must be called (an engine that runs the constraint needs no more; a
+        remote one forwards it)."""
         ...
 
     async def count_tokens(self, *, prompt: str | None = None, messages: list[dict] | None = None,

@@ -108,9 +108,7 @@ class _Worker:
                 raise RequestRejected(f"{why}: send the images or audio to a model that has a projector (vision "
                                       "or audio), or leave them out", ErrorCode.MEDIA_NOT_SUPPORTED)
             if msg.messages is not None:
-                # tool_choice is for engines that forward it (remote ones); here the constraint enforces it
-                tvars = {k: v for k, v in (msg.template_vars or {}).items() if k != "tool_choice"}
-                text, add_special = self.backend.chat_text(msg.messages, **tvars)
+                text, add_special = self.backend.chat_text(msg.messages, **(msg.template_vars or {}))
                 parse_special = True
                 extra_stop = self.backend.chat_template.stop
             elif msg.tokens is not None:

@@ -29,6 +29,7 @@ from runtime.chat.contract import JSON, CallSyntax, OutputContract, ReasoningSyn
 from runtime.media import Media, MediaPlaces, with_media_parts
 from runtime.engine.outputs import RequestOutput
 from runtime.engine.protocol import EngineError, ErrorCode, RequestRefused, UpstreamFailed
+from runtime.tool_choice import ToolChoice
 from runtime.remote.wire import (
     EventReader, MalformedStream, ToolCalls, chunk_logprobs, chunk_parts, error_message, parse_event,
     read_error_body, reasoning_part, request_body, tool_call_deltas,
@@ -251,7 +252,8 @@ class RemoteEngine:
 
     async def submit(self, params, *, prompt: str | None = None, messages: list[dict] | None = None,
                      tokens: list[int] | None = None, n: int = 1, constraint=None,
-                     template_vars: dict | None = None, media: list[Media] | None = None) -> list[RemoteStream]:
+                     template_vars: dict | None = None, media: list[Media] | None = None,
+                     tool_choice: ToolChoice | None = None) -> list[RemoteStream]:
         tools = (template_vars or {}).get("tools")
         if media and messages is not None:
             try:
@@ -272,7 +274,7 @@ class RemoteEngine:
         try:
             for _ in range(n):
                 streams.append(await self._open_stream(params, prompt, messages, tokens, tools, template_vars,
-                                                       response_format))
+                                                       response_format, tool_choice))
         except BaseException:
             for s in streams:
                 s.cancel()
@@ -293,7 +295,7 @@ class RemoteEngine:
         return {"type": "json_schema", "json_schema": {"name": "output", "schema": schema, "strict": True}}
 
     async def _open_stream(self, params, prompt, messages, tokens, tools=None, template_vars=None,
-                           response_format=None) -> RemoteStream:
+                           response_format=None, tool_choice: ToolChoice | None = None) -> RemoteStream:
         offers = self.remotes.offers(self.model, self.only)
         if not offers:
             raise UpstreamFailed(f"no upstream offers {self.model_id} now", ErrorCode.UPSTREAM_UNAVAILABLE, 502)
@@ -301,7 +303,7 @@ class RemoteEngine:
         for upstream, upstream_model in offers:
             path, body = request_body(upstream_model, params, prompt=prompt, messages=messages, tokens=tokens,
                                       tools=tools, thinking=(template_vars or {}).get("enable_thinking"),
-                                      tool_choice=(template_vars or {}).get("tool_choice"))
+                                      tool_choice=tool_choice)
             if response_format is not None:
                 body["response_format"] = response_format
             try:

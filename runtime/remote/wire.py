@@ -8,6 +8,7 @@ import math
 
 from runtime.engine.logprobs import TokenLogprob
 from runtime.sampling_params import DEFAULT_TOP_K, SamplingParams
+from runtime.tool_choice import ToolChoice
 
 #: message fields an OpenAI-compatible server takes (the rest is Hearth's own)
 _MESSAGE_FIELDS = ("role", "content", "name", "tool_calls", "tool_call_id")
@@ -69,7 +70,7 @@ def _message(m: dict) -> dict:
 def request_body(model: str, params: SamplingParams, *, prompt: str | None = None,
                  messages: list[dict] | None = None, tokens: list[int] | None = None,
                  tools: list[dict] | None = None, thinking: bool | None = None,
-                 tool_choice: str | dict | None = None) -> tuple[str, dict]:
+                 tool_choice: ToolChoice | None = None) -> tuple[str, dict]:
     """(path, body) of the streamed request; only settings that differ from the defaults that
     every server shares are sent beyond OpenAI's own (``top_k``, ``min_p``, ``repeat_penalty``
     are understood by vLLM, llama.cpp's server and Ollama)."""
@@ -80,8 +81,8 @@ def request_body(model: str, params: SamplingParams, *, prompt: str | None = Non
         body["messages"] = [_message(m) for m in messages]
         if tools:
             body["tools"] = tools
-            if tool_choice is not None:
-                body["tool_choice"] = tool_choice
+            if tool_choice is not None and tool_choice.kind != "auto":  # auto: every server's default
+                body["tool_choice"] = tool_choice.openai()
         if thinking is not None:  # the client switched thinking on or off (vLLM, llama.cpp's server)
             body["chat_template_kwargs"] = {"enable_thinking": thinking}
     else:

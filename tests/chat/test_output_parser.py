@@ -82,24 +82,21 @@ def test_history_for_templates_without_tool_calls():
     """Earlier calls and results reach a template that renders neither, as text in the fallback
     shape; with tools offered, they are described in the system message."""
     from runtime.sampling_params import SamplingParams
-    from runtime.server.generate.request import GenerationRequest
-    from runtime.server.generate.tool_calls import plan_output, tool_messages
+    from runtime.server.generate.request import GenerationRequest, Message, ToolCall, ToolSpec
+    from runtime.server.generate.tool_calls import plan_output
+    from runtime.tool_choice import AUTO, NONE
 
-    raw = [{"role": "user", "content": "Time?"},
-           {"role": "assistant", "content": None, "tool_calls": [
-               {"id": "call_1", "type": "function", "function": {"name": "get_time", "arguments": '{"tz": "UTC"}'}}]},
-           {"role": "tool", "tool_call_id": "call_1", "content": "12:00"}]
     chatml = contract_for("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>{% endfor %}")
     assert chatml.calls is None
-    for tools, choice in (([{"type": "function", "function": {"name": "get_time"}}], "auto"), (None, "none")):
-        req = GenerationRequest(None, SamplingParams(), messages=tool_messages(
-            [{"role": m["role"], "content": m["content"] or ""} for m in raw], raw))
-        req.tools, req.tool_choice = tools, choice
+    for tools, choice in (([ToolSpec("get_time")], AUTO), ([], NONE)):
+        req = GenerationRequest(None, SamplingParams(), messages=[
+            Message("user", "Time?"), Message("assistant", "", [ToolCall("call_1", "get_time", {"tz": "UTC"})]),
+            Message("tool", "12:00", tool_call_id="call_1")], tools=tools, tool_choice=choice)
         plan = asyncio.run(plan_output(req, chatml))
-        roles = [m["role"] for m in req.messages]
+        roles = [m.role for m in req.messages]
         assert roles == (["system", "user", "assistant", "user"] if tools else ["user", "assistant", "user"])
-        assert req.messages[-2]["content"] == '{"tool_calls": [{"name": "get_time", "arguments": {"tz": "UTC"}}]}'
-        assert "12:00" in req.messages[-1]["content"] and "tool_response" in req.messages[-1]["content"]
+        assert req.messages[-2].content == '{"tool_calls": [{"name": "get_time", "arguments": {"tz": "UTC"}}]}'
+        assert "12:00" in req.messages[-1].content and "tool_response" in req.messages[-1].content
         assert (plan is not None) == bool(tools)
         if tools:
-            assert req.constraint.trigger == '{"tool_calls": [' and "get_time" in req.messages[0]["content"]
+            assert req.constraint.trigger == '{"tool_calls": [' and "get_time" in req.messages[0].content

@@ -19,6 +19,7 @@ import pytest
 
 from runtime.server.wire.anthropic.anthropic_schemas import fold_system, parse_messages
 from runtime.server.generate.client_metadata import strip_metadata
+from runtime.server.generate.request import Message
 from runtime.server.launcher import ServiceProcess
 from runtime.server.wire.responses.responses_schemas import parse_responses
 
@@ -51,27 +52,25 @@ def sse_events(text: str) -> list[dict]:
 def test_claude_code_body_parses_with_its_system_message_folded():
     body = recorded("claude_code")["body"]
     assert any(m["role"] == "system" for m in body["messages"])  # what used to be a 400
-    req = parse_messages(body)
-    roles = [m["role"] for m in req.gen.messages]
+    gen = parse_messages(body).gen
+    roles = [m.role for m in gen.messages]
     assert roles[0] == "system" and "system" not in roles[1:]
-    assert "x-anthropic-billing-header" not in req.gen.messages[0]["content"]
-    assert req.gen.params.max_tokens == body["max_tokens"]  # clamped later, by the service, not refused
-    assert {t["function"]["name"] for t in req.tools} == {t["name"] for t in body["tools"]}
-    assert req.think is True  # thinking: adaptive
+    assert "x-anthropic-billing-header" not in gen.messages[0].content
+    assert gen.params.max_tokens == body["max_tokens"]  # clamped later, by the service, not refused
+    assert {t.name for t in gen.tools} == {t["name"] for t in body["tools"]}
+    assert gen.think is True  # thinking: adaptive
 
 
 def test_mid_conversation_system_messages_keep_earlier_turns_unchanged():
-    turn1 = [{"role": "user", "content": "a"}, {"role": "system", "content": "note"}]
-    turn2 = turn1 + [{"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}]
+    turn1 = [Message("user", "a"), Message("system", "note")]
+    turn2 = turn1 + [Message("assistant", "b"), Message("user", "c")]
     one, two = fold_system(turn1), fold_system(turn2)
     assert two[: len(one)] == one  # the next request's prompt starts with this one's
-    assert [m["role"] for m in two] == ["user", "assistant", "user"]
-    late = fold_system([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
-                        {"role": "system", "content": "s"}, {"role": "user", "content": "c"}])
-    assert late[-1] == {"role": "user", "content": "s\n\nc"}
-    lead = fold_system([{"role": "system", "content": "x"}, {"role": "system", "content": "y"},
-                        {"role": "user", "content": "u"}])
-    assert lead[0] == {"role": "system", "content": "x\n\ny"}
+    assert [m.role for m in two] == ["user", "assistant", "user"]
+    late = fold_system([Message("user", "a"), Message("assistant", "b"), Message("system", "s"), Message("user", "c")])
+    assert late[-1] == Message("user", "s\n\nc")
+    lead = fold_system([Message("system", "x"), Message("system", "y"), Message("user", "u")])
+    assert lead[0] == Message("system", "x\n\ny")
 
 
 def test_billing_header_is_stripped_wherever_it_starts_a_line():
@@ -87,7 +86,7 @@ def test_codex_body_parses_with_namespaces_flattened_and_hosted_tools_left_out()
     kinds = {t["type"] for t in body["tools"]}
     assert {"namespace", "web_search"} <= kinds
     req = parse_responses(body)
-    names = [t["function"]["name"] for t in req.tools]
+    names = [t.name for t in req.gen.tools]
     nested = [t["name"] for t in body["tools"] if t["type"] == "namespace" for t in t["tools"]]
     assert set(nested) <= set(names) and len(names) == len(set(names))
     assert all(req.tool_kinds[n] == ("namespace", "multi_agent_v1") for n in nested)
@@ -107,9 +106,8 @@ def test_custom_tools_and_their_calls_round_trip_through_a_function():
         "top_logprobs": 2}
     req = parse_responses(body)
     assert req.tool_kinds == {"apply_patch": ("custom", "")}
-    call = req.input_messages[1]["tool_calls"][0]["function"]
-    assert json.loads(call["arguments"]) == {"input": "*** Begin Patch"}
-    assert req.input_messages[2]["role"] == "tool" and "not shown" in req.input_messages[2]["content"]
+    assert req.input_messages[1].tool_calls[0].arguments == {"input": "*** Begin Patch"}
+    assert req.input_messages[2].role == "tool" and "not shown" in req.input_messages[2].content
     assert len(req.input_messages) == 3
     assert req.gen.params.logprobs and req.gen.params.top_logprobs == 2
 

@@ -14,7 +14,7 @@ from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.generate.error_table import api_error
 from runtime.server.errors import ApiError
 from runtime.server.media_fetch import fetch_media
-from runtime.server.generate.request import GenerationRequest
+from runtime.server.generate.request import GenerationRequest, template_messages
 from runtime.server.validation import token_ids
 from runtime.server.generate.reply import Reply
 from runtime.server.generate.tool_calls import OutputPlan, plan_output
@@ -76,9 +76,10 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> Gene
         # applies its own bound, and a filled-in length could make it refuse a long prompt.
         params = replace(params, max_tokens=limit)
     try:
-        handles = await engine.submit(params, prompt=req.prompt, messages=req.messages, tokens=req.tokens,
-                                      n=req.n, constraint=req.constraint, template_vars=template_vars(req, plan),
-                                      media=req.media)
+        handles = await engine.submit(params, prompt=req.prompt, messages=template_messages(req.messages),
+                                      tokens=req.tokens, n=req.n, constraint=req.constraint,
+                                      template_vars=template_vars(req, plan), media=req.media,
+                                      tool_choice=req.tool_choice)
     except (RequestRefused, WorkerDied, UpstreamFailed) as e:
         raise engine_error(e) from None
     manager.requests_served += 1
@@ -97,18 +98,18 @@ async def count_prompt_tokens(request: web.Request, req: GenerationRequest) -> i
     if loaded is not None:  # tools described in the prompt, earlier calls in the model's markup
         await plan_output(req, loaded.contract)
     try:
-        return await engine.count_tokens(prompt=req.prompt, messages=req.messages, media=req.media)
+        return await engine.count_tokens(prompt=req.prompt, messages=template_messages(req.messages), media=req.media)
     except (RequestRefused, WorkerDied, UpstreamFailed) as e:
         raise engine_error(e) from None
 
 
 def template_vars(req: GenerationRequest, plan: OutputPlan | None) -> dict | None:
-    """Extra chat-template variables: the tools (for a template that renders them), and thinking on or off."""
+    """Extra chat-template variables: the tools offered (for a template that renders them), and
+    thinking on or off. The tool choice is no template's business: the grammar enforces it (a
+    remote engine gets it with the submission)."""
     out: dict = {}
-    if req.tools and req.tool_choice != "none" and plan is not None and plan.native_tools:
-        out["tools"] = req.tools
-        if req.tool_choice not in (None, "auto"):  # required or a named function: a remote engine passes it on
-            out["tool_choice"] = req.tool_choice
+    if plan is not None and plan.tools and plan.native_tools:
+        out["tools"] = plan.tools
     # thinking is on unless the request turns it off, as llama.cpp renders templates (and as the
     # model's contract was derived: a template that reads an unset switch as off would otherwise
     # close the block the parser expects open)

@@ -72,13 +72,8 @@ def schema_constraint(schema: Any, param: str) -> tuple[CompileJob, dict]:
     return CompileJob(JSON_SCHEMA, schema, param), schema
 
 
-def extension_fields(body: dict) -> dict:
-    """Hearth's ``regex`` / ``grammar`` of a body, for the wire formats that translate into the
-    chat API's shape (checked when the constraint is compiled)."""
-    return {k: body[k] for k in ("regex", "grammar") if body.get(k) is not None}
-
-
-def _extensions(body: dict) -> CompileJob | None:
+def extension_constraint(body: dict) -> CompileJob | None:
+    """Hearth's own ``regex`` / ``grammar`` fields of a body, which every wire format takes."""
     for name, limit in (("regex", MAX_PATTERN_CHARS), ("grammar", MAX_GRAMMAR_BYTES)):
         v = body.get(name)
         if v is None:
@@ -97,12 +92,12 @@ def openai_constraint(body: dict) -> tuple[CompileJob | None, dict | None]:
     """The constraint of an OpenAI body (to compile), and the JSON schema replies must match."""
     rf = body.get("response_format")
     if rf is None:
-        return _extensions(body), None
+        return extension_constraint(body), None
     if not isinstance(rf, dict) or not isinstance(rf.get("type"), str):
         raise ApiError(400, "'response_format' must be an object with a 'type'", param="response_format")
     kind = rf["type"]
     if kind == "text":
-        return _extensions(body), None
+        return extension_constraint(body), None
     if kind == "json_object":
         return CompileJob(JSON_OBJECT, None, "response_format"), {"type": "object"}
     if kind == "json_schema":
@@ -132,7 +127,7 @@ def ollama_constraint(body: dict) -> tuple[CompileJob | None, dict | None]:
         # Hearth's regex / grammar ride in options too (Ollama's clients pass options through)
         given = body.get("options")
         options: dict = given if isinstance(given, dict) else {}
-        return _extensions({k: body.get(k, options.get(k)) for k in ("regex", "grammar")}), None
+        return extension_constraint({k: body.get(k, options.get(k)) for k in ("regex", "grammar")}), None
     if fmt == "json":
         return CompileJob(JSON_OBJECT, None, "format"), {"type": "object"}
     if isinstance(fmt, dict):

@@ -20,20 +20,12 @@ from aiohttp import web
 
 from runtime.engine.client import EngineError
 from runtime.server import sse
-from runtime.server.wire.anthropic.anthropic_schemas import MessagesRequest, parse_messages
+from runtime.server.wire.anthropic.anthropic_schemas import parse_messages
 from runtime.server.generate.error_table import api_error
 from runtime.server.generate.generation import count_prompt_tokens, start_generation
 from runtime.server.validation import read_json
 from runtime.chat.events import ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
 from runtime.server.generate.reply import Choice, Reply
-from runtime.server.generate.wire_options import apply_options
-
-
-def _apply(mreq: MessagesRequest) -> None:
-    apply_options(mreq.gen, tools=mreq.tools, tool_choice=mreq.tool_choice, parallel=mreq.parallel_tool_calls,
-                  think=mreq.think, effort=mreq.effort, response_format=mreq.response_format,
-                  extensions=mreq.extensions)
-    mreq.gen.reasoning_budget = mreq.thinking_budget or None  # 0: adaptive, the model decides
 
 
 def stop_reason(choice: Choice, stop_sequences: list[str]) -> tuple[str, str | None]:
@@ -54,7 +46,6 @@ def _message(msg_id: str, model: str, content: list[dict], reason: str | None, s
 
 async def messages(request: web.Request) -> web.StreamResponse:
     mreq = parse_messages(await read_json(request))
-    _apply(mreq)
     gen = await start_generation(request, mreq.gen)
     reply = gen.reply()
     msg_id = f"msg_{uuid.uuid4().hex}"
@@ -163,7 +154,6 @@ async def _stream(request: web.Request, reply: Reply, msg_id: str, model: str, s
 
 async def count_tokens(request: web.Request) -> web.Response:
     mreq = parse_messages(await read_json(request), count_only=True)
-    _apply(mreq)
     return web.json_response({"input_tokens": await count_prompt_tokens(request, mreq.gen)})
 
 

@@ -1,10 +1,12 @@
-"""Anthropic Messages request bodies, validated and translated into one ``GenerationRequest``.
+"""Anthropic Messages request bodies, validated into one ``GenerationRequest``.
 
-The content blocks map onto the OpenAI-shaped messages the engine renders: text blocks become
-the message's text, an assistant's ``tool_use`` blocks its ``tool_calls``, a user's
-``tool_result`` blocks ``tool`` messages; tools become OpenAI function tools and ``tool_choice``
-OpenAI's choice. ``thinking`` blocks of earlier turns are dropped (templates do not re-read
-reasoning). Errors name the field the way Anthropic does (``max_tokens: Field required``).
+The content blocks become the internal messages: text blocks the message's text, an
+assistant's ``tool_use`` blocks its calls (``input`` stays an object), a user's ``tool_result``
+blocks ``tool`` messages; client tools become ``ToolSpec`` and ``tool_choice`` the internal choice
+(``any`` is a required call); ``thinking`` and ``output_config`` the reasoning switches and the
+constraint. ``thinking`` blocks of earlier turns are dropped (templates do not re-read
+reasoning). Errors name the field the way Anthropic does (``max_tokens: Field required``,
+``tools.0.input_schema: ...``).
 
 What real clients send beyond the documented API is accepted with a fixed meaning:
 
@@ -25,8 +27,7 @@ What real clients send beyond the documented API is accepted with a fixed meanin
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from runtime.sampling_params import DEFAULT_TOP_K, SamplingParams
@@ -34,11 +35,14 @@ from runtime.server.generate.client_metadata import strip_metadata
 from runtime.server.errors import bad_request
 from runtime.server.media_input import MediaInput
 from runtime.media import IMAGE
-from runtime.server.generate.request import GenerationRequest
+from runtime.server.generate.constraint_jobs import CompileJob
+from runtime.server.generate.reasoning_options import reasoning
+from runtime.server.generate.request import GenerationRequest, Message, ToolCall, ToolSpec
 from runtime.server.wire.openai.schemas import DEFAULT_TEMPERATURE
-from runtime.server.generate.structured_output import extension_fields
+from runtime.server.generate.structured_output import extension_constraint, schema_constraint
+from runtime.server.generate.tool_checks import ANTHROPIC, ToolList, call_arguments, checked_choice
 from runtime.server.validation import boolean, int_option, integer, number, option, stop_list
-from runtime.server.generate.tool_shapes import function_tool, tool_list
+from runtime.tool_choice import AUTO, NONE, REQUIRED, ToolChoice, function_choice
 
 _SKIPPED_BLOCKS = {"thinking", "redacted_thinking", "server_tool_use", "mcp_tool_use", "mcp_tool_result",
                    "container_upload"}
@@ -53,24 +57,16 @@ _DEFINED_TOOLS = {
         "insert_line": {"type": "integer"}, "view_range": {"type": "array", "items": {"type": "integer"}}}},
 }
 _REFUSED_FIELDS = {"mcp_servers": "MCP servers", "container": "containers"}
+#: a client tool's fields: its name, description and parameters' schema
+_TOOL_KEYS = ("name", "description", "input_schema")
+_CHOICES = {"auto": AUTO, "any": REQUIRED, "none": NONE}
 
 
 @dataclass(slots=True)
 class MessagesRequest:
     gen: GenerationRequest
+    #: the client's own stop strings (a reply that ends on one says ``stop_sequence``)
     stop_sequences: list[str] = field(default_factory=list)
-    tools: list[dict] = field(default_factory=list)  # OpenAI function tools
-    tool_choice: str | dict | None = None  # OpenAI's shape
-    parallel_tool_calls: bool | None = None
-    thinking_budget: int | None = None  # tokens, when ``thinking`` is enabled
-    response_format: dict | None = None  # OpenAI's shape, from ``output_config.format``
-    effort: str | None = None  # ``output_config.effort``
-    think: bool | None = None  # ``thinking`` enabled / adaptive (True), disabled (False), absent (None)
-    extensions: dict = field(default_factory=dict)  # Hearth's ``regex`` / ``grammar``
-
-    @property
-    def uses_tools(self) -> bool:
-        return bool(self.tools) or any(m["role"] == "tool" or m.get("tool_calls") for m in self.gen.messages or [])
 
 
 def _texts(content: Any, where: str, *, media: bool = False) -> str:
@@ -118,43 +114,39 @@ def _audio_block(block: dict, where: str, media: MediaInput) -> str:
     return media.audio(source.get("data"), source.get("media_type"), f"{where}.source")
 
 
-def tool_call(block: dict, where: str) -> dict:
-    """An assistant's ``tool_use`` block as an OpenAI tool call."""
+def tool_call(block: dict, where: str) -> ToolCall:
+    """An assistant's ``tool_use`` block as a call."""
     if not isinstance(block.get("id"), str) or not isinstance(block.get("name"), str):
         raise bad_request(f"{where}: a tool_use block needs a string 'id' and 'name'", where)
-    arguments = block.get("input", {})
-    if not isinstance(arguments, dict):
-        raise bad_request(f"{where}.input: must be an object", f"{where}.input")
-    return {"id": block["id"], "type": "function",
-            "function": {"name": block["name"], "arguments": json.dumps(arguments, ensure_ascii=False)}}
+    return ToolCall(block["id"], block["name"], call_arguments(ANTHROPIC, block.get("input", {}), f"{where}.input"))
 
 
-def tool_message(block: dict, where: str) -> dict:
-    """A user's ``tool_result`` block as an OpenAI ``tool`` message."""
+def tool_message(block: dict, where: str) -> Message:
+    """A user's ``tool_result`` block as a ``tool`` message."""
     if not isinstance(block.get("tool_use_id"), str):
         raise bad_request(f"{where}.tool_use_id: Field required", f"{where}.tool_use_id")
     text = _texts(block.get("content"), f"{where}.content", media=True)
     if block.get("is_error") is True:
-        text = f"Error: {text}"  # OpenAI's tool message has no error flag: say it in the text
-    return {"role": "tool", "tool_call_id": block["tool_use_id"], "content": text}
+        text = f"Error: {text}"  # templates have no error flag on a result: it is said in the text
+    return Message("tool", text, tool_call_id=block["tool_use_id"])
 
 
-def translate_message(m: Any, i: int, media: MediaInput | None = None) -> list[dict]:
-    """One Anthropic message as OpenAI-shaped messages (a user turn with tool results gives several).
+def read_message(m: Any, i: int, media: MediaInput | None = None) -> list[Message]:
+    """One Anthropic message as internal messages (a user turn with tool results gives several).
     ``media``: a user's image blocks go into it, their markers into the text."""
     where = f"messages.{i}"
     if not isinstance(m, dict) or m.get("role") not in ("user", "assistant", "system"):
         raise bad_request(f"{where}.role: must be 'user' or 'assistant'", f"{where}.role")
     role, content = m["role"], m.get("content")
     if role == "system":
-        return [{"role": "system", "content": strip_metadata(_texts(content, f"{where}.content"))}]
+        return [Message("system", strip_metadata(_texts(content, f"{where}.content")))]
     if isinstance(content, str):
-        return [{"role": role, "content": content}]
+        return [Message(role, content)]
     if not isinstance(content, list):
         raise bad_request(f"{where}.content: must be a string or a list of content blocks", f"{where}.content")
-    out: list[dict] = []
+    out: list[Message] = []
     texts: list[str] = []
-    calls: list[dict] = []
+    calls: list[ToolCall] = []
     for j, b in enumerate(content):
         at = f"{where}.content.{j}"
         kind = b.get("type") if isinstance(b, dict) else None
@@ -173,49 +165,51 @@ def translate_message(m: Any, i: int, media: MediaInput | None = None) -> list[d
         else:
             raise bad_request(f"{at}: unsupported content block {kind!r} in a {role} message", at)
     if role == "assistant":
-        msg: dict = {"role": "assistant", "content": "".join(texts)}
-        if calls:
-            msg["tool_calls"] = calls
-        out.append(msg)
+        out.append(Message("assistant", "".join(texts), tool_calls=calls))
     elif texts or not out:
-        out.append({"role": "user", "content": "\n".join(texts)})
+        out.append(Message("user", "\n".join(texts)))
     return out
 
 
-def fold_system(messages: list[dict]) -> list[dict]:
+def fold_system(messages: list[Message]) -> list[Message]:
     """System messages after the first user or assistant turn joined to the user turn before
     them (or, with none before, the one after): chat templates expect one system prompt at the
     top and alternating turns, and appending keeps every earlier token where it was. Leading
     system messages are joined into one."""
-    out: list[dict] = []
+    out: list[Message] = []
     pending: list[str] = []  # system text that came before any user turn it could join
     for m in messages:
-        if m["role"] != "system":
-            if pending and m["role"] == "user" and isinstance(m.get("content"), str) and out:
-                m = {**m, "content": "\n\n".join([*pending, m["content"]])}
+        if m.role != "system":
+            if pending and m.role == "user" and out:
+                m = replace(m, content="\n\n".join([*pending, m.content]))
                 pending = []
             out.append(m)
             continue
-        if not m["content"]:
+        if not m.content:
             continue
-        if not out or all(x["role"] == "system" for x in out):
+        if not out or all(x.role == "system" for x in out):
             if out:
-                out[0] = {**out[0], "content": f"{out[0]['content']}\n\n{m['content']}"}
+                out[0] = replace(out[0], content=f"{out[0].content}\n\n{m.content}")
             else:
                 out.append(m)
-        elif out[-1]["role"] == "user" and isinstance(out[-1].get("content"), str):
-            out[-1] = {**out[-1], "content": f"{out[-1]['content']}\n\n{m['content']}"}
+        elif out[-1].role == "user":
+            out[-1] = replace(out[-1], content=f"{out[-1].content}\n\n{m.content}")
         else:
-            pending.append(m["content"])
+            pending.append(m.content)
     if pending:
-        out.append({"role": "user", "content": "\n\n".join(pending)})
+        out.append(Message("user", "\n\n".join(pending)))
     return out
 
 
-def translate_tools(tools: Any) -> list[dict]:
-    """Anthropic client tools (``name``, ``description``, ``input_schema``) as OpenAI function tools."""
-    out = []
-    for i, t in enumerate(tool_list(tools, "tools: must be a list")):
+def read_tools(tools: Any) -> list[ToolSpec]:
+    """Anthropic's client tools (``name``, ``description``, ``input_schema``); Anthropic-defined
+    client tools with their documented schemas; server tools left out."""
+    if tools is None:
+        return []
+    if not isinstance(tools, list):
+        raise bad_request("tools: must be a list", "tools")
+    out = ToolList(ANTHROPIC, len(tools))
+    for i, t in enumerate(tools):
         if not isinstance(t, dict) or not isinstance(t.get("name"), str) or not t["name"]:
             raise bad_request(f"tools.{i}.name: Field required", f"tools.{i}.name")
         kind = t.get("type")
@@ -223,31 +217,32 @@ def translate_tools(tools: Any) -> list[dict]:
             defined = next((s for prefix, s in _DEFINED_TOOLS.items()
                             if isinstance(kind, str) and kind.startswith(prefix + "_")), None)
             if defined is not None:
-                out.append(function_tool(t["name"], defined, None))
+                out.add(t["name"], None, defined, f"tools.{i}", _TOOL_KEYS)
             continue  # a server tool: Anthropic's servers run it, nothing here would, so it is not offered
         schema = t.get("input_schema")
-        if not isinstance(schema, dict):
+        if schema is None:
             raise bad_request(f"tools.{i}.input_schema: Field required (a JSON schema object)", f"tools.{i}.input_schema")
-        out.append(function_tool(t["name"], schema, t.get("description")))
-    return out
+        out.add(t["name"], t.get("description"), schema, f"tools.{i}", _TOOL_KEYS)
+    return out.tools
 
 
-def translate_tool_choice(choice: Any) -> tuple[str | dict | None, bool | None]:
-    """Anthropic's ``tool_choice`` as OpenAI's, and ``parallel_tool_calls`` from ``disable_parallel_tool_use``."""
+def read_tool_choice(choice: Any) -> tuple[ToolChoice | None, bool | None]:
+    """``tool_choice`` (None: not given), and whether calls may be parallel (from
+    ``disable_parallel_tool_use``; None: not said)."""
     if choice is None:
         return None, None
     if not isinstance(choice, dict):
         raise bad_request("tool_choice: must be an object such as {\"type\": \"auto\"}", "tool_choice")
     kind = choice.get("type")
-    parallel = None if choice.get("disable_parallel_tool_use") is None else not choice["disable_parallel_tool_use"]
-    if kind == "auto":
-        return "auto", parallel
-    if kind == "any":
-        return "required", parallel
-    if kind == "none":
-        return "none", parallel
+    disable = choice.get("disable_parallel_tool_use")
+    if disable is not None and not isinstance(disable, bool):
+        raise bad_request("tool_choice.disable_parallel_tool_use: must be true or false",
+                          "tool_choice.disable_parallel_tool_use")
+    parallel = None if disable is None else not disable
+    if isinstance(kind, str) and kind in _CHOICES:
+        return _CHOICES[kind], parallel
     if kind == "tool" and isinstance(choice.get("name"), str):
-        return {"type": "function", "function": {"name": choice["name"]}}, parallel
+        return function_choice(choice["name"]), parallel
     raise bad_request("tool_choice.type: must be 'auto', 'any', 'none' or 'tool' (with a name)", "tool_choice.type")
 
 
@@ -263,8 +258,8 @@ def thinking_budget(thinking: Any) -> int | None:
     return budget if budget is not None else 0
 
 
-def translate_output_config(config: Any) -> tuple[dict | None, str | None]:
-    """``output_config``: ``format`` (a JSON schema) as OpenAI's ``response_format``, and ``effort``."""
+def read_output_config(config: Any) -> tuple[CompileJob | None, str | None]:
+    """``output_config``: ``format`` (a JSON schema) as the constraint to compile, and ``effort``."""
     if config is None:
         return None, None
     if not isinstance(config, dict):
@@ -279,7 +274,8 @@ def translate_output_config(config: Any) -> tuple[dict | None, str | None]:
     if not isinstance(fmt, dict) or fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema"), dict):
         raise bad_request("output_config.format: must be {\"type\": \"json_schema\", \"schema\": {...}}",
                           "output_config.format")
-    return {"type": "json_schema", "json_schema": {"name": "output", "schema": fmt["schema"], "strict": True}}, effort
+    job, _ = schema_constraint(fmt["schema"], "output_config.format.schema")
+    return job, effort
 
 
 def _sampling(body: dict, count_only: bool) -> SamplingParams:
@@ -306,27 +302,38 @@ def parse_messages(body: Any, *, count_only: bool = False) -> MessagesRequest:
     if model is not None and not isinstance(model, str):
         raise bad_request("model: must be a string", "model")
     params = _sampling(body, count_only)
+    gen = GenerationRequest(model, params, stream=boolean(body, "stream"))
+    gen.messages, gen.media = _conversation(body, count_only)
+    gen.tools = read_tools(body.get("tools"))
+    choice, parallel = read_tool_choice(body.get("tool_choice"))
+    param = "tool_choice.name" if choice is not None and choice.kind == "function" else "tool_choice"
+    gen.tool_choice = checked_choice(ANTHROPIC, choice, gen.tools, param)
+    gen.parallel_tool_calls = parallel is not False
+    job, effort = read_output_config(body.get("output_config"))
+    gen.constraint = job or extension_constraint(body)
+    budget = thinking_budget(body.get("thinking"))
+    think = None if body.get("thinking") is None else budget is not None
+    gen.think, gen.reasoning_effort = reasoning(think, effort)
+    gen.reasoning_budget = budget or None  # 0: adaptive, the model decides
+    return MessagesRequest(gen, list(params.stop))
+
+
+def _conversation(body: dict, count_only: bool) -> tuple[list[Message], list | None]:
+    """The system prompt and ``messages`` as one conversation, and the media in it."""
     raw = body.get("messages")
     if not isinstance(raw, list) or not raw:
         raise bad_request("messages: Field required (a non-empty list)", "messages")
     media = MediaInput()
-    messages = fold_system([t for i, m in enumerate(raw) for t in translate_message(m, i, media)])
+    messages = fold_system([t for i, m in enumerate(raw) for t in read_message(m, i, media)])
     if isinstance(raw[-1], dict) and raw[-1].get("role") == "assistant" and not count_only:
         raise bad_request("messages: a final assistant message (prefilling the reply) is not supported by this server",
                           "messages")
     system = strip_metadata(_texts(body.get("system"), "system"))
-    if messages and messages[0]["role"] == "system":
-        top = messages.pop(0)["content"]
+    if messages and messages[0].role == "system":
+        top = messages.pop(0).content
         system = f"{system}\n\n{top}" if system and top else system or top
     if system:
-        messages.insert(0, {"role": "system", "content": system})
-    if not any(m["role"] != "system" for m in messages):
+        messages.insert(0, Message("system", system))
+    if not any(m.role != "system" for m in messages):
         raise bad_request("messages: at least one user message is required", "messages")
-    gen = GenerationRequest(model, params, stream=boolean(body, "stream"), messages=messages)
-    gen.media = media.media
-    choice, parallel = translate_tool_choice(body.get("tool_choice"))
-    fmt, effort = translate_output_config(body.get("output_config"))
-    budget = thinking_budget(body.get("thinking"))
-    think = None if body.get("thinking") is None else budget is not None
-    return MessagesRequest(gen, list(params.stop), translate_tools(body.get("tools")), choice, parallel,
-                           budget, fmt, effort, think, extension_fields(body))
+    return messages, media.media

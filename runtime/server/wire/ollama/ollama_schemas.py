@@ -7,8 +7,10 @@ window, and so on. Options Ollama knows but that do not apply to a running Heart
 wrong type is a 400 that names it. ``images`` (base64, per message or beside ``prompt``) go
 before the message's text, for a model with a projector (``runtime.server.media_input``).
 Features Hearth does not have (suffix, context) are refused with a clear message instead of
-being silently dropped. ``format``, ``tools`` and ``think`` are
-read by ``structured_output`` and ``tool_calls``.
+being silently dropped. ``format`` is read by ``structured_output``; ``tools`` and the messages'
+``tool_calls`` are OpenAI chat's (``wire.openai.schemas``), and ``think`` is a switch or an effort.
+Ollama has no ``tool_choice``: Hearth reads one from the body or from ``options`` (which the
+official clients pass through): "required" or a function's name forces a call.
 """
 
 from __future__ import annotations
@@ -22,10 +24,14 @@ from runtime.server.errors import bad_request
 from runtime.server.media_input import MediaInput
 from runtime.server.models.keep_alive import parse_keep_alive
 from runtime.server.generate.logprobs_api import parse_chat_logprobs
-from runtime.server.generate.request import GenerationRequest
-from runtime.server.wire.openai.schemas import DEFAULT_TEMPERATURE
+from runtime.server.generate.reasoning_options import parse_reasoning
+from runtime.server.generate.request import GenerationRequest, Message
 from runtime.server.generate.structured_output import ollama_constraint
-from runtime.server.generate.tool_calls import apply_tools, parse_reasoning
+from runtime.server.generate.tool_checks import OPENAI, checked_choice
+from runtime.server.wire.openai.schemas import (
+    DEFAULT_TEMPERATURE, chat_messages, chat_tool_choice, chat_tools, parallel_tool_calls,
+)
+from runtime.tool_choice import ToolChoice, function_choice
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
 
@@ -141,13 +147,23 @@ def _images(raw: Any, where: str, media: MediaInput) -> str:
     return "".join(media.sniffed(b, f"{where}[{j}]") for j, b in enumerate(raw))
 
 
-def _messages(raw: Any, media: MediaInput) -> list[dict]:
-    out = v.messages(raw, ROLES, parts=False, empty=True)
-    for i, m in enumerate(out):  # v.messages checked ``raw`` is a list of objects
+def _messages(raw: Any, media: MediaInput) -> list[Message]:
+    texts = v.messages(raw, ROLES, parts=False, empty=True)
+    for i, m in enumerate(texts):  # v.messages checked ``raw`` is a list of objects
         markers = _images(raw[i].get("images"), f"messages[{i}].images", media)
         if markers:
             m["content"] = markers + m["content"]
-    return out
+    return chat_messages(raw, texts)
+
+
+def _tool_choice(body: dict) -> ToolChoice | None:
+    """Hearth's ``tool_choice`` (Ollama has none), from the body or ``options``: OpenAI's, or a
+    function's name."""
+    options = body.get("options")
+    value = body.get("tool_choice", options.get("tool_choice") if isinstance(options, dict) else None)
+    if isinstance(value, str) and value not in ("auto", "none", "required"):
+        return function_choice(value)
+    return chat_tool_choice(value)
 
 
 def parse_ollama_chat(body: Any) -> OllamaRequest:
@@ -164,13 +180,11 @@ def parse_ollama_chat(body: Any) -> OllamaRequest:
         return OllamaRequest(name, None, keep_alive, ctx)
     gen = GenerationRequest(engine_model(name), params, stream, messages=messages, keep_alive=keep_alive,
                             num_ctx=ctx, media=media.media)
-    gen.constraint, gen.schema = ollama_constraint(body)
-    # Ollama has no tool_choice; Hearth reads one from the body or from options (which the
-    # official clients pass through): "required" or a function name forces a call
-    choice = body.get("tool_choice", (body.get("options") or {}).get("tool_choice"))
-    if isinstance(choice, str) and choice not in ("auto", "none", "required"):
-        choice = {"type": "function", "function": {"name": choice}}
-    apply_tools(gen, {**body, "tool_choice": choice}, body.get("messages"))
+    gen.constraint, _ = ollama_constraint(body)
+    gen.tools = chat_tools(body.get("tools"))
+    gen.tool_choice = checked_choice(OPENAI, _tool_choice(body), gen.tools, "tool_choice")
+    gen.parallel_tool_calls = parallel_tool_calls(body)
+    gen.think, gen.reasoning_effort = parse_reasoning(body)
     return OllamaRequest(name, gen, keep_alive, ctx)
 
 
@@ -188,7 +202,7 @@ def parse_ollama_generate(body: Any) -> OllamaRequest:
         return OllamaRequest(name, None, keep_alive, ctx)
     gen = GenerationRequest(engine_model(name), params, stream, keep_alive=keep_alive,
                             num_ctx=ctx)
-    gen.constraint, gen.schema = ollama_constraint(body)
+    gen.constraint, _ = ollama_constraint(body)
     gen.think, gen.reasoning_effort = parse_reasoning(body)
     media = MediaInput()
     images = _images(body.get("images"), "images", media)
@@ -197,7 +211,6 @@ def parse_ollama_generate(body: Any) -> OllamaRequest:
     if raw:
         gen.prompt = prompt  # no template: the client sends the model's own format
     else:
-        gen.messages = ([{"role": "system", "content": system}] if system else []) + [
-            {"role": "user", "content": images + prompt}]
+        gen.messages = ([Message("system", system)] if system else []) + [Message("user", images + prompt)]
         gen.media = media.media
     return OllamaRequest(name, gen, keep_alive, ctx)

@@ -18,6 +18,7 @@ import asyncio
 import json
 import time
 import uuid
+from dataclasses import replace
 
 from aiohttp import web
 
@@ -31,7 +32,8 @@ from runtime.server.generate.generation import start_generation
 from runtime.server.generate.logprobs_api import chat_content
 from runtime.server.validation import read_json
 from runtime.server.generate.reply import Reply
-from runtime.server.generate.wire_options import apply_options
+from runtime.server.generate.request import Message, ToolCall
+from runtime.tool_choice import ToolChoice
 from runtime.server.wire.responses.responses_output import OutputItems
 from runtime.server.wire.responses.responses_schemas import ResponsesRequest, parse_responses
 from runtime.server.wire.responses.responses_store import ResponseStore
@@ -55,32 +57,32 @@ class _Reply:
             "id": self.id, "object": "response", "created_at": self.created_at, "status": status,
             "error": error, "incomplete_details": {"reason": "max_output_tokens"} if incomplete else None,
             "instructions": r.instructions, "max_output_tokens": r.max_output_tokens, "model": self.model,
-            "output": output or [], "parallel_tool_calls": r.parallel_tool_calls,
+            "output": output or [], "parallel_tool_calls": r.gen.parallel_tool_calls,
             "previous_response_id": r.previous_response_id, "reasoning": {"effort": r.reasoning_effort, "summary": None},
             "store": r.store, "temperature": r.gen.params.temperature, "text": {"format": r.text_format},
-            "tool_choice": _tool_choice(r.tool_choice), "tools": [_tool(t) for t in r.tools],
+            "tool_choice": _tool_choice(r.gen.tool_choice), "tools": r.shown_tools,
             "top_p": r.gen.params.top_p, "truncation": "disabled",
             "usage": reply.usage.responses() if reply is not None and output else None, "metadata": r.metadata,
             "user": None,
         }
 
 
-def _arguments(call: dict) -> str:
-    if call["type"] == "custom_tool_call":
-        return json.dumps({"input": call["input"]}, ensure_ascii=False)
-    return call["arguments"]
+def _call(item: dict) -> ToolCall:
+    """An output item's call, for the stored conversation (arguments that are not a JSON object,
+    as a call cut by the token limit leaves them: none)."""
+    if item["type"] == "custom_tool_call":
+        return ToolCall(item["call_id"], item["name"], {"input": item["input"]})
+    try:
+        arguments = json.loads(item["arguments"])
+    except (ValueError, RecursionError):
+        arguments = {}
+    return ToolCall(item["call_id"], item["name"], arguments if isinstance(arguments, dict) else {})
 
 
-def _tool(t: dict) -> dict:
-    fn = t["function"]
-    return {"type": "function", "name": fn["name"], "description": fn.get("description"),
-            "parameters": fn.get("parameters"), "strict": fn.get("strict")}
-
-
-def _tool_choice(choice) -> str | dict:
-    if isinstance(choice, dict):
-        return {"type": "function", "name": choice["function"]["name"]}
-    return choice or "auto"
+def _tool_choice(choice: ToolChoice) -> str | dict:
+    if choice.kind == "function":
+        return {"type": "function", "name": choice.name}
+    return choice.kind
 
 
 def _status(reply: Reply) -> str:
@@ -88,7 +90,7 @@ def _status(reply: Reply) -> str:
     return "incomplete" if choice.engine_finish == "length" and not choice.calls else "completed"
 
 
-async def _history(request: web.Request, rreq: ResponsesRequest) -> list[dict]:
+async def _history(request: web.Request, rreq: ResponsesRequest) -> list[Message]:
     if rreq.previous_response_id is None:
         return []
     stored = await asyncio.to_thread(request.app[RESPONSES].get, rreq.previous_response_id)
@@ -102,11 +104,8 @@ async def _history(request: web.Request, rreq: ResponsesRequest) -> list[dict]:
 async def create(request: web.Request) -> web.StreamResponse:
     rreq = parse_responses(await read_json(request))
     history = await _history(request, rreq)
-    system = [{"role": "system", "content": rreq.instructions}] if rreq.instructions else []
+    system = [Message("system", rreq.instructions)] if rreq.instructions else []
     rreq.gen.messages = system + history + rreq.input_messages
-    apply_options(rreq.gen, tools=rreq.tools, tool_choice=rreq.tool_choice, parallel=rreq.parallel_tool_calls,
-                  think=None, effort=rreq.reasoning_effort, response_format=rreq.response_format,
-                  extensions=rreq.extensions)
     gen = await start_generation(request, rreq.gen)
     reply, shown = gen.reply(), _Reply(rreq, rreq.gen.model or gen.engine.model_id)
     try:
@@ -146,19 +145,21 @@ class _Items:
             await self.output.add(e)
 
 
-async def _keep(request: web.Request, rreq: ResponsesRequest, body: dict, history: list[dict],
+async def _keep(request: web.Request, rreq: ResponsesRequest, body: dict, history: list[Message],
                 items: OutputItems) -> None:
     if rreq.store:
-        turn: dict = {"role": "assistant", "content": items.text("message")}
-        if items.calls:
-            turn["tool_calls"] = [{"id": c["call_id"], "type": "function",
-                                   "function": {"name": c["name"], "arguments": _arguments(c)}} for c in items.calls]
-        # a stored turn keeps no media bytes: a later turn reads a note where an image was
-        conversation = history + without_media(rreq.input_messages) + [turn]
+        turn = Message("assistant", items.text("message"), tool_calls=[_call(c) for c in items.calls])
+        conversation = history + _without_media(rreq.input_messages) + [turn]
         await asyncio.to_thread(request.app[RESPONSES].put, body["id"], body, conversation)
 
 
-async def _stream(request: web.Request, reply: Reply, shown: _Reply, history: list[dict]) -> web.StreamResponse:
+def _without_media(messages: list[Message]) -> list[Message]:
+    """A stored turn keeps no media bytes: a later turn reads a note where an image was."""
+    texts = without_media([{"content": m.content} for m in messages])
+    return [replace(m, content=t["content"]) for m, t in zip(messages, texts)]
+
+
+async def _stream(request: web.Request, reply: Reply, shown: _Reply, history: list[Message]) -> web.StreamResponse:
     seq = 0
 
     def event(kind: str, **fields) -> bytes:

@@ -30,7 +30,7 @@ def _no_logprobs() -> list[dict]:
 
 
 class OutputItems:
-    """``tool_kinds``: how calls of non-plain tools come back (``responses_schemas.translate_tools``);
+    """``tool_kinds``: how calls of non-plain tools come back (``responses_schemas``);
     ``logprobs``: the logprobs of the tokens read since its last call, in the wire's shape."""
 
     def __init__(self, emit=_quiet, tool_kinds: dict[str, tuple[str, str]] | None = None,

@@ -1,10 +1,12 @@
-"""OpenAI Responses request bodies, validated and translated into one ``GenerationRequest``.
+"""OpenAI Responses request bodies, validated into one ``GenerationRequest``.
 
 ``input`` (a string, or items: messages with ``input_text`` / ``output_text`` parts,
-``function_call`` and ``function_call_output`` items) becomes OpenAI-shaped chat messages;
-``instructions`` the system message; function tools, ``tool_choice`` and ``text.format`` the
-chat API's ``tools``, ``tool_choice`` and ``response_format``. Earlier turns named by
-``previous_response_id`` are put in front by ``responses_api``.
+``function_call`` and ``function_call_output`` items) becomes the internal messages (a call's
+``arguments`` text read into an object); ``instructions`` the system message; function tools
+``ToolSpec``; ``tool_choice`` the internal choice; ``text.format`` the constraint; ``reasoning.effort``
+the reasoning switches. Errors name Responses' own fields (``tools[0].parameters``,
+``input[2].arguments``). Earlier turns named by ``previous_response_id`` are put in front by
+``responses_api``.
 
 What agents send beyond function tools is accepted with a fixed meaning (Codex sends most of it):
 
@@ -26,18 +28,21 @@ What agents send beyond function tools is accepted with a fixed meaning (Codex s
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime.engine.constraint_spec import JSON_OBJECT
 from runtime.sampling_params import DEFAULT_TOP_K, SamplingParams
 from runtime.server.errors import bad_request
 from runtime.server.media_input import MediaInput
-from runtime.server.generate.request import GenerationRequest
-from runtime.server.wire.openai.schemas import DEFAULT_TEMPERATURE
-from runtime.server.generate.structured_output import extension_fields
+from runtime.server.generate.constraint_jobs import CompileJob
+from runtime.server.generate.reasoning_options import reasoning
+from runtime.server.generate.request import GenerationRequest, Message, ToolCall
+from runtime.server.wire.openai.schemas import DEFAULT_TEMPERATURE, parallel_tool_calls
+from runtime.server.generate.structured_output import extension_constraint, schema_constraint
+from runtime.server.generate.tool_checks import OPENAI, ToolList, call_arguments, checked_choice
 from runtime.server.validation import boolean, int_option, option
-from runtime.server.generate.tool_shapes import function_tool, tool_list
+from runtime.tool_choice import AUTO, NONE, REQUIRED, ToolChoice, function_choice
 
 ROLES = {"user", "assistant", "system", "developer"}
 _TEXT_PARTS = {"input_text", "output_text", "text", "refusal"}
@@ -54,26 +59,22 @@ _UNSHOWN_ITEMS = {"reasoning", "compaction", "additional_tools"}
 
 @dataclass(slots=True)
 class ResponsesRequest:
+    """The internal request (``gen``; its messages are set once the stored turns are read) and
+    what the response object shows of the body."""
+
     gen: GenerationRequest
-    input_messages: list[dict]  # this turn's input, without the instructions
+    input_messages: list[Message]  # this turn's input, without the instructions
     instructions: str | None = None
     previous_response_id: str | None = None
     store: bool = True
-    tools: list[dict] = field(default_factory=list)  # OpenAI chat function tools
-    tool_choice: str | dict | None = None
-    parallel_tool_calls: bool = True
-    response_format: dict | None = None  # OpenAI chat's response_format, for json_schema / json_object
+    #: the tools offered, as the response object lists them (function tools, namespaces flattened)
+    shown_tools: list[dict] = field(default_factory=list)
     text_format: dict = field(default_factory=lambda: {"type": "text"})  # ``text.format`` as given
-    extensions: dict = field(default_factory=dict)  # Hearth's ``regex`` / ``grammar``
-    reasoning_effort: str | None = None
+    reasoning_effort: str | None = None  # ``reasoning.effort`` as given
     metadata: dict = field(default_factory=dict)
     max_output_tokens: int | None = None
     #: how a call of a tool comes back: ``("namespace", ns)`` or ``("custom", "")`` by tool name
     tool_kinds: dict[str, tuple[str, str]] = field(default_factory=dict)
-
-    @property
-    def uses_tools(self) -> bool:
-        return bool(self.tools) or any(m["role"] == "tool" or m.get("tool_calls") for m in self.input_messages)
 
 
 def _part_text(content: Any, where: str, *, media: bool = False, inputs: MediaInput | None = None) -> str:
@@ -107,47 +108,86 @@ def _part_text(content: Any, where: str, *, media: bool = False, inputs: MediaIn
     return "".join(texts)
 
 
-def _function_call(item: dict, where: str) -> dict:
+def _function_call(item: dict, where: str) -> ToolCall:
+    """A ``function_call`` item (``arguments``: JSON text of an object), or a ``custom_tool_call``
+    (its ``input`` is the one argument of the function it is offered as)."""
     custom = item.get("type") == "custom_tool_call"
     for key in ("call_id", "name", "input" if custom else "arguments"):
         if not isinstance(item.get(key), str):
             raise bad_request(f"'{where}.{key}' must be a string", f"{where}.{key}")
-    arguments = json.dumps({"input": item["input"]}, ensure_ascii=False) if custom else item["arguments"]
-    return {"id": item["call_id"], "type": "function", "function": {"name": item["name"], "arguments": arguments}}
+    arguments = {"input": item["input"]} if custom else call_arguments(OPENAI, item["arguments"], f"{where}.arguments")
+    return ToolCall(item["call_id"], item["name"], arguments)
 
 
-def translate_input(raw: Any, inputs: MediaInput | None = None) -> list[dict]:
-    """``input`` as OpenAI-shaped chat messages; consecutive function calls join one assistant turn.
+def read_input(raw: Any, inputs: MediaInput | None = None) -> list[Message]:
+    """``input`` as internal messages; consecutive function calls join one assistant turn.
     ``inputs``: the messages' images and audio go into it (their markers in the text)."""
     if isinstance(raw, str):
-        return [{"role": "user", "content": raw}]
+        return [Message("user", raw)]
     if not isinstance(raw, list) or not raw:
         raise bad_request("'input' must be a string or a non-empty list of items", "input")
-    out: list[dict] = []
+    out: list[Message] = []
     for i, item in enumerate(raw):
         where = f"input[{i}]"
         kind = item.get("type", "message" if "role" in item else None) if isinstance(item, dict) else None
         if kind == "message":
             if item.get("role") not in ROLES:
                 raise bad_request(f"'{where}.role' must be one of {sorted(ROLES)}", f"{where}.role")
-            out.append({"role": item["role"], "content": _part_text(item.get("content", ""), f"{where}.content",
-                                                                    inputs=inputs)})
+            out.append(Message(item["role"], _part_text(item.get("content", ""), f"{where}.content", inputs=inputs)))
         elif kind in ("function_call", "custom_tool_call"):
             call = _function_call(item, where)
-            if out and out[-1]["role"] == "assistant" and out[-1].get("tool_calls"):
-                out[-1]["tool_calls"].append(call)
+            if out and out[-1].role == "assistant" and out[-1].tool_calls:
+                out[-1].tool_calls.append(call)
             else:
-                out.append({"role": "assistant", "content": "", "tool_calls": [call]})
+                out.append(Message("assistant", "", tool_calls=[call]))
         elif kind in ("function_call_output", "custom_tool_call_output"):
             if not isinstance(item.get("call_id"), str):
                 raise bad_request(f"'{where}.call_id' must be a string", f"{where}.call_id")
-            out.append({"role": "tool", "tool_call_id": item["call_id"],
-                        "content": _part_text(item.get("output", ""), f"{where}.output", media=True)})
+            out.append(Message("tool", _part_text(item.get("output", ""), f"{where}.output", media=True),
+                               tool_call_id=item["call_id"]))
         elif kind in _UNSHOWN_ITEMS or (isinstance(kind, str) and kind.endswith(("_call", "_call_output"))):
             continue  # reasoning is not re-read by chat templates; hosted tools' items ran elsewhere
         else:
             raise bad_request(f"'{where}': item type {kind!r} is not supported by this server", where)
     return out
+
+
+class _Tools:
+    """The tools of a body: offered (``ToolList``), shown in the response object, and how each
+    non-plain one's calls come back (see the module doc)."""
+
+    def __init__(self, count: int) -> None:
+        self.offered = ToolList(OPENAI, count)
+        self.shown: list[dict] = []
+        self.kinds: dict[str, tuple[str, str]] = {}
+
+    def read(self, tools: Any, at: str = "tools") -> None:
+        if tools is None:
+            return
+        if not isinstance(tools, list):
+            raise bad_request(f"'{at}' must be a list", at)
+        for i, t in enumerate(tools):
+            where = f"{at}[{i}]"
+            if not isinstance(t, dict) or not isinstance(t.get("type"), str):
+                raise bad_request(f"'{where}' must be a tool object with a 'type'", f"{where}.type")
+            kind = t["type"]
+            if kind == "function":
+                self._add(t, t.get("parameters"), where, t.get("strict"))
+            elif kind == "custom":
+                self.kinds[self._add(t, CUSTOM_INPUT, where)] = ("custom", "")
+            elif kind == "namespace":
+                namespace = _tool_name(t, where)
+                before = len(self.offered.tools)
+                self.read(t.get("tools"), f"{where}.tools")
+                for spec in self.offered.tools[before:]:
+                    self.kinds.setdefault(spec.name, ("namespace", namespace))
+            # any other type is a hosted tool (web_search, file_search, mcp, ...): not offered
+
+    def _add(self, t: dict, parameters: Any, where: str, strict: Any = None) -> str:
+        spec = self.offered.add(_tool_name(t, where), t.get("description"), parameters, where)
+        self.shown.append({"type": "function", "name": spec.name, "description": spec.description,
+                           "parameters": spec.parameters, "strict": strict})
+        return spec.name
 
 
 def _tool_name(t: dict, where: str) -> str:
@@ -156,44 +196,22 @@ def _tool_name(t: dict, where: str) -> str:
     return t["name"]
 
 
-def translate_tools(tools: Any) -> tuple[list[dict], dict[str, tuple[str, str]]]:
-    """Responses tools as chat function tools, and how each non-plain one's calls come back
-    (see the module doc: namespaces flattened, custom tools as one string, hosted tools left out)."""
-    out: list[dict] = []
-    kinds: dict[str, tuple[str, str]] = {}
-    for i, t in enumerate(tool_list(tools, "'tools' must be a list")):
-        where = f"tools[{i}]"
-        if not isinstance(t, dict) or not isinstance(t.get("type"), str):
-            raise bad_request(f"'{where}' must be a tool object with a 'type'", f"{where}.type")
-        kind = t["type"]
-        if kind == "function":
-            out.append(function_tool(_tool_name(t, where), t.get("parameters"), t.get("description"), t.get("strict")))
-        elif kind == "custom":
-            name = _tool_name(t, where)
-            out.append(function_tool(name, CUSTOM_INPUT, t.get("description")))
-            kinds[name] = ("custom", "")
-        elif kind == "namespace":
-            namespace = _tool_name(t, where)
-            inner, inner_kinds = translate_tools(t.get("tools"))
-            for tool in inner:
-                name = tool["function"]["name"]
-                kinds[name] = inner_kinds.get(name, ("namespace", namespace))
-            out += inner
-        # any other type is a hosted tool (web_search, file_search, mcp, ...): not offered
-    return out, kinds
+_CHOICES = {"auto": AUTO, "none": NONE, "required": REQUIRED}
 
 
-def translate_tool_choice(choice: Any) -> str | dict | None:
-    if choice is None or choice in ("auto", "none", "required"):
-        return choice
+def read_tool_choice(choice: Any) -> ToolChoice | None:
+    if choice is None:
+        return None
+    if isinstance(choice, str) and choice in _CHOICES:
+        return _CHOICES[choice]
     if isinstance(choice, dict) and choice.get("type") == "function" and isinstance(choice.get("name"), str):
-        return {"type": "function", "function": {"name": choice["name"]}}
+        return function_choice(choice["name"])
     raise bad_request("'tool_choice' must be 'auto', 'none', 'required' or {\"type\": \"function\", \"name\": ...}",
                       "tool_choice")
 
 
-def translate_text_format(text: Any) -> dict | None:
-    """``text.format`` as chat's ``response_format`` (None for plain text)."""
+def read_text_format(text: Any) -> CompileJob | None:
+    """``text.format`` as the constraint to compile (None for plain text)."""
     if text is None:
         return None
     if not isinstance(text, dict):
@@ -202,12 +220,14 @@ def translate_text_format(text: Any) -> dict | None:
     if fmt is None or (isinstance(fmt, dict) and fmt.get("type") == "text"):
         return None
     if isinstance(fmt, dict) and fmt.get("type") == "json_object":
-        return {"type": "json_object"}
+        return CompileJob(JSON_OBJECT, None, "text.format")
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
         if not isinstance(fmt.get("schema"), dict) or not isinstance(fmt.get("name"), str):
             raise bad_request("'text.format' json_schema needs a 'name' and a 'schema' object", "text.format")
-        return {"type": "json_schema", "json_schema": {k: fmt[k] for k in ("name", "schema", "strict", "description")
-                                                       if fmt.get(k) is not None}}
+        if fmt.get("strict") is not None and not isinstance(fmt["strict"], bool):
+            raise bad_request("'text.format.strict' must be true or false", "text.format.strict")
+        job, _ = schema_constraint(fmt["schema"], "text.format.schema")
+        return job
     raise bad_request("'text.format.type' must be 'text', 'json_object' or 'json_schema'", "text.format.type")
 
 
@@ -240,24 +260,28 @@ def parse_responses(body: Any) -> ResponsesRequest:
                             top_k=DEFAULT_TOP_K if top_k is None else top_k,
                             top_p=option(body, "top_p", 1.0), max_tokens=max_tokens)
     media = MediaInput()
-    inputs = translate_input(body.get("input"), media)
+    inputs = read_input(body.get("input"), media)
     metadata = body.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise bad_request("'metadata' must be an object", "metadata")
     store = body.get("store")
     top = int_option(body, "top_logprobs", limit="top_logprobs")
     params.logprobs, params.top_logprobs = top is not None, top or 0
-    gen = GenerationRequest(model, params, stream=boolean(body, "stream"))
-    gen.media = media.media
-    tools, tool_kinds = translate_tools(body.get("tools"))
+    gen = GenerationRequest(model, params, stream=boolean(body, "stream"), media=media.media)
+    raw_tools = body.get("tools")
+    tools = _Tools(len(raw_tools) if isinstance(raw_tools, list) else 0)
+    tools.read(raw_tools)
+    gen.tools = tools.offered.tools
+    gen.tool_choice = checked_choice(OPENAI, read_tool_choice(body.get("tool_choice")), gen.tools, "tool_choice")
+    gen.parallel_tool_calls = parallel_tool_calls(body)
+    gen.constraint = read_text_format(body.get("text")) or extension_constraint(body)
+    effort = _reasoning(body)
+    gen.think, gen.reasoning_effort = reasoning(None, effort)
     return ResponsesRequest(
         gen, inputs, instructions or None, _optional_str(body, "previous_response_id"),
-        store=True if store is None else boolean(body, "store"), tools=tools, tool_kinds=tool_kinds,
-        tool_choice=translate_tool_choice(body.get("tool_choice")),
-        parallel_tool_calls=True if body.get("parallel_tool_calls") is None else boolean(body, "parallel_tool_calls"),
-        response_format=translate_text_format(body.get("text")), reasoning_effort=_reasoning(body),
-        metadata=metadata, max_output_tokens=max_tokens, text_format=_text_format(body.get("text")),
-        extensions=extension_fields(body))
+        store=True if store is None else boolean(body, "store"), shown_tools=tools.shown, tool_kinds=tools.kinds,
+        text_format=_text_format(body.get("text")), reasoning_effort=effort, metadata=metadata,
+        max_output_tokens=max_tokens)
 
 
 def _text_format(text: Any) -> dict:

@@ -1,9 +1,9 @@
 """Stored responses (``store: true``) for ``previous_response_id``, ``GET`` and ``DELETE``.
 
 One JSON file per response under ``<data dir>/responses/``: the response object as the API
-returned it, and the conversation that led to it (OpenAI-shaped messages, the reply included,
-the instructions not: a continued response takes its own), owner-only (0600 in a 0700
-folder). Bounded three ways: at most
+returned it, and the conversation that led to it (the internal messages in the shape chat
+templates read, the reply included, the instructions not: a continued response takes its own),
+owner-only (0600 in a 0700 folder). Bounded three ways: at most
 ``max_count`` files and ``max_bytes`` in all (oldest go first), none older than
 ``retention_s``. Ids are checked against the shape Hearth gives them, so a request can never
 name a path.
@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from runtime.private_files import private_dir, write_private
+from runtime.server.generate.request import Message, ToolCall
 
 ID_RE = re.compile(r"resp_[0-9a-f]{32}")
 DEFAULT_MAX_COUNT = 1000
@@ -28,7 +29,23 @@ DEFAULT_RETENTION_S = 30 * 24 * 3600.0
 @dataclass(slots=True)
 class StoredResponse:
     response: dict
-    conversation: list[dict]
+    conversation: list[Message]
+
+
+def _message(d: dict) -> Message:
+    """A stored message (``Message.template``'s shape; arguments stored as JSON text are read too)."""
+    calls = []
+    for c in d.get("tool_calls") or []:
+        fn = c["function"]
+        arguments = fn.get("arguments") or {}
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments)
+            except (ValueError, RecursionError):
+                arguments = {}
+        calls.append(ToolCall(c.get("id") or "", fn["name"], arguments if isinstance(arguments, dict) else {}))
+    return Message(d["role"], d.get("content") or "", calls, d.get("tool_call_id"), d.get("name"),
+                   d.get("reasoning_content"))
 
 
 class ResponseStore:
@@ -40,12 +57,13 @@ class ResponseStore:
     def _path(self, rid: str) -> Path | None:
         return self.root / f"{rid}.json" if ID_RE.fullmatch(rid) else None
 
-    def put(self, rid: str, response: dict, conversation: list[dict]) -> None:
+    def put(self, rid: str, response: dict, conversation: list[Message]) -> None:
         path = self._path(rid)
         if path is None:
             raise ValueError(f"not a response id: {rid!r}")
         private_dir(self.root)  # the conversations are the user's: owner-only, like the chat database
-        write_private(path, json.dumps({"response": response, "conversation": conversation}, ensure_ascii=False))
+        write_private(path, json.dumps({"response": response, "conversation": [m.template() for m in conversation]},
+                                       ensure_ascii=False))
         self.prune()
 
     def get(self, rid: str) -> StoredResponse | None:
@@ -61,7 +79,11 @@ class ResponseStore:
             return None
         if not isinstance(data, dict) or not isinstance(data.get("response"), dict):
             return None
-        return StoredResponse(data["response"], list(data.get("conversation") or []))
+        try:
+            conversation = [_message(m) for m in data.get("conversation") or []]
+        except (KeyError, TypeError, AttributeError):  # not a file this store wrote
+            return None
+        return StoredResponse(data["response"], conversation)
 
     def delete(self, rid: str) -> bool:
         path = self._path(rid)
