@@ -113,3 +113,19 @@ def test_a_call_index_beside_the_name_is_digits():
     assert _accepts(grammar, text.replace('"tool_call_id": "0"', '"tool_call_id": "12"'))
     for other in ('"x"', '"1234567"', '""'):
         assert not _accepts(grammar, text.replace('"tool_call_id": "0"', f'"tool_call_id": {other}'))
+
+
+@pytest.mark.parametrize("template", ["Mistral-Small-3.2-24B-Instruct-2506", "upstage-Solar-Open-100B"])
+def test_a_call_id_in_the_markers_is_the_models_own(template):
+    """Where the markers carry the call id, the model writes one per call (a fixed id would give
+    every call of a reply, and of a conversation, the same id)."""
+    contract = contract_for((Path(__file__).parent / "templates" / f"{template}.jinja").read_text(), "<s>", "</s>")
+    grammar = call_grammar(contract.calls, TOOLS, parallel=True)
+    text = call_text(contract.calls, CALLS)
+    assert text.count("call00001") == 2, text
+    text = text.replace("call00001", "a1B2c3D4e", 1).replace("call00001", "Zz9Yy8Xx7", 1)
+    assert _accepts(grammar, text), (text, grammar)
+    _, _, calls = parse_all(text, contract, TOOLS)
+    assert [c["id"] for c in calls] == ["a1B2c3D4e", "Zz9Yy8Xx7"] and [c["name"] for c in calls] == [n for n, _ in CALLS]
+    for bad in ("short", "call-0001", "ten_chars0"):
+        assert not _accepts(grammar, text.replace("a1B2c3D4e", bad)), bad

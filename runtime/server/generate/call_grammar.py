@@ -14,14 +14,15 @@ import json
 import re
 from dataclasses import replace
 
+from runtime.chat.call_analysis import CALL_ID1
 from runtime.chat.contract import JSON, KEY_SLOT, TAGGED, CallSyntax
 from runtime.engine.constraint_spec import JSON_OPTIONS
 from runtime.server.generate.tool_relax import rebase
 
 #: the most calls one reply may hold when parallel calls are allowed
 MAX_PARALLEL = 4
-#: the call id a grammar writes where the syntax carries one (Mistral's nine characters)
-GRAMMAR_CALL_ID = "call00001"
+#: a call id the model writes where the syntax carries one in its markers (Mistral's nine characters)
+CALL_ID = "/[A-Za-z0-9]{9}/"
 
 
 def call_grammar(syntax: CallSyntax, tools: list[dict], parallel: bool, answer: dict | None = None) -> str:
@@ -84,15 +85,18 @@ def _named_call(s: CallSyntax, tools: list[dict], rules: list[str]) -> str:
     for i, t in enumerate(tools):
         fn = t["function"]
         params = fn.get("parameters") or {"type": "object", "properties": {}}
-        suffix = _concrete(s.name_suffix)
         if s.body == TAGGED:
             args = _tagged_args(s, params, i, rules)
         else:
             rules.append(f"args{i}: %json " + json.dumps(_with_defs(params, i)))
             args = f"args{i}"
-        parts = [_lit(_concrete(s.name_prefix) + fn["name"] + suffix), args, _lit(s.close), _lit(s.call_end)]
+        if s.id_in_markers:
+            head = " ".join((_marker(s.name_prefix), _lit(fn["name"]), _marker(s.name_suffix)))
+        else:
+            head = _lit(s.name_prefix + fn["name"] + s.name_suffix)
+        parts = [head, args, _lit(s.close), _lit(s.call_end)]
         options.append(" ".join(x for x in parts if x and x != '""'))
-    start = _lit(s.call_start)
+    start = _marker(s.call_start) if s.id_in_markers else _lit(s.call_start)
     alts = " | ".join(f"({o})" for o in options)
     return f"{start} ({alts})" if start != '""' else f"({alts})"
 
@@ -140,9 +144,17 @@ def _length(prop: dict) -> str:
     return f"{{{low},}}" if low else "*"
 
 
-def _concrete(marker: str) -> str:
-    """A marker as the grammar writes it: the example call id kept, the example index 0."""
-    return marker
+def _marker(marker: str) -> str:
+    """Lark for a marker that may hold the template's example call id: the model writes an id of
+    its own there (each call of a reply its own; the same id in every call would make a client
+    match every tool result to the first call)."""
+    out: list[str] = []
+    for i, piece in enumerate(marker.split(CALL_ID1)):
+        if i:
+            out.append(CALL_ID)
+        if piece:
+            out.append(_lit(piece))
+    return " ".join(out) or '""'
 
 
 def _re(text: str) -> str:
