@@ -94,7 +94,8 @@ class HearthApp(QObject):
         self.chat_page.presets = self.presets
         self.mcp.servers_changed.connect(self._mcp_changed)
         self.server_page = ServerPage(self.service, start=lambda: self.spawn(self.start_service()),
-                                      stop=lambda: self.spawn(self.service.stop()))
+                                      stop=lambda: self.spawn(self.service.stop()),
+                                      restart=lambda: self.spawn(self.restart_service()))
         self.settings_page = SettingsPage(self.settings, start_on_login)
         self.settings_page.saved.connect(self._settings_saved)
         pages = {"Chat": self.chat_page, "Server": self.server_page, "Settings": self._settings_tabs()}
@@ -217,6 +218,11 @@ class HearthApp(QObject):
 
     async def start_service(self) -> None:
         if await self.service.start():
+            await self.refresh_models()
+
+    async def restart_service(self) -> None:
+        """Stop the service this app runs and start it again: new settings (a port) apply."""
+        if await self.service.restart():
             await self.refresh_models()
 
     async def refresh_models(self) -> None:

@@ -129,6 +129,20 @@ class MessageView(QAbstractScrollArea):
         self._follow = row == len(self._ids) - 1
         self.verticalScrollBar().setValue(self._tops[row] - MARGIN_Y)
 
+    def bring_into_sight(self, mid: int) -> None:
+        """Scroll so the message ``mid`` is in sight, its top first (an editor just opened in
+        it, which may reach above the view or below it)."""
+        if mid not in self._ids:
+            return
+        row = self._ids.index(mid)
+        self._place_now()
+        bar, vh = self.verticalScrollBar(), self.viewport().height()
+        top, bottom = self._tops[row] - MARGIN_Y, self._tops[row] + self._heights[row] + MARGIN_Y
+        if top < bar.value() or bottom > bar.value() + vh:
+            bar.setValue(top if top < bar.value() or bottom - top > vh else bottom - vh)
+            self._follow = False  # stay with it, though it may sit near the end
+            self._place()
+
     def retheme(self, theme) -> None:
         """Code colours follow the theme: the widgets that exist are drawn again."""
         self.release_hidden()
@@ -223,6 +237,8 @@ class MessageView(QAbstractScrollArea):
         m = self.model.item(row)
         w = MessageWidget(m, self.viewport())
         w.edit_submitted.connect(self.edit_submitted)
+        # once its new height is measured (the editor's layout request is handled on the next turn)
+        w.edit_started.connect(lambda mid: QTimer.singleShot(20, lambda: self.bring_into_sight(mid)))
         w.regenerate_requested.connect(self.regenerate_requested)
         w.variant_requested.connect(self._variant_requested)
         w.citation_clicked.connect(self.citation_clicked)

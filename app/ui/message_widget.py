@@ -100,6 +100,7 @@ def _wrapping(name: str, rich: bool = False) -> QLabel:
 class MessageWidget(QFrame):
     copy_requested = Signal(int)
     edit_submitted = Signal(int, str)
+    edit_started = Signal(int)  # message id: its editor is open (the view brings it into sight)
     regenerate_requested = Signal()
     citation_clicked = Signal(dict)
     variant_requested = Signal(int, int)  # message id, -1 (the older version) or +1 (the newer)
@@ -299,6 +300,7 @@ class MessageWidget(QFrame):
                       (self.cancel_button, True), (self.edit_button, False), (self.copy_button, False)):
             w.setVisible(on)
         self.editor.setFocus()
+        self.edit_started.emit(self.message.id)
 
     def _cancel_edit(self) -> None:
         for w, on in ((self.editor, False), (self.body, True), (self.save_button, False),

@@ -83,8 +83,9 @@ def rpc_workers(health: dict) -> str:
 
 
 class ServerPage(QWidget):
-    def __init__(self, service: ServiceController, start, stop) -> None:
-        """``start`` and ``stop``: callables that start and stop the service (they schedule the work)."""
+    def __init__(self, service: ServiceController, start, stop, restart=None) -> None:
+        """``start``, ``stop`` and ``restart``: callables that start, stop and restart the service
+        (they schedule the work); a restart takes up new settings (a new port) in one step."""
         super().__init__()
         self.service = service
         lay = QVBoxLayout(self)
@@ -99,8 +100,14 @@ class ServerPage(QWidget):
         self.start_button.clicked.connect(start)
         self.stop_button = QPushButton("Stop server")
         self.stop_button.clicked.connect(stop)
+        self.restart_button = QPushButton("Restart server")
+        self.restart_button.setToolTip("Stop the service and start it again with the saved settings (a new port, "
+                                       "model or context)")
+        self.restart_button.clicked.connect(restart or (lambda: None))
+        self.restart_button.setVisible(restart is not None)
         head.addWidget(self.start_button)
         head.addWidget(self.stop_button)
+        head.addWidget(self.restart_button)
         lay.addLayout(head)
         top = QGroupBox("Service")
         form = QFormLayout(top)
@@ -181,6 +188,7 @@ class ServerPage(QWidget):
         self.origin.setText("this app" if s.owned else ("another program" if s.state == RUNNING else "–"))
         self.start_button.setEnabled(s.state not in (RUNNING, STARTING, STOPPING))
         self.stop_button.setEnabled(s.owned and s.state != STOPPING)
+        self.restart_button.setEnabled(s.owned and s.state not in (STARTING, STOPPING))
         if s.state != self._progress_state:
             self._progress_state = s.state
             if s.state == STOPPING:

@@ -1,12 +1,16 @@
 """The first-run card above the chat: the model suggested for this computer, its download's
-progress, and "Use it" once it is here. Widgets only: the app fills it and hears its buttons."""
+progress, and "Use it" once it is here. Two lines at most (the name with its file, then why it
+was chosen or how far its download is; what does not fit is cut with "…" and kept in the
+tooltip), so an 800x600 window keeps its room for the conversation. Widgets only: the app
+fills it and hears its buttons."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QVBoxLayout
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QProgressBar, QPushButton, QSizePolicy, QVBoxLayout
 
 from app.qt_models import format_size
+from app.ui.blocks import ElidedLabel
 
 
 class SuggestionCard(QFrame):
@@ -19,32 +23,46 @@ class SuggestionCard(QFrame):
         self.setObjectName("suggestionCard")
         self.state = "offer"  #: offer | downloading | ready | failed
         outer = QHBoxLayout(self)
-        outer.setContentsMargins(16, 12, 12, 12)
-        outer.setSpacing(12)
+        outer.setContentsMargins(14, 8, 10, 8)
+        outer.setSpacing(10)
         text = QVBoxLayout()
-        text.setSpacing(3)
-        self.heading = QLabel("Suggested for this computer")
+        text.setSpacing(2)
+        first, second = QHBoxLayout(), QHBoxLayout()
+        first.setSpacing(8)
+        second.setSpacing(8)
+        self.heading = QLabel("Suggested:")
         self.heading.setObjectName("suggestionHeading")
-        self.name = QLabel()
+        self.heading.setToolTip("The model that suits this computer best (the Models page lists every one)")
+        self.name = ElidedLabel()
         self.name.setObjectName("modelName")
-        self.detail = QLabel()
+        self.name.setMinimumWidth(80)
+        self.name.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Preferred)
+        self.detail = ElidedLabel()
         self.detail.setObjectName("modelDetail")
-        self.detail.setWordWrap(True)
-        self.reason = QLabel()
+        self.detail.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.reason = ElidedLabel()
         self.reason.setObjectName("modelDetail")
-        self.reason.setWordWrap(True)
+        self.reason.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.bar = QProgressBar()
         self.bar.setRange(0, 1000)
         self.bar.setTextVisible(False)
         self.bar.setFixedHeight(8)
+        self.bar.setMaximumWidth(220)
         self.bar.hide()
-        self.progress = QLabel()
+        self.progress = ElidedLabel()
         self.progress.setObjectName("modelDetail")
+        self.progress.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.progress.hide()
-        for w in (self.heading, self.name, self.detail, self.reason, self.bar, self.progress):
-            text.addWidget(w)
+        first.addWidget(self.heading)
+        first.addWidget(self.name)
+        first.addWidget(self.detail, 1)
+        second.addWidget(self.reason, 1)
+        second.addWidget(self.bar, 1)
+        second.addWidget(self.progress, 2)
+        text.addLayout(first)
+        text.addLayout(second)
         outer.addLayout(text, 1)
-        buttons = QVBoxLayout()
+        buttons = QHBoxLayout()
         buttons.setSpacing(6)
         self.download_button = QPushButton("Download")
         self.download_button.setObjectName("primaryButton")
@@ -59,9 +77,9 @@ class SuggestionCard(QFrame):
         buttons.addWidget(self.download_button)
         buttons.addWidget(self.use_button)
         buttons.addWidget(self.later_button)
-        buttons.addStretch(1)
         outer.addLayout(buttons)
-        outer.setAlignment(buttons, Qt.AlignmentFlag.AlignTop)
+        outer.setAlignment(buttons, Qt.AlignmentFlag.AlignVCenter)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Maximum)
 
     def offer(self, name: str, detail: str, reason: str, installed: bool = False) -> None:
         self.state = "ready" if installed else "offer"
@@ -71,13 +89,16 @@ class SuggestionCard(QFrame):
         self.download_button.setVisible(not installed)
         self.use_button.setVisible(installed)
         self.bar.hide()
-        self.progress.setVisible(installed)
-        self.progress.setText("Already on this computer." if installed else "")
+        self.reason.show()
+        if installed:
+            self.reason.setText(f"Already on this computer. {reason}")
+        self.progress.hide()
 
     def show_progress(self, state: str, done: int, total: int | None, speed_bps: int | None = None) -> None:
         """A download's state as the service reports it."""
         self.state = "downloading"
         self.download_button.hide()
+        self.reason.hide()  # the second line tells how far the download is
         self.bar.show()
         self.progress.show()
         if total:
@@ -99,6 +120,7 @@ class SuggestionCard(QFrame):
         self.bar.setRange(0, 1000)
         self.bar.setValue(1000)
         self.bar.hide()
+        self.reason.hide()
         self.download_button.hide()
         self.use_button.show()
         self.progress.show()
@@ -108,6 +130,7 @@ class SuggestionCard(QFrame):
     def show_failed(self, error: str) -> None:
         self.state = "failed"
         self.bar.hide()
+        self.reason.hide()
         self.progress.show()
         self.progress.setText(f"The download failed: {error}" if error else "The download failed.")
         self.download_button.setText("Try again")

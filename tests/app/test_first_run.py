@@ -106,15 +106,15 @@ def test_first_run_offers_downloads_and_uses_the_suggestion_once(driver, make_ap
         card = h.chat_page.suggestion_card
         assert card.isVisibleTo(h.window)
         assert card.name.text() == "Mid-3B"
-        assert "comfortable speed" in card.reason.text() and "Q4_K_M" in card.detail.text()
+        assert "comfortable speed" in card.reason.full_text() and "Q4_K_M" in card.detail.full_text()
         assert card.download_button.isVisibleTo(card) and not card.use_button.isVisibleTo(card)
 
         card.download_button.click()
         driver.until(lambda: state["pulled"] == ["mid-3b"], 10, "the pull")
-        driver.until(lambda: "50 %" in card.progress.text(), 10, lambda: f"half-way progress, saw {card.progress.text()!r}")
+        driver.until(lambda: "50 %" in card.progress.full_text(), 10, lambda: f"half-way progress, saw {card.progress.full_text()!r}")
         assert card.bar.isVisibleTo(card) and card.bar.value() == 500 and not card.download_button.isVisibleTo(card)
         driver.until(lambda: card.use_button.isVisibleTo(card), 10, "the model to be here")
-        assert "Downloaded" in card.progress.text()
+        assert "Downloaded" in card.progress.full_text()
         driver.until(lambda: "mid-3b" in [h.chat_page.model_picker.itemData(i)
                                           for i in range(h.chat_page.model_picker.count())], 10, "the picker")
 

@@ -116,3 +116,39 @@ def test_every_page_and_tab_fits_800_by_600(make_app, driver):
         "health": {"state": "down", "last_error": "Cannot connect to host 192.168.1.20:8000 [Connection refused]"}}]}
     h.remotes.changed.emit(h.remotes.state)
     check()
+
+
+def test_the_first_run_card_stays_small_at_800_by_600(make_app, driver):
+    """The suggestion takes two lines above the conversation, never the composer's room, and
+    an answer being edited stays in sight; Not now puts it away."""
+    h = make_app(free_port())
+    w = h.window
+    w.show()
+    w.resize(800, 600)
+    card = h.chat_page.suggestion_card
+    card.offer("Qwen2.5 3B Instruct", "Qwen/Qwen2.5-3B-Instruct-GGUF · Q4_K_M · 2.0 GB · apache-2.0",
+               "The largest model that runs on the processor of this computer at about 14 tokens per second.")
+    card.show()
+    c = h.chat.new_conversation()
+    for i in range(3):
+        h.chat.messages.append(h.chat.store.add_message(c.id, "user", f"Question {i} " * 10))
+        h.chat.messages.append(h.chat.store.add_message(c.id, "assistant", f"Answer {i} " * 40, {"finish": "stop"}))
+    driver.pump(0.3)
+    view, composer = h.chat_page.view, h.chat_page.input
+    assert card.height() <= 64 and card.height() * 5 <= view.height(), (card.height(), view.height())
+    assert composer.visibleRegion().boundingRect() == composer.rect()  # the composer whole
+    assert not card.geometry().intersects(view.geometry())
+    assert card.later_button.isVisible() and card.download_button.isVisible()
+    assert "14 tokens per second" in card.reason.toolTip()  # what is cut short is in the tooltip
+
+    question = view.widget_at(4)
+    question.edit_button.click()
+    driver.pump(0.3)
+    port = view.viewport()
+    for part in (question.editor, question.save_button):
+        top_left = part.mapTo(port, part.rect().topLeft())
+        assert port.rect().contains(top_left) and part.isVisible(), "the edit box is out of sight"
+    question.cancel_button.click()
+    card.later_button.click()
+    driver.pump(0.1)
+    assert not card.isVisible() and h.settings.suggestion_done
