@@ -125,6 +125,7 @@ def test_a_call_id_in_the_markers_is_the_models_own(template):
     assert text.count("call00001") == 2, text
     text = text.replace("call00001", "a1B2c3D4e", 1).replace("call00001", "Zz9Yy8Xx7", 1)
     assert _accepts(grammar, text), (text, grammar)
+    assert text.startswith(grammar_trigger(contract.calls)) and "call00001" not in grammar_trigger(contract.calls)
     _, _, calls = parse_all(text, contract, TOOLS)
     assert [c["id"] for c in calls] == ["a1B2c3D4e", "Zz9Yy8Xx7"] and [c["name"] for c in calls] == [n for n, _ in CALLS]
     for bad in ("short", "call-0001", "ten_chars0"):

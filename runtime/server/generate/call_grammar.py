@@ -70,7 +70,8 @@ def grammar_trigger(s: CallSyntax) -> str:
     t = leading_trimmed(s)
     first = t.section_start or t.call_start or t.name_prefix
     if first:
-        return first
+        # up to a call id in the markers, which the model writes its own way
+        return (first.split(CALL_ID1)[0] or first) if t.id_in_markers else first
     return "[{" if t.list_wrapped else "{"
 
 
