@@ -111,6 +111,7 @@ class HearthApp(QObject):
         self.remotes_tab.layout().addStretch(1)
         self.remotes.changed.connect(lambda _: self._local_models(getattr(self, "_local_ids", [])))
         self.window = MainWindow(pages)
+        self._restore_window()
         if self.store.problem:  # the damaged history was set aside: say so where the user looks
             self.show_error(UserError("The chat history was damaged.", self.store.problem,
                                       "Nothing else is needed; the damaged file is kept for you to inspect."))
@@ -187,6 +188,36 @@ class HearthApp(QObject):
 
         return ModelsPage(self.models, self.spawn, self.quantize, ModelTemplates(self.client, self.data_dir))
 
+    def _restore_window(self) -> None:
+        """The size the window had and the chat that was open when the app last closed; the
+        chat that is open from now on is remembered as it changes."""
+        from app.window_state import WindowStateStore
+
+        self.window_state_store = WindowStateStore(self.data_dir / "window-state.json")
+        self.window_state = state = self.window_state_store.load()
+        if state.width and state.height:
+            room = self.window.screen().availableGeometry().size()
+            self.window.resize(max(min(state.width, room.width()), self.window.minimumWidth()),
+                               max(min(state.height, room.height()), self.window.minimumHeight()))
+        if state.maximized:
+            self.window.setWindowState(self.window.windowState() | Qt.WindowState.WindowMaximized)
+        if state.conversation and self.store.get(state.conversation) is not None:
+            self.chat.select(state.conversation)
+        self.chat.current_changed.connect(self._remember_chat)
+
+    def _remember_chat(self, c) -> None:
+        conversation = c.id if c is not None else 0
+        if conversation != self.window_state.conversation:
+            self.window_state.conversation = conversation
+            self.window_state_store.save(self.window_state)
+
+    def _remember_window(self) -> None:
+        w, state = self.window, self.window_state
+        state.maximized = w.isMaximized()
+        if not state.maximized:  # a maximized window's own size is the screen's: keep the one before
+            state.width, state.height = w.width(), w.height()
+        self.window_state_store.save(state)
+
     def _suggestion_done(self) -> None:
         if not self.settings.suggestion_done:
             self.settings.suggestion_done = True
@@ -258,6 +289,8 @@ class HearthApp(QObject):
         await self.service.close(stop_child=stop_service)
         await self.client.close()
         self.tray.hide()
+        if self.window.isVisible():
+            self._remember_window()
         self.window.close_handler = None
         self.theme_applier.close()
         self.window.close()
@@ -268,6 +301,7 @@ class HearthApp(QObject):
 
     def _window_closing(self) -> bool:
         """True: the window closes and the app quits; False: it hides to the tray."""
+        self._remember_window()
         if self.settings.keep_in_tray and self.tray.available:
             return False
         if not self.tray.available and self.settings.keep_in_tray and not self.settings.told_no_tray:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import QSize, Qt, QTimer
-from PySide6.QtGui import QKeySequence, QShortcut
+from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QDialog, QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSplitter, QVBoxLayout, QWidget,
 )
@@ -132,6 +132,8 @@ class ChatPage(QWidget):
         QShortcut(QKeySequence("Ctrl+F"), self, activated=self._focus_search)
         QShortcut(QKeySequence("Escape"), self, activated=lambda: self.chat.stop())
         QShortcut(QKeySequence("Ctrl+L"), self, activated=self.input.setFocus)
+        QShortcut(QKeySequence("Ctrl+R"), self, activated=lambda: self.chat.regenerate())
+        QShortcut(QKeySequence("Ctrl+Shift+C"), self, activated=self.copy_last_answer)
         self.approval = None  # the open tool-approval dialog, if any
         chat.ask = lambda call: ask_user(self, call, call.server)
         rl.addWidget(self.header)
@@ -228,6 +230,16 @@ class ChatPage(QWidget):
         self.tools_button.setToolTip(f"{n} tools of your MCP servers are offered to the model in this chat; "
                                      "click to turn them off here" if n else
                                      "No MCP server is running: add one in Settings → MCP servers")
+
+    def copy_last_answer(self) -> bool:
+        """The last answer's text on the clipboard, its Copy button saying so (Ctrl+Shift+C)."""
+        msgs = self.chat.messages.items()
+        row = next((i for i in range(len(msgs) - 1, -1, -1) if msgs[i].role == "assistant" and msgs[i].content), None)
+        if row is None:
+            return False
+        QGuiApplication.clipboard().setText(msgs[row].content)
+        self.view.widget_at(row).show_copied()
+        return True
 
     def new_chat(self) -> None:
         self.chat.new_conversation()

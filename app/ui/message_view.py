@@ -33,7 +33,7 @@ EMPTY = ("<div style='font-size:22px; font-weight:700'>Start a conversation</div
          "<p>Pick a model at the top · attach documents with the paper clip · tools of MCP servers "
          "(Settings → MCP servers) are offered to the model, and each call asks you first.</p>"
          "<p style='font-size:12px'>Ctrl+N new chat · Ctrl+F search · Ctrl+L composer · Esc stop · "
-         "Ctrl+1–4 pages</p>")
+         "Ctrl+R regenerate · Ctrl+Shift+C copy the answer · Ctrl+1–4 pages</p>")
 
 MARGIN_X, MARGIN_Y, SPACING, MAX_COLUMN = 24, 16, 14, 900
 #: widgets kept alive beyond the ones on screen (the nearest first): scrolling back is free

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import html
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
@@ -20,6 +20,8 @@ from app.conversations import Message
 from app.ui.blocks import MessageBody, ToolCallsView, chevron, small_button as _small, theme_colours
 
 #: the finish reasons worth a word under an answer
+#: how long Copy says "Copied"
+COPIED_MS = 1500
 FINISH_WORDS = {"stopped": "stopped", "length": "cut at the token limit",
                 "interrupted": "interrupted: the model stopped before the answer was complete"}
 
@@ -109,6 +111,7 @@ class MessageWidget(QFrame):
         super().__init__(parent)
         self.message = message
         self._busy = False
+        self._copied_timer: QTimer | None = None
         assistant = message.role == "assistant"
         self.setObjectName("assistantMessage" if assistant else "userMessage")
         self.setFrameShape(QFrame.Shape.NoFrame)
@@ -292,7 +295,17 @@ class MessageWidget(QFrame):
 
     def _copy(self) -> None:
         QGuiApplication.clipboard().setText(self.message.content)
+        self.show_copied()
         self.copy_requested.emit(self.message.id)
+
+    def show_copied(self) -> None:
+        """"Copied" on the Copy button for a moment: the click (or Ctrl+Shift+C) did something."""
+        self.copy_button.setText("Copied")
+        if self._copied_timer is None:
+            self._copied_timer = QTimer(self)  # goes with the widget: no late call on a deleted one
+            self._copied_timer.setSingleShot(True)
+            self._copied_timer.timeout.connect(lambda: self.copy_button.setText("Copy"))
+        self._copied_timer.start(COPIED_MS)
 
     def _start_edit(self) -> None:
         self.editor.setPlainText(self.message.content)
