@@ -153,7 +153,7 @@ async def convert(folder: Path, repo_id: str, commit: str, limits: ConvertLimits
         sys.executable, "-m", "runtime.cli", "convert", str(folder), "--output", str(part), "--no-register",
         "--name", repo_id.split("/")[-1], "--memory-limit", str(limits.memory_bytes),
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
-        start_new_session=True, env=env, umask=0o077)  # what it writes is owner-only
+        start_new_session=True, env=env)  # it writes owner-only files itself (hearth convert's umask)
     try:
         _, err = await asyncio.wait_for(proc.communicate(), limits.seconds)
     except (asyncio.CancelledError, asyncio.TimeoutError) as e:  # paused, cancelled, the service stops, too slow
