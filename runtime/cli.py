@@ -146,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     from runtime import rpc_worker
 
     rpc_worker.add_parser(sub)
+    from runtime import template_command
+
+    template_command.add_parser(sub)
     desktop = sub.add_parser("app", help="open the desktop app (starts the service if none runs)")
     desktop.add_argument("--port", type=int, help="the service's port (default: the app's setting)")
     desktop.add_argument("--tray", action="store_true", help="start in the tray without opening the window (start on login)")
@@ -330,6 +333,10 @@ def main(argv: list[str] | None = None) -> int:
         from runtime.quantize import command as quantize_command
 
         return quantize_command.run(args)
+    if args.command == "template":
+        from runtime import template_command
+
+        return template_command.run(args)
     if args.command in store_commands.COMMANDS:
         return store_commands.run(args)
     if args.command == "app":

@@ -58,40 +58,56 @@ class OutputPlan:
         return (r.start, r.end) if r is not None else None
 
 
-async def plan_output(req: GenerationRequest, contract: OutputContract | None,
-                      request: web.Request | None = None) -> OutputPlan | None:
-    """Tools and reasoning for ``req`` on a model with ``contract``; rewrites ``req.messages``
-    and compiles ``req.constraint`` (a response format's, or the tool calls'). None: plain text
-    (the fast path). ``request``: where to note the relaxed tools for the reply's header."""
+def plan_prompt(req: GenerationRequest, contract: OutputContract | None) -> OutputPlan | None:
+    """The conversation shaped for a model with ``contract``, and how its reply is read: rewrites
+    ``req.messages`` for a template that does not describe the tools or render calls. None: plain
+    text (the fast path, and raw completions, whose client owns the format). Pure: no grammar is
+    compiled (``plan_output`` does that too); ``hearth template`` shows what this gives."""
     contract = contract or OutputContract()
-    answer = req.constraint if isinstance(req.constraint, CompileJob) else None
-    if req.messages is None:  # raw completions: the client owns the format
-        if answer is not None:
-            req.constraint = (await compile_job(answer)).spec
+    if req.messages is None:
         return None
     r = contract.reasoning
     in_reasoning = r is not None and (r.opened if req.think is not False else r.opened_off)
-    choice = req.tool_choice
-    tools = req.tools if choice.kind != "none" else []
+    tools = offered_tools(req)
     # the model's own call syntax where its template renders calls (the tools described in the
     # system message where the template does not describe them); the fallback JSON shape otherwise
     syntax = contract.calls if contract.calls is not None else FALLBACK_CALLS
     native = contract.native_tools  # the template describes the tools itself
     if not tools:
-        if answer is not None:
-            req.constraint = (await compile_job(answer)).spec
         if contract.calls is None and any(m.tool_calls or m.role == "tool" for m in req.messages):
             # earlier calls and results still reach a template that cannot render them
             req.messages = render_for(req.messages, syntax, [], native=False)
-        if r is None:
-            return None
-        return OutputPlan(contract, [], in_reasoning=in_reasoning)
+        return OutputPlan(contract, [], in_reasoning=in_reasoning) if r is not None else None
+    shown = [t.openai() for t in tools]
+    req.messages = render_for(req.messages, syntax, shown, native, calls_rendered=contract.calls is not None)
+    plan_contract = contract if contract.calls is not None else OutputContract(calls=FALLBACK_CALLS, reasoning=r)
+    return OutputPlan(plan_contract, shown, in_reasoning=in_reasoning, native_tools=native)
+
+
+def offered_tools(req: GenerationRequest) -> list[ToolSpec]:
+    """The tools the model is shown (none when ``tool_choice`` is "none")."""
+    return req.tools if req.tool_choice.kind != "none" else []
+
+
+async def plan_output(req: GenerationRequest, contract: OutputContract | None,
+                      request: web.Request | None = None) -> OutputPlan | None:
+    """``plan_prompt``, and ``req.constraint`` compiled (a response format's, or the tool calls'
+    in the model's call syntax). ``request``: where to note the relaxed tools for the reply's header."""
+    contract = contract or OutputContract()
+    answer = req.constraint if isinstance(req.constraint, CompileJob) else None
+    choice = req.tool_choice
+    tools = offered_tools(req)
+    if req.messages is None or not tools:
+        if answer is not None:
+            req.constraint = (await compile_job(answer)).spec
+        return plan_prompt(req, contract)
     if answer is not None and answer.answer_schema is None:
         raise bad_request(f"'{answer.param}' cannot be combined with 'tools' (a JSON response format can; or set "
                           "tool_choice to \"none\")", answer.param)
     offered = [t for t in tools if t.name == choice.name] if choice.kind == "function" else tools
     # what the grammar needs of each tool (descriptions change nothing, and would split the cache)
     shapes = [ToolSpec(t.name, parameters=t.parameters).openai() for t in offered]
+    syntax = contract.calls if contract.calls is not None else FALLBACK_CALLS
     job = ToolsJob(syntax, shapes, [t.param for t in offered],
                    parallel=req.parallel_tool_calls and choice.kind != "function",
                    # a required call ignores the response format: it is for the answer after the results
@@ -102,10 +118,7 @@ async def plan_output(req: GenerationRequest, contract: OutputContract | None,
         if request is not None:
             request[RELAXED_TOOLS] = result.relaxed
     req.constraint = result.spec
-    shown = [t.openai() for t in tools]
-    req.messages = render_for(req.messages, syntax, shown, native, calls_rendered=contract.calls is not None)
-    plan_contract = contract if contract.calls is not None else OutputContract(calls=FALLBACK_CALLS, reasoning=r)
-    return OutputPlan(plan_contract, shown, in_reasoning=in_reasoning, native_tools=native)
+    return plan_prompt(req, contract)
 
 
 async def relaxed_tools_header(request: web.Request, response: web.StreamResponse) -> None:
