@@ -27,6 +27,8 @@ class WorkerSpec:
     split_mode: str = "layer"
     tensor_split: list[float] | None = None
     main_gpu: int = 0
+    #: a mixture-of-experts model's first layers whose routed experts stay in RAM (the fit plan's)
+    cpu_moe_layers: int = 0
     #: sequence ids kept for prefix-cache holders, beside the ``parallel`` running ones
     cache_seqs: int = 32
     #: speculative decoding: the draft model's file, or "ngram" (prompt lookup), as resolved

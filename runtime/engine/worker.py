@@ -292,6 +292,8 @@ def draft_config(config: ContextConfig) -> ContextConfig:
     on the last GPU holding the target (where the fit planner counted it), not split again,
     and beside RPC workers it stays on this machine's CPU (a draft sent over the network
     would cost what it saves)."""
+    if config.cpu_moe_layers:  # the plan counts the draft whole where it runs
+        config = replace(config, cpu_moe_layers=0)
     if config.rpc:
         return replace(config, rpc=(), n_gpu_layers=0, split_mode="none", tensor_split=None, main_gpu=0)
     if not config.tensor_split:
@@ -329,7 +331,7 @@ def worker_main(conn: Connection, spec: WorkerSpec) -> None:
                            n_batch=e.n_batch, n_threads=e.threads, kv_type=e.kv_type or "f16",
                            flash_attn=e.flash_attn, n_gpu_layers=spec.n_gpu_layers,
                            split_mode=spec.split_mode, tensor_split=spec.tensor_split, main_gpu=spec.main_gpu,
-                           rpc=e.rpc)
+                           cpu_moe_layers=spec.cpu_moe_layers, rpc=e.rpc)
     speculator = None
     try:
         backend = LlamaBackend(spec.model_path, config, chat_template=spec.chat_template)

@@ -261,7 +261,8 @@ class ModelManager:
         n_ctx = min(ctx, plan.ctx) if plan is not None else ctx
         kv_type = plan.kv_type if plan is not None else (c.kv_type or "f16")
         gpu_layers = plan.gpu_layers if plan is not None else 0
-        split = ({"split_mode": plan.split_mode, "tensor_split": plan.tensor_split or None, "main_gpu": plan.main_gpu}
+        split = ({"split_mode": plan.split_mode, "tensor_split": plan.tensor_split or None, "main_gpu": plan.main_gpu,
+                  "cpu_moe_layers": plan.cpu_moe_layers}
                  if plan is not None and gpu_layers else {})
         rpc = tuple(plan.rpc) if plan is not None else c.rpc  # the workers the plan counted
         engine = EngineClient(WorkerSpec(model.id, str(model.path), replace(c, ctx=n_ctx, kv_type=kv_type, rpc=rpc),
