@@ -9,6 +9,8 @@ token, cached prompt tokens and, when speculation ran, the draft acceptance rate
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import asyncio
 import time
 
@@ -35,9 +37,12 @@ class ChatService(QObject):
     variant_switched = Signal(object)  # the Conversation, after another version of a message was shown
 
     def __init__(self, client: ApiClient, store: ConversationStore, *, flush_ms: int = 50,
-                 tools=None, always_allowed: set[str] | None = None) -> None:
+                 tools=None, always_allowed: set[str] | None = None,
+                 decode_limit: Callable[[str], float | None] | None = None) -> None:
         super().__init__()
         self.client, self.store = client, store
+        #: the decode speed a model's placement allows at most (the service's memory-wall figure)
+        self.decode_limit = decode_limit
         #: where tools come from (``McpHub``: ``api_tools()``, ``call(name, args, timeout)``), or None
         self.tools = tools
         #: asks the user about one tool call (the window sets it); no window: nothing runs
@@ -322,6 +327,10 @@ class ChatService(QObject):
             if answer.meta["finish"] in ("interrupted", "error"):
                 answer.meta.pop("tokens_per_s", None)  # a cut answer's speed and count say nothing true
                 answer.meta.pop("completion_tokens", None)
+            elif self.decode_limit is not None and answer.meta.get("model"):
+                limit = self.decode_limit(answer.meta["model"])
+                if limit:
+                    answer.meta["decode_limit_tps"] = limit
             self.store.update_message(answer)
             self._live, self._live_conversation = None, None
             self.messages.changed(answer.id)

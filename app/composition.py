@@ -77,7 +77,8 @@ class HearthApp(QObject):
         from app.mcp_service import McpService
 
         self.mcp = McpService(data_dir / "mcp-servers.json")
-        self.chat = ChatService(self.client, self.store, tools=self.mcp, always_allowed=self.mcp.always_allowed)
+        self.chat = ChatService(self.client, self.store, tools=self.mcp, always_allowed=self.mcp.always_allowed,
+                                decode_limit=self._decode_limit)
         self.chat.tool_call_changed.connect(lambda _: self.mcp.keep_allowed())
         self._failed_servers: set[str] = set()
         from app.documents_service import DocumentsService
@@ -375,6 +376,12 @@ class HearthApp(QObject):
         self._failed_servers = failed
 
     # problems
+    def _decode_limit(self, model_id: str) -> float | None:
+        """The decode limit the service reported for a resident model (None: not known)."""
+        row = next((m for m in self.models.residents if m.get("id") == model_id), None)
+        limit = row.get("decode_limit_tps") if row is not None else None
+        return float(limit) if isinstance(limit, (int, float)) else None
+
     def show_error(self, problem: UserError) -> None:
         """The problem in the banner, with the button that answers it where there is one (a
         service that is not running: Start)."""
