@@ -146,6 +146,15 @@ class BlockPool:
                 evicted += 1
         return evicted
 
+    def make_room(self, n: int) -> bool:
+        """Evict least recently used unreferenced cached blocks until ``n`` free blocks hold no
+        cache (cells llama.cpp can fill at once, as a restored state's cells must be); False when
+        even evicting all of them leaves fewer."""
+        deficit = n - (len(self._free) - self.num_cached_free)
+        if deficit > 0:
+            self.trim_cache(max(0, self.num_cached_free - deficit))
+        return len(self._free) - self.num_cached_free >= n
+
     def _evict(self, block: Block) -> None:
         self.evictions += 1
         if self._on_evict is not None:

@@ -14,7 +14,8 @@ For these, the cache keeps *checkpoints*: the partial state
 (``llama_state_seq_get_data_ext(..., LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY)``: the sliding-window
 cells of an iSWA cache, the recurrent state) of a prefix that ends at a block boundary,
 taken where reuse is likely: the last block boundary of each prompt (the next turn of a chat
-starts with this prompt) and every ``every_blocks`` blocks of a long one. The scheduler cuts
+starts with this prompt), every ``every_blocks`` blocks of a long one, and where a prompt
+parts from a prefix it shares with another (the next session of an agent starts with it). The scheduler cuts
 prefill chunks at those positions so the state is exactly there after a decode. A new
 request restores the longest checkpoint at or below its matching prefix: the full-attention
 cells as for any prefix hit (zero-copy from the device, or from a saved state in host
@@ -116,12 +117,16 @@ class Checkpoints:
         k = pos // self.block_size
         if len(request.block_hashes) < k:
             return
-        h = request.block_hashes[k - 1]
-        if self.store.has_checkpoint(h):
+        if self.store.has_checkpoint(request.block_hashes[k - 1]):
             return
         if self.memory.seq_pos_max(request.seq_id) != pos - 1:
             return  # drafted cells past it: the state is not the prefix's
-        if self.store.put_checkpoint(h, k, self.memory.state_seq_save(request.seq_id, partial=True)):
+        self.save(request.seq_id, request.block_hashes[:k])
+
+    def save(self, seq: int, hashes: list[int], shared: bool = False) -> None:
+        """Save the checkpoint of the prefix ``hashes`` that ``seq`` holds exactly now
+        (``shared``: where two prompts part, ``kv_cache_manager.py``)."""
+        if self.store.put_checkpoint(hashes[-1], len(hashes), self.memory.state_seq_save(seq, partial=True), shared):
             self.saved += 1
 
     def restore(self, seq: int, entry: HostEntry) -> bool:

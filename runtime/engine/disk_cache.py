@@ -11,7 +11,14 @@ recompute it).
 
 Files live in one owner-only folder (``prompt-cache/`` in the data directory, 0700, files
 0600) shared by every model, bounded by ``capacity_bytes`` over the whole folder, least
-recently used out first (a hit touches the file's mtime). A file is named and headed by
+recently used out first (a hit touches the file's mtime), in two ranks as in the host tier:
+shared prefixes (a state or checkpoint where two prompts part, an agent's tools and
+instructions: named ``p-`` and ``pc<blocks>-``) go after the others while they keep within
+``SHARED_SHARE`` of the budget, so other directories' sessions do not push out the prefix
+every session of the first one needs. A block is indexed to every state that holds it (a
+worker's index is rebuilt from the files at its start, in no particular order, and another
+model's writer may remove a file at any time: the prefix a removed state shared with others
+stays found), and a lookup reads the smallest. A file is named and headed by
 a *layout key*: a hash of the model file's identity (size and sampled chunks:
 ``model_identity``) and of the cache layout (block size, KV type, flash attention,
 ``swa_full``, the llama.cpp build), so a model never reads another's cells. The context
@@ -20,7 +27,8 @@ has room for it (llama.cpp refuses one that does not fit, which is a miss), and 
 planner may give a model a different context after a restart.
 
 A file is trusted only whole: a header with a magic, a format version, the layout key,
-the entry's block hashes and a CRC-32 of all of it and the payload. Anything that does
+the entry's block hashes (and a state's prompt length in blocks, or a checkpoint's length)
+and a CRC-32 of all of it and the payload. Anything that does
 not match (truncated, damaged, written by another format) is removed, never loaded.
 """
 
@@ -39,15 +47,16 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime.engine.host_cache import TierCounters, TierStats, hit_rate
+from runtime.engine.host_cache import SHARED_SHARE, TierCounters, TierStats, hit_rate
 
 log = logging.getLogger("hearth")
 
 MAGIC = b"HEARTHKV"
 FORMAT_VERSION = 1
 SUFFIX = ".kv"
-#: magic, format version, kind (0 state, 1 checkpoint), blocks, hash count, payload bytes,
-#: layout key, CRC-32 of the rest of the header, the hashes and the payload
+#: magic, format version, kind (0 state, 1 checkpoint), blocks (a checkpoint's; a state's
+#: prompt blocks, 0 where not known), hash count, payload bytes, layout key, CRC-32 of the rest
+#: of the header, the hashes and the payload
 _HEAD = struct.Struct("<8sIB3xIIQ32sI")
 _STATE, _CHECKPOINT = 0, 1
 #: bytes handed to the writer and not yet on disk, beyond which new entries are not written
@@ -103,6 +112,15 @@ class DiskEntry:
     size: int  # bytes of the file
     #: the bytes while the writer has not written them yet
     pending: bytes | None = None
+    #: a state's blocks that its prompt filled before its last token (0: not known)
+    prompt_blocks: int = 0
+    #: a shared prefix (``p-`` files): evicted after the others, within its share
+    shared: bool = False
+
+    @property
+    def head_blocks(self) -> int:
+        """The header's blocks field."""
+        return self.blocks or self.prompt_blocks
 
 
 class DiskCache:
@@ -115,7 +133,8 @@ class DiskCache:
         self.capacity_bytes = capacity_bytes
         self.layout = layout
         self._prefix = layout[:8].hex()
-        self._index: dict[int, tuple[DiskEntry, int]] = {}  # block hash -> (state, blocks)
+        #: block hash -> (blocks up to it, every state holding it)
+        self._index: dict[int, tuple[int, list[DiskEntry]]] = {}
         self._states: dict[int, DiskEntry] = {}  # last hash -> state
         self._checkpoints: dict[tuple[int, int], DiskEntry] = {}  # (last hash, blocks) -> checkpoint
         self._by_path: dict[Path, DiskEntry] = {}
@@ -156,7 +175,9 @@ class DiskCache:
                 self._remove(path, "its header does not match its size or this model")
                 continue
             kind, hashes, _, blocks = head
-            self._add(DiskEntry(path, hashes, blocks if kind == _CHECKPOINT else 0, size))
+            ckpt = kind == _CHECKPOINT
+            self._add(DiskEntry(path, hashes, blocks if ckpt else 0, size, prompt_blocks=0 if ckpt else blocks,
+                                shared=_shared_name(entry.name)))
 
     def _read_head(self, f, size: int) -> tuple[int, list[int], int, int] | None:
         """(kind, hashes, payload bytes, blocks) of a file of this layout whose real ``size``
@@ -169,7 +190,7 @@ class DiskCache:
         magic, version, kind, blocks, n, payload, layout, _ = _HEAD.unpack(raw)
         if magic != MAGIC or version != FORMAT_VERSION or layout != self.layout or kind not in (_STATE, _CHECKPOINT):
             return None
-        if n == 0 or (kind == _CHECKPOINT and (n != 1 or blocks < 1)):
+        if n == 0 or (kind == _CHECKPOINT and (n != 1 or blocks < 1)) or (kind == _STATE and blocks > n):
             return None
         if size != _HEAD.size + 8 * n + payload:
             return None
@@ -179,24 +200,30 @@ class DiskCache:
         return kind, list(struct.unpack(f"<{n}Q", packed)), payload, blocks
 
     def _add(self, entry: DiskEntry) -> None:
+        key = (entry.hashes[-1], entry.blocks)
+        same = self._checkpoints.get(key) if entry.blocks else self._states.get(entry.hashes[-1])
+        if same is not None:  # the same entry twice (a shared copy of a single prompt's)
+            if same.shared and not entry.shared:
+                self._queue.put(("delete", entry.path))
+                return
+            self._drop(same)
         self._by_path[entry.path] = entry
         held = self._held[entry.blocks > 0]
         held.entries += 1
         held.bytes += entry.size
         if entry.blocks:
-            self._checkpoints[(entry.hashes[0], entry.blocks)] = entry
+            self._checkpoints[key] = entry
             return
-        displaced: set[DiskEntry] = set()
         for i, h in enumerate(entry.hashes):
-            hit = self._index.get(h)
-            if hit is not None:
-                displaced.add(hit[0])
-            self._index[h] = (entry, i + 1)
+            self._index.setdefault(h, (i + 1, []))[1].append(entry)
+            old = self._states.get(h)
+            if old is not None and (entry.shared or not old.shared):
+                self._drop(old)  # covered whole by the new state: its file only takes room
         self._states[entry.hashes[-1]] = entry
-        for old in displaced:  # covered whole by the new state: its file only takes room
-            if self._index[old.hashes[-1]][0] is entry:
-                self._forget(old)
-                self._queue.put(("delete", old.path))
+
+    def _drop(self, entry: DiskEntry) -> None:
+        self._forget(entry)
+        self._queue.put(("delete", entry.path))
 
     def _forget(self, entry: DiskEntry) -> None:
         if self._by_path.get(entry.path) is entry:
@@ -211,8 +238,15 @@ class DiskCache:
         if self._states.get(entry.hashes[-1]) is entry:
             del self._states[entry.hashes[-1]]
         for h in entry.hashes:
-            if self._index.get(h, (None,))[0] is entry:
-                del self._index[h]
+            holders = self._holders(h)
+            if entry in holders:
+                holders.remove(entry)
+                if not holders:
+                    del self._index[h]
+
+    def _holders(self, block_hash: int) -> list[DiskEntry]:
+        found = self._index.get(block_hash)
+        return found[1] if found is not None else []
 
     def _drain_gone(self) -> None:
         while self._gone:
@@ -221,18 +255,21 @@ class DiskCache:
                 self._forget(entry)
 
     # -- saving (the step loop hands bytes over; the writer thread writes them) ------------
-    def put_state(self, hashes: list[int], data: bytes) -> None:
+    def put_state(self, hashes: list[int], data: bytes, prompt_blocks: int = 0, shared: bool = False) -> None:
+        """Write a saved state of the blocks ``hashes`` (see ``HostCache.put``)."""
         self._drain_gone()
-        known = self._index.get(hashes[-1])
-        if known is not None and known[1] == len(hashes):
+        if self.has_shared_state(hashes) or (not shared and self.reach(hashes) == len(hashes)):
             return  # already on disk, maybe inside a longer state
-        self._put(DiskEntry(self._path(f"s-{hashes[-1]:016x}"), list(hashes), 0, 0), _STATE, data)
+        name = f"{'p' if shared else 's'}-{hashes[-1]:016x}"
+        self._put(DiskEntry(self._path(name), list(hashes), 0, 0, prompt_blocks=prompt_blocks, shared=shared),
+                  _STATE, data)
 
-    def put_checkpoint(self, block_hash: int, blocks: int, data: bytes) -> None:
+    def put_checkpoint(self, block_hash: int, blocks: int, data: bytes, shared: bool = False) -> None:
         self._drain_gone()
-        if (block_hash, blocks) in self._checkpoints:
+        if self.has_checkpoint(block_hash, blocks, shared):
             return
-        self._put(DiskEntry(self._path(f"c{blocks}-{block_hash:016x}"), [block_hash], blocks, 0), _CHECKPOINT, data)
+        name = f"{'pc' if shared else 'c'}{blocks}-{block_hash:016x}"
+        self._put(DiskEntry(self._path(name), [block_hash], blocks, 0, shared=shared), _CHECKPOINT, data)
 
     def _path(self, name: str) -> Path:
         return self.folder / f"{self._prefix}-{name}{SUFFIX}"
@@ -273,7 +310,8 @@ class DiskCache:
 
     def _write(self, entry: DiskEntry, kind: int, data: bytes) -> None:
         packed = struct.pack(f"<{len(entry.hashes)}Q", *entry.hashes)
-        head = _HEAD.pack(MAGIC, FORMAT_VERSION, kind, entry.blocks, len(entry.hashes), len(data), self.layout, 0)
+        head = _HEAD.pack(MAGIC, FORMAT_VERSION, kind, entry.head_blocks, len(entry.hashes), len(data), self.layout,
+                          0)
         crc = zlib.crc32(data, zlib.crc32(packed, zlib.crc32(head[:-4])))
         tmp = entry.path.with_name(f"{entry.path.name}.tmp-{os.getpid()}")
         try:
@@ -288,10 +326,21 @@ class DiskCache:
             raise
 
     def _evict(self, keep: Path) -> None:
-        """Remove the least recently used files of the folder (any model's) beyond the budget."""
+        """Remove files of the folder (any model's) beyond the budget: shared prefixes beyond
+        their share, then the others, then shared prefixes, least recently used first in each."""
         files = sorted(_files(self.folder))
         total = sum(size for _, size, _ in files)
-        for _, size, path in files:
+        if total <= self.capacity_bytes:
+            return
+        shared = [f for f in files if _shared_name(f[2].name)]
+        over, held = [], sum(size for _, size, _ in shared)
+        for f in shared:
+            if held <= self.capacity_bytes * SHARED_SHARE:
+                break
+            over.append(f)
+            held -= f[1]
+        rest = [f for f in shared if f not in over]
+        for _, size, path in [*over, *(f for f in files if not _shared_name(f[2].name)), *rest]:
             if total <= self.capacity_bytes:
                 return
             if path == keep or not _unlink(path):
@@ -300,15 +349,15 @@ class DiskCache:
             self._gone.append(path)
 
     # -- reading ----------------------------------------------------------------------
-    def longest(self, hashes: list[int], longer_than: int = 0) -> tuple[list[int], bytes, int] | None:
-        """The saved state covering the most leading blocks of ``hashes``, if more than
-        ``longer_than``: its own block hashes, its bytes (read and checked: a file that fails
-        the check is removed, and the next best is tried) and how many of ``hashes`` it covers."""
+    def longest(self, hashes: list[int], longer_than: int = 0) -> tuple[DiskEntry, bytes, int] | None:
+        """The smallest saved state of those covering the most leading blocks of ``hashes``, if
+        more than ``longer_than``: its entry, its bytes (read and checked: a file that fails the
+        check is removed, and the next best is tried) and how many of ``hashes`` it covers."""
         while (n := self.reach(hashes, longer_than)) > longer_than:
-            best = self._index[hashes[n - 1]][0]
-            data = self._read(best, _STATE)
-            if data is not None:
-                return best.hashes, data, n
+            for best in sorted(self._holders(hashes[n - 1]), key=lambda e: e.size):
+                data = self._read(best, _STATE)
+                if data is not None:
+                    return best, data, n
         return None
 
     def reach(self, hashes: list[int], longer_than: int = 0) -> int:
@@ -320,9 +369,22 @@ class DiskCache:
                 return n
         return longer_than
 
-    def has_checkpoint(self, block_hash: int, blocks: int) -> bool:
+    def has_checkpoint(self, block_hash: int, blocks: int, shared: bool = False) -> bool:
+        """Whether that checkpoint is on disk (``shared``: as a shared prefix)."""
         self._drain_gone()
-        return (block_hash, blocks) in self._checkpoints
+        entry = self._checkpoints.get((block_hash, blocks))
+        return entry is not None and (entry.shared or not shared)
+
+    def has_shared_state(self, hashes: list[int]) -> bool:
+        """Whether a shared prefix state of exactly the blocks ``hashes`` is on disk."""
+        self._drain_gone()
+        entry = self._states.get(hashes[-1])
+        return entry is not None and entry.shared and len(entry.hashes) == len(hashes)
+
+    def parts(self, hashes: list[int], n: int) -> bool:
+        """Whether a state on disk holds the first ``n`` blocks of ``hashes`` and its prompt went
+        on past them (``HostCache.parts``)."""
+        return any(e.prompt_blocks > n for e in self._holders(hashes[n - 1]))
 
     def read_checkpoint(self, block_hash: int, blocks: int) -> bytes | None:
         entry = self._checkpoints.get((block_hash, blocks))
@@ -351,7 +413,7 @@ class DiskCache:
         if len(raw) != _HEAD.size:
             return None
         magic, version, k, blocks, n, size, layout, crc = _HEAD.unpack(raw)
-        if (magic, version, k, layout, blocks, n) != (MAGIC, FORMAT_VERSION, kind, self.layout, entry.blocks,
+        if (magic, version, k, layout, blocks, n) != (MAGIC, FORMAT_VERSION, kind, self.layout, entry.head_blocks,
                                                        len(entry.hashes)):
             return None
         # the file may have been replaced since the index was read: its size is checked again
@@ -382,6 +444,11 @@ class DiskCache:
         """Finish the writes handed over (for at most ``timeout`` seconds) and stop the writer."""
         self._queue.put(None)
         self._writer.join(timeout)
+
+
+def _shared_name(name: str) -> bool:
+    """Whether a cache file's name is a shared prefix's (``<layout>-p-...``, ``<layout>-pc<n>-...``)."""
+    return name.partition("-")[2].startswith("p")
 
 
 def _files(folder: Path) -> list[tuple[float, int, Path]]:

@@ -8,18 +8,27 @@ within ``capacity_bytes``. A later prompt with that prefix restores them
 
 Checkpoints (``checkpoints.py``) share the budget: each is the partial state
 (sliding-window cells, recurrent state) of a prefix that ends at a block boundary, keyed
-by that block's chained hash. Eviction goes in three ranks, least recently used first
-within each: whole states, then checkpoints whose prefix one request's prompt held, then
-those whose prefix several requests' prompts held (``seen``). A state is the size of its
-whole sequence (about 360 MB for a 19k-token Gemma 3 prompt), a checkpoint a few MB, and
-a new session of an agent needs the checkpoints of the shared prefix (its tools and
-instructions) more than the last session's states: in one LRU order the states of a few
-requests pushed 32 of 41 checkpoints out. Each admitted prompt refreshes the checkpoints of
-its prefixes deepest first, so within a rank the shallowest prefixes, which the most
-conversations share, are the last to go.
+by that block's chained hash. A *shared prefix* is a state or checkpoint that ends where two
+prompts part (an agent's tools and instructions, then each session's own conversation: the
+KV cache manager saves one when a prompt leaves a prefix that another kept prompt goes on
+with). Eviction goes in four ranks, least recently used first within each: the states of
+single conversations, then checkpoints whose prefix one request's prompt held, then shared
+prefix states, then checkpoints whose prefix several requests' prompts held (``seen``); but
+shared prefix states beyond ``SHARED_SHARE`` of the budget go first, so that they never
+crowd out the conversation in progress. A state is the size of its whole sequence (about
+360 MB for a 19k-token Gemma 3 prompt), a checkpoint a few MB, and a new session of an agent
+needs the shared prefix more than the last sessions' states: in one LRU order the states of
+a few requests pushed 32 of 41 checkpoints out, and the states of other directories'
+sessions pushed out every state that held the first directory's prefix. Each admitted
+prompt refreshes the checkpoints of its prefixes deepest first, so within a rank the
+shallowest prefixes, which the most conversations share, are the last to go.
 
-A saved state whose blocks a newer state covers entirely (the next turn of the same
-conversation) is dropped: lookups always find the newest, so it only took room.
+A block is indexed to every state that holds it, and a lookup restores the smallest one
+that reaches furthest: dropping one state leaves the prefix it shared with others found
+(one state per block lost an agent's tools whenever the state they pointed to went first),
+and restoring a state needs free cells for all of it. A state whose blocks a newer state
+covers entirely (the next turn of the same conversation) is dropped: it only took room; a
+shared prefix state stays, since it is the smaller one to restore.
 
 With a disk tier (``disk_cache.py``) every entry is also written there, and a lookup that
 memory cannot serve, or serves with a shorter prefix, reads it back.
@@ -35,6 +44,9 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from runtime.engine.disk_cache import DiskCache
 
+#: the most of a tier's budget that shared prefix states keep from the other entries (the
+#: disk tier's too)
+SHARED_SHARE = 0.5
 #: the default tier takes this share of the RAM available when the model has loaded,
 #: within the floor and ceiling below (``--cache-ram`` overrides it)
 RAM_SHARE = 0.25
@@ -58,14 +70,22 @@ class HostEntry:
     #: a checkpoint: the partial state of exactly ``len(hashes)`` blocks (``hashes`` holds
     #: only the last block's hash)
     blocks: int = 0
-    #: admitted requests whose prompt held this checkpoint's prefix (its own included)
+    #: admitted requests whose prompt held this checkpoint's prefix (its own included); a
+    #: shared prefix (a state or checkpoint where two prompts part) starts at 2
     uses: int = 1
     #: read back from the disk tier by the latest lookup, and not yet counted as a hit
     from_disk: bool = False
+    #: a state: how many of its blocks its prompt filled before its last token (0: not known);
+    #: a prompt that parts from it before that point shares a prefix with it
+    prompt_blocks: int = 0
 
     @property
     def is_checkpoint(self) -> bool:
         return self.blocks > 0
+
+    @property
+    def shared(self) -> bool:
+        return self.uses > 1
 
 
 @dataclass(slots=True)
@@ -102,13 +122,18 @@ class HostCache:
     def __init__(self, capacity_bytes: int, disk: DiskCache | None = None) -> None:
         self.capacity_bytes = capacity_bytes
         self.disk = disk
-        self._states: OrderedDict[int, HostEntry] = OrderedDict()  # last hash -> state, LRU first
+        #: states by their last hash, LRU first: single conversations', and shared prefixes
+        self._states: OrderedDict[int, HostEntry] = OrderedDict()
+        self._prefixes: OrderedDict[int, HostEntry] = OrderedDict()
         #: checkpoints by their last block's hash, LRU first: whose prefix one admitted prompt
-        #: held, and several (``seen``)
+        #: held, and several (``seen``) or where two prompts part
         self._lone: OrderedDict[int, HostEntry] = OrderedDict()
         self._shared: OrderedDict[int, HostEntry] = OrderedDict()
-        self._index: dict[int, tuple[HostEntry, int]] = {}  # block hash -> (state entry, blocks)
+        #: block hash -> (blocks up to it, every state holding it); equal chained hashes are
+        #: equal prefixes, so each holder holds it at the same position
+        self._index: dict[int, tuple[int, list[HostEntry]]] = {}
         self.state_bytes = 0
+        self.prefix_bytes = 0  # of the shared prefix states (within ``state_bytes``)
         self.checkpoint_bytes = 0
         #: prompt tokens restored from saved states and checkpoints (of this tier or the disk's)
         self.hit_tokens = 0
@@ -117,7 +142,7 @@ class HostCache:
         self.checkpoint_lookups = TierCounters()
 
     def __len__(self) -> int:
-        return len(self._states) + self.num_checkpoints
+        return len(self._states) + len(self._prefixes) + self.num_checkpoints
 
     @property
     def bytes(self) -> int:
@@ -128,75 +153,104 @@ class HostCache:
         return len(self._lone) + len(self._shared)
 
     def entries(self) -> list[HostEntry]:
-        """Every entry kept, in eviction order (the first goes first)."""
-        return [*self._states.values(), *self._lone.values(), *self._shared.values()]
+        """Every entry kept, in eviction order (the first goes first) while shared prefix
+        states keep within their share."""
+        return [*self._states.values(), *self._lone.values(), *self._prefixes.values(), *self._shared.values()]
 
     # -- saving -----------------------------------------------------------------------
-    def put(self, hashes: list[int], data: builtins.bytes) -> bool:
-        """Keep a saved state of the blocks ``hashes``; False if it cannot fit in memory at all
-        (the disk tier may still keep it)."""
+    def put(self, hashes: list[int], data: builtins.bytes, prompt_blocks: int = 0, shared: bool = False) -> bool:
+        """Keep a saved state of the blocks ``hashes`` (``prompt_blocks``: how many of them its
+        prompt filled; ``shared``: a prefix where two prompts part); False if it cannot fit in
+        memory at all (the disk tier may still keep it)."""
         if hashes and self.disk is not None:
-            self.disk.put_state(hashes, data)
-        return self._put_state(hashes, data)
+            self.disk.put_state(hashes, data, prompt_blocks, shared)
+        return self._put_state(hashes, data, prompt_blocks, shared)
 
-    def _put_state(self, hashes: list[int], data: builtins.bytes) -> bool:
+    def _put_state(self, hashes: list[int], data: builtins.bytes, prompt_blocks: int = 0,
+                   shared: bool = False) -> bool:
         if not hashes or len(data) > self.capacity_bytes:
             return False
-        known = self._index.get(hashes[-1])
-        if known is not None and known[1] == len(hashes):
-            self._states.move_to_end(known[0].hashes[-1])
-            return True  # the same prefix is already saved (maybe inside a longer one)
-        entry = HostEntry(list(hashes), data)
-        displaced: set[HostEntry] = set()
+        exact = self._exact(hashes)
+        if exact is not None or (not shared and self.has(hashes)):
+            # the same prefix is already saved (maybe inside a longer one)
+            held = exact or self._holders(hashes[-1])[0]
+            if shared and not held.shared:
+                self._promote(held)
+            self._touch(held)
+            return True
+        entry = HostEntry(list(hashes), data, uses=2 if shared else 1, prompt_blocks=prompt_blocks)
+        for h in hashes:  # states it covers whole only take room now (a shared one stays smaller)
+            for old in (self._states.get(h), self._prefixes.get(h) if shared else None):
+                if old is not None:
+                    self._drop_state(old)
         for i, h in enumerate(hashes):
-            hit = self._index.get(h)
-            if hit is not None:
-                displaced.add(hit[0])
-            self._index[h] = (entry, i + 1)  # equal hashes: equal prefixes, so the newest serves
-        for old in displaced:
-            if self._index[old.hashes[-1]][0] is entry:  # covered whole by the new state
-                self._drop_state(old)
-        self._states[hashes[-1]] = entry
+            self._index.setdefault(h, (i + 1, []))[1].append(entry)
+        (self._prefixes if shared else self._states)[hashes[-1]] = entry
         self.state_bytes += len(data)
+        self.prefix_bytes += len(data) if shared else 0
         self._shrink(entry)
         return True
 
-    def put_checkpoint(self, block_hash: int, blocks: int, data: builtins.bytes) -> bool:
-        """Keep the partial state of the ``blocks``-block prefix whose last hash is ``block_hash``."""
-        if blocks > 0 and self.disk is not None:
-            self.disk.put_checkpoint(block_hash, blocks, data)
-        return self._put_checkpoint(block_hash, blocks, data)
+    def _promote(self, entry: HostEntry) -> None:
+        """A single conversation's state turns out to be a shared prefix."""
+        del self._states[entry.hashes[-1]]
+        entry.uses = max(2, entry.uses)
+        self._prefixes[entry.hashes[-1]] = entry
+        self.prefix_bytes += len(entry.data)
 
-    def _put_checkpoint(self, block_hash: int, blocks: int, data: builtins.bytes) -> bool:
+    def put_checkpoint(self, block_hash: int, blocks: int, data: builtins.bytes, shared: bool = False) -> bool:
+        """Keep the partial state of the ``blocks``-block prefix whose last hash is ``block_hash``
+        (``shared``: where two prompts part)."""
+        if blocks > 0 and self.disk is not None:
+            self.disk.put_checkpoint(block_hash, blocks, data, shared)
+        return self._put_checkpoint(block_hash, blocks, data, shared)
+
+    def _put_checkpoint(self, block_hash: int, blocks: int, data: builtins.bytes, shared: bool = False) -> bool:
         if blocks < 1 or len(data) > self.capacity_bytes:
             return False
-        if self.has_checkpoint(block_hash):
+        known = self._lone.pop(block_hash, None)
+        if known is not None or block_hash in self._shared:
+            if known is not None:  # shared now, or still one prompt's
+                known.uses = max(known.uses, 2 if shared else 1)
+                (self._shared if known.shared else self._lone)[block_hash] = known
             return True
-        entry = HostEntry([block_hash], data, blocks)
-        self._lone[block_hash] = entry
+        entry = HostEntry([block_hash], data, blocks, uses=2 if shared else 1)
+        (self._shared if shared else self._lone)[block_hash] = entry
         self.checkpoint_bytes += len(data)
         self._shrink(entry)
         return True
 
     # -- eviction ---------------------------------------------------------------------
     def _shrink(self, keep: HostEntry) -> None:
-        """Evict until the budget holds: states, then lone checkpoints, then shared ones,
-        least recently used first; never ``keep`` (the entry just saved, which fits alone)."""
-        for rank in (self._states, self._lone, self._shared):
-            while self.bytes > self.capacity_bytes and rank:
-                victim = next(iter(rank.values()))
-                if victim is keep:  # the newest of its rank: nothing older is left in it
-                    break
-                if victim.is_checkpoint:
-                    self._drop_checkpoint(victim)
-                else:
-                    self._drop_state(victim)
+        """Evict until the budget holds, in the ranks of the module docstring; never ``keep``
+        (the entry just saved, which fits alone)."""
+        while self.bytes > self.capacity_bytes:
+            victim = self._victim(keep)
+            if victim is None:
+                return
+            if victim.is_checkpoint:
+                self._drop_checkpoint(victim)
+            else:
+                self._drop_state(victim)
+
+    def _victim(self, keep: HostEntry) -> HostEntry | None:
+        ranks = [self._states, self._lone, self._prefixes, self._shared]
+        if self.prefix_bytes > self.capacity_bytes * SHARED_SHARE:
+            ranks.insert(0, self._prefixes)
+        for rank in ranks:
+            victim = next(iter(rank.values()), None)
+            if victim is not None and victim is not keep:  # keep: the newest of its rank, alone in it
+                return victim
+        return None
 
     def _drop_state(self, entry: HostEntry) -> None:
-        del self._states[entry.hashes[-1]]
+        del (self._prefixes if entry.shared else self._states)[entry.hashes[-1]]
         self.state_bytes -= len(entry.data)
+        self.prefix_bytes -= len(entry.data) if entry.shared else 0
         for h in entry.hashes:
-            if self._index.get(h, (None,))[0] is entry:
+            holders = self._index[h][1]
+            holders.remove(entry)
+            if not holders:
                 del self._index[h]
 
     def _drop_checkpoint(self, entry: HostEntry) -> None:
@@ -205,14 +259,49 @@ class HostCache:
         self.checkpoint_bytes -= len(entry.data)
 
     # -- lookups ----------------------------------------------------------------------
+    def _holders(self, block_hash: int) -> list[HostEntry]:
+        found = self._index.get(block_hash)
+        return found[1] if found is not None else []
+
+    def _exact(self, hashes: list[int]) -> HostEntry | None:
+        """The state of exactly the blocks ``hashes``, if one is kept."""
+        return next((e for e in self._holders(hashes[-1]) if len(e.hashes) == len(hashes)), None)
+
+    def _touch(self, entry: HostEntry) -> None:
+        (self._prefixes if entry.shared else self._states).move_to_end(entry.hashes[-1])
+
     def has(self, hashes: list[int]) -> bool:
         """Whether a saved entry in memory already covers all of ``hashes``."""
         found = self._index.get(hashes[-1])
-        return found is not None and found[1] == len(hashes)
+        return found is not None and found[0] == len(hashes)
 
     def has_checkpoint(self, block_hash: int) -> bool:
         """Whether a checkpoint of the prefix ending on that block is kept in memory."""
         return block_hash in self._lone or block_hash in self._shared
+
+    def has_shared(self, hashes: list[int], checkpoint: bool) -> bool:
+        """Whether the shared prefix ``hashes`` is kept already, in memory or on disk: its
+        state, or with ``checkpoint`` its checkpoint."""
+        if checkpoint:
+            entry = self._shared.get(hashes[-1])
+            if entry is not None and entry.blocks == len(hashes):
+                return True
+            return self.disk is not None and self.disk.has_checkpoint(hashes[-1], len(hashes), shared=True)
+        exact = self._exact(hashes)
+        if exact is not None and exact.shared:
+            return True
+        return self.disk is not None and self.disk.has_shared_state(hashes)
+
+    def parts(self, hashes: list[int], n: int) -> bool:
+        """Whether a prompt whose blocks are ``hashes`` parts at block ``n`` from a prefix it
+        shares with another prompt: a state kept (in memory or on disk) holds its first ``n``
+        blocks and its own prompt went on past them (the next turn of a conversation goes on
+        past its previous prompt: it parts, if at all, in the previous reply)."""
+        if not 0 < n < len(hashes):
+            return False
+        if any(e.prompt_blocks > n for e in self._holders(hashes[n - 1])):
+            return True
+        return self.disk is not None and self.disk.parts(hashes, n)
 
     def seen(self, hashes: list[int]) -> None:
         """An admitted prompt holds the prefixes ``hashes``: each kept checkpoint among them
@@ -235,21 +324,22 @@ class HostCache:
         return max(n, self.disk.reach(hashes, n)) if self.disk is not None else n
 
     def longest(self, hashes: list[int]) -> tuple[HostEntry | None, int]:
-        """The saved entry covering the most leading blocks of ``hashes``, and how many: from
-        memory, or read back from the disk tier when it holds a longer prefix."""
+        """The smallest saved entry of those covering the most leading blocks of ``hashes``, and
+        how many: from memory, or read back from the disk tier when it holds a longer prefix."""
         entry, n = None, 0
         for i in range(len(hashes), 0, -1):
-            found = self._index.get(hashes[i - 1])
-            if found is not None:
-                entry, n = found[0], i
-                self._states.move_to_end(entry.hashes[-1])
+            holders = self._holders(hashes[i - 1])
+            if holders:
+                entry, n = min(holders, key=lambda e: len(e.data)), i
+                self._touch(entry)
                 break
         if self.disk is not None and len(hashes) > n:
             read = self.disk.longest(hashes, longer_than=n)
             if read is not None:
                 saved, data, n = read
-                self._put_state(saved, data)  # kept in memory too (if it fits), not written again
-                return HostEntry(saved, data, from_disk=True), n
+                # kept in memory too (if it fits), not written again
+                self._put_state(saved.hashes, data, saved.prompt_blocks, saved.shared)
+                return HostEntry(saved.hashes, data, from_disk=True, prompt_blocks=saved.prompt_blocks), n
         return entry, n
 
     def checkpoint(self, hashes: list[int], at_most: int) -> HostEntry | None:
@@ -264,14 +354,14 @@ class HostCache:
             if self.disk is not None and self.disk.has_checkpoint(h, n):
                 data = self.disk.read_checkpoint(h, n)
                 if data is not None:
-                    self._put_checkpoint(h, n, data)
-                    entry = self._lone.get(h) or HostEntry([h], data, n)
+                    self._put_checkpoint(h, n, data, self.disk.has_checkpoint(h, n, shared=True))
+                    entry = self._lone.get(h) or self._shared.get(h) or HostEntry([h], data, n)
                     entry.from_disk = True
                     return entry
         return None
 
     def stats(self) -> TierStats:
-        states = TierCounters(len(self._states), self.state_bytes, self.state_lookups.hits,
+        states = TierCounters(len(self._states) + len(self._prefixes), self.state_bytes, self.state_lookups.hits,
                               self.state_lookups.misses, self.state_lookups.hit_tokens)
         ckpts = TierCounters(self.num_checkpoints, self.checkpoint_bytes, self.checkpoint_lookups.hits,
                              self.checkpoint_lookups.misses, self.checkpoint_lookups.hit_tokens)

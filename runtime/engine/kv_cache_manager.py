@@ -16,7 +16,15 @@ through the backend's memory API:
   (sliding-window layers hold a window per sequence id, not per block: ``engine.py``);
 - memory that cannot be cut at any position (sliding-window layers, recurrent state) is
   reused through checkpoints (``checkpoints.py``): a hit ends at the longest checkpoint at
-  or below the matching prefix, whose partial state goes on top of the prefix's cells.
+  or below the matching prefix, whose partial state goes on top of the prefix's cells;
+- a saved state is loaded whole before it is trimmed to the hit, so its cells must all fit:
+  idle cached cells make room first (another conversation's idle holder kept more than the
+  rest of the pool, and a new session of an agent recomputed all of its tools);
+- where a prompt parts from a prefix that another kept prompt goes on with (a new session of
+  an agent: the same tools and instructions, its own conversation), the state of that shared
+  prefix is saved on its own, and a checkpoint there where the memory needs them: the host and
+  disk tiers keep it after single conversations' states, and every later session restores all
+  of it, not only up to the last checkpoint every ``checkpoint_every`` blocks.
 """
 
 from __future__ import annotations
@@ -32,6 +40,10 @@ from runtime.engine.prefix_hit import PrefixHit
 from runtime.engine.kv_stats import KVStats  # noqa: F401 (re-exported: the manager's statistics)
 from runtime.engine.request import Request
 from runtime.kernels.block_hash import ROOT, hash_block
+
+#: a prefix shared by two prompts is saved on its own from this many blocks (shorter ones are
+#: recomputed in a moment; every prompt shares its first block or two with every other)
+SHARED_MIN_BLOCKS = 16
 
 
 class KVCacheManager:
@@ -57,6 +69,9 @@ class KVCacheManager:
         self.host = HostCache(host_bytes, disk) if prefix_cache and host_bytes > 0 else None
         self.checkpoints = (Checkpoints(memory, self.host, block_size, checkpoint_every)
                             if self.host is not None and self.layout.partial else None)
+        #: request id -> (position, block hashes) of the shared prefix to save when its
+        #: computed tokens reach that position (``PrefixHit.parts``)
+        self._shared_at: dict[str, tuple[int, list[int]]] = {}
 
     # -- sequence ids -----------------------------------------------------------------
     def acquire_seq(self, hit: PrefixHit | None = None) -> int | None:
@@ -99,12 +114,12 @@ class KVCacheManager:
         if not block.seqs:
             self.pool.forget(block)
 
-    def _save_to_host(self, seq: int, hashes: list[int]) -> None:
+    def _save_to_host(self, seq: int, hashes: list[int], prompt_len: int) -> None:
         """Save a finishing request's cells to host memory, while its sequence still owns its
         whole prefix (shared blocks included); the device may evict them later."""
         assert self.host is not None  # called only with the host tier on
         if hashes and not self.host.has(hashes):
-            self.host.put(hashes, self._memory.state_seq_save(seq))
+            self.host.put(hashes, self._memory.state_seq_save(seq), (prompt_len - 1) // self.block_size)
 
     def _on_evict(self, block: Block) -> None:
         b = self.block_size
@@ -147,7 +162,22 @@ class KVCacheManager:
         else:
             hit = PrefixHit(hits)
         hit.hashes = hashes
+        if self.host is not None and request.num_preemptions == 0:
+            hit.parts = self._parting(hashes, len(hits))
         return hit
+
+    def _parting(self, hashes: list[int], device: int) -> int:
+        """Where the prompt whose blocks are ``hashes`` parts from a prefix it shares with another
+        kept prompt, in blocks, when that shared prefix is not saved on its own yet; else 0."""
+        assert self.host is not None  # only the host and disk tiers keep a shared prefix
+        n = max(device, self.host.reach(hashes))
+        if n < SHARED_MIN_BLOCKS or not self.host.parts(hashes, n):
+            return 0
+        shared = hashes[:n]
+        if (not self.layout.cells or self.host.has_shared(shared, checkpoint=False)) and (
+                self.checkpoints is None or self.host.has_shared(shared, checkpoint=True)):
+            return 0
+        return n
 
     def cached_reach(self, tokens: list[int]) -> int:
         """How many leading tokens of a prompt not yet admitted the cache holds, on the device
@@ -188,7 +218,11 @@ class KVCacheManager:
             return PrefixHit([], None, c, ckpt)
         # only now the saved state (a read from disk, maybe): the checkpoint says how far it serves
         entry, h = self.host.longest(hashes[:c])
-        return PrefixHit([], entry, c, ckpt) if h == c else PrefixHit([])
+        if h == c:
+            return PrefixHit([], entry, c, ckpt)
+        # the file that reached it went since (another model's writer made room): what was read
+        # serves up to a checkpoint below
+        return self._checkpoint_hit(hashes[:h], hits[:h]) if h else PrefixHit([])
 
     def blocks_needed(self, request: Request, hit: PrefixHit) -> int:
         """Blocks to allocate for the rest of the prompt (host-restored blocks included)."""
@@ -201,27 +235,50 @@ class KVCacheManager:
     def admit(self, request: Request, seq: int, hit: PrefixHit) -> None:
         """Give ``request`` its sequence and its cached prefix (copied zero-copy, or restored)."""
         request.seq_id = seq
+        if hit.parts:
+            self._shared_at[request.request_id] = (hit.parts * self.block_size, hit.hashes[:hit.parts])
         if not hit.blocks and hit.host_blocks:
             self._restore(request, seq, hit)
+            self._save_shared(request)
             self._trim_idle()
             return
         hits = list(hit.blocks)
         self.pool.touch(hits)
         self._copy_prefix(hits, seq)
         ckpt = hit.checkpoint
-        if hits and (ckpt is None or ckpt.blocks < len(hits)) and not self._prefix_ok(seq, len(hits)):
-            # The sliding-window cells of that prefix are gone: fall back to the checkpoint
-            # below it, or recompute; never guess.
-            hits = self._drop_tail(seq, hits, ckpt.blocks if ckpt is not None else 0)
         restored = False
-        if ckpt is not None and hits and ckpt.blocks == len(hits):
-            assert self.checkpoints is not None  # a hit has a checkpoint only when they are kept
-            restored = self.checkpoints.restore(seq, ckpt) and self._prefix_ok(seq, len(hits))
-            if not restored:
-                hits = self._drop_tail(seq, hits, 0)
+        # Copied cells serve whole where their sliding window is intact (a checkpoint that ends
+        # there too would only cost a load, which the window cache may have no room for); the
+        # state of a hybrid is not copied with them: its checkpoint always goes on.
+        if hits and not (self.layout.holders and self._prefix_ok(seq, len(hits))):
+            # fall back to the checkpoint below it, or recompute; never guess
+            hits = self._drop_tail(seq, hits, ckpt.blocks if ckpt is not None else 0)
+            if hits:
+                assert self.checkpoints is not None and ckpt is not None  # kept blocks end at the checkpoint
+                restored = self.checkpoints.restore(seq, ckpt) and self._prefix_ok(seq, len(hits))
+                if not restored:
+                    hits = self._drop_tail(seq, hits, 0)
         self._count(hit, None, ckpt if restored else None)
         self._admitted(request, hits, len(hits) * self.block_size)
+        self._save_shared(request)
         self._trim_idle()
+
+    def _save_shared(self, request: Request) -> None:
+        """Save the shared prefix where the request's prompt parts from another's, once its
+        sequence holds exactly that prefix (at admission, or after the chunk that ends there):
+        its state, and its checkpoint where the memory needs them; both rank as shared."""
+        at = self._shared_at.get(request.request_id)
+        if at is None or request.num_computed < at[0]:
+            return
+        del self._shared_at[request.request_id]
+        seq, (n, hashes) = request.seq_id, at
+        assert seq is not None and self.host is not None  # admitted; a shared prefix needs the host tier
+        if request.num_computed != n or self._memory.seq_pos_max(seq) != n - 1:
+            return  # past it already (the hit went further), or drafted cells past it
+        if self.layout.cells and not self.host.has_shared(hashes, checkpoint=False):
+            self.host.put(hashes, self._memory.state_seq_save(seq), len(hashes), shared=True)
+        if self.checkpoints is not None and not self.host.has_shared(hashes, checkpoint=True):
+            self.checkpoints.save(seq, hashes, shared=True)
 
     def _drop_tail(self, seq: int, hits: list[Block], keep: int) -> list[Block]:
         """Keep the first ``keep`` copied blocks of ``seq``'s prefix, release the rest."""
@@ -251,6 +308,8 @@ class KVCacheManager:
         blocks = self.pool.allocate(hit.host_blocks)
         ok = blocks is not None
         if ok and hit.host is not None:
+            # the whole saved sequence goes in before the trim (its partial last block too)
+            self.pool.make_room(len(hit.host.hashes) + 1 - hit.host_blocks)
             ok = self._memory.state_seq_load(seq, hit.host.data)
         # The partial state goes on before the trim: a hybrid's seq_rm refuses to cut
         # through its recurrent state, and the checkpoint's state ends exactly at ``n``.
@@ -341,10 +400,15 @@ class KVCacheManager:
             self.pool.cache(table[i], h, tokens, i)
         if self.checkpoints is not None:
             self.checkpoints.after_compute(request)
+        if request.request_id in self._shared_at:
+            self._save_shared(request)
 
     def chunk(self, request: Request, n: int) -> int:
-        """How many of the next ``n`` tokens to compute this step: prefill chunks end on
-        checkpoint positions where the memory needs them."""
+        """How many of the next ``n`` tokens to compute this step: prefill chunks end where the
+        prompt parts from a shared prefix, and on checkpoint positions where the memory needs them."""
+        at = self._shared_at.get(request.request_id)
+        if at is not None and request.num_computed < at[0] < request.num_computed + n:
+            n = at[0] - request.num_computed
         return self.checkpoints.cut(request, n) if self.checkpoints is not None else n
 
     def truncate(self, request: Request, n: int) -> None:
@@ -358,13 +422,14 @@ class KVCacheManager:
     def free(self, request: Request, keep_cache: bool) -> None:
         """Release a request's blocks. With ``keep_cache`` its sequence holds its cached blocks."""
         table = self.tables.pop(request.request_id, [])
+        self._shared_at.pop(request.request_id, None)
         seq = request.seq_id
         hashes, request.block_hashes = request.block_hashes, []
         request.seq_id = None
         if seq is None:
             return
         if keep_cache and self.host is not None and self.layout.cells:
-            self._save_to_host(seq, hashes)
+            self._save_to_host(seq, hashes, request.prompt_len)
         held = 0
         for block in table:
             keep = keep_cache and self.layout.holders and block.hash is not None and block.seqs == [seq]

@@ -22,6 +22,10 @@ class PrefixHit:
     #: chained hashes of the prompt's full blocks before its last token (what any tier
     #: could serve)
     hashes: list[int] = field(default_factory=list)
+    #: blocks of a prefix this prompt shares with another kept prompt, where the two part,
+    #: when no state (or checkpoint) of exactly that prefix is kept yet: saved once the
+    #: request's sequence holds it; 0: none
+    parts: int = 0
 
     def num_blocks(self) -> int:
         return len(self.blocks) if self.blocks else self.host_blocks

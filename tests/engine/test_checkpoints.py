@@ -128,8 +128,10 @@ BASE = ("The lighthouse keeper kept a logbook of every ship that passed the rock
 
 def test_a_growing_conversation_past_the_window_reuses_all_but_the_last_block(gemma_path):
     """Turns grow by ~80 tokens; the client appends its own short reply, not the model's
-    output. Default cache settings: nothing idle stays on the device, so every hit comes from
-    the host tier, through a checkpoint once the conversation passes the 512-token window."""
+    output. Default cache settings, and another client's request between the turns takes the
+    conversation's idle cells off the device, so every hit comes from the host tier, through a
+    checkpoint once the conversation passes the 512-token window. (Without it, the next turn
+    continues on the idle cells, whose window is intact: no checkpoint is needed.)"""
     b = LlamaBackend(gemma_path, ContextConfig(n_ctx=2048, n_seq_max=6, n_batch=512))
     e = Engine(b, 2, CacheConfig())
     text, prompts, replies, cached = BASE, [], [], []
@@ -148,6 +150,9 @@ def test_a_growing_conversation_past_the_window_reuses_all_but_the_last_block(ge
             prompts.append(prompt)
             replies.append(out)
             cached.append(r.cached_tokens)
+            e.add_request(f"other{turn}", b.tokenize("Where is Peru?"), SamplingParams(temperature=0, max_tokens=2))
+            while e.has_work():
+                e.step()
         kv = e.stats().kv
     finally:
         b.close()

@@ -17,6 +17,12 @@ def _files(folder) -> list[str]:
     return sorted(p.name for p in folder.iterdir())
 
 
+def _longest(disk: DiskCache, hashes: list[int], longer_than: int = 0) -> tuple[list[int], bytes, int] | None:
+    """``DiskCache.longest`` as (the state's hashes, its bytes, blocks covered), or None."""
+    read = disk.longest(hashes, longer_than)
+    return None if read is None else (read[0].hashes, read[1], read[2])
+
+
 def _reopen(disk: DiskCache, layout: bytes = LAYOUT, capacity: int | None = None) -> DiskCache:
     """The same folder as a new worker sees it: the writes finished, the index read again."""
     disk.close()
@@ -29,9 +35,9 @@ def test_entries_outlive_the_worker_in_owner_only_files(tmp_path):
     disk.put_checkpoint(2, 2, b"partial")
     disk = _reopen(disk)
     try:
-        assert disk.longest([1, 2, 3, 4]) == ([1, 2, 3], b"state" * 100, 3)
-        assert disk.longest([1, 2, 9]) == ([1, 2, 3], b"state" * 100, 2)  # it serves any prefix of it
-        assert disk.longest([1, 2, 3], longer_than=3) is None and disk.longest([7]) is None
+        assert _longest(disk, [1, 2, 3, 4]) == ([1, 2, 3], b"state" * 100, 3)
+        assert _longest(disk, [1, 2, 9]) == ([1, 2, 3], b"state" * 100, 2)  # it serves any prefix of it
+        assert _longest(disk, [1, 2, 3], longer_than=3) is None and _longest(disk, [7]) is None
         assert disk.has_checkpoint(2, 2) and not disk.has_checkpoint(2, 3)
         assert disk.read_checkpoint(2, 2) == b"partial"
         s = disk.stats()
@@ -50,13 +56,13 @@ def test_another_models_files_are_neither_read_nor_removed(tmp_path):
     disk.put_state([1, 2], b"mine")
     other = _reopen(disk, OTHER)
     try:
-        assert other.longest([1, 2]) is None and other.stats().states.entries == 0
+        assert _longest(other, [1, 2]) is None and other.stats().states.entries == 0
         other.put_state([1, 2], b"theirs")
     finally:
         other.close()
     mine = DiskCache(tmp_path, 1 << 20, LAYOUT)
     try:
-        assert mine.longest([1, 2]) == ([1, 2], b"mine", 2) and len(_files(tmp_path)) == 2
+        assert _longest(mine, [1, 2]) == ([1, 2], b"mine", 2) and len(_files(tmp_path)) == 2
     finally:
         mine.close()
 
@@ -86,7 +92,7 @@ def test_a_damaged_truncated_or_foreign_file_is_removed_never_loaded(tmp_path):
     try:
         # the truncated file and the stranger go at once: their headers do not add up
         assert _files(tmp_path) == sorted([damaged.name, checkpoint.name])
-        assert disk.longest([1]) is None and disk.longest([2]) is None and disk.longest([4]) is None
+        assert _longest(disk, [1]) is None and _longest(disk, [2]) is None and _longest(disk, [4]) is None
         assert disk.has_checkpoint(3, 1) and disk.read_checkpoint(3, 1) is None
         assert not disk.has_checkpoint(3, 1)
         assert _files(tmp_path) == []  # a damaged file goes as soon as it is read
@@ -119,8 +125,8 @@ def test_a_damaged_count_is_checked_against_the_files_size_before_anything_is_re
     disk = DiskCache(tmp_path, 1 << 20, LAYOUT)
     try:
         assert _files(tmp_path) == [f"{prefix}-s-{7:016x}.kv"]
-        assert disk.longest([1, 2]) is None and not disk.has_checkpoint(3, 1)
-        assert disk.longest([7]) == ([7], b"b" * 100, 1)
+        assert _longest(disk, [1, 2]) is None and not disk.has_checkpoint(3, 1)
+        assert _longest(disk, [7]) == ([7], b"b" * 100, 1)
     finally:
         disk.close()
 
@@ -132,7 +138,7 @@ def test_a_file_replaced_after_the_index_was_read_is_checked_against_its_size_ag
     try:
         path = tmp_path / f"{LAYOUT[:8].hex()}-s-{1:016x}.kv"
         _set_u32(path, PAYLOAD_AT + 4, 0xFFFFFFF0)  # the payload length's high half: 2**64 - ... bytes
-        assert disk.longest([1]) is None and _files(tmp_path) == []
+        assert _longest(disk, [1]) is None and _files(tmp_path) == []
     finally:
         disk.close()
 
@@ -144,16 +150,16 @@ def test_the_folder_keeps_its_budget_least_recently_used_first(tmp_path):
         disk.put_state([h], bytes(size))
         disk = _reopen(disk)  # one write at a time, so the mtimes differ
         time.sleep(0.02)
-    assert disk.longest([1]) is not None  # a hit makes 1 the most recently used
+    assert _longest(disk, [1]) is not None  # a hit makes 1 the most recently used
     time.sleep(0.02)
     disk.put_state([4], bytes(size))
     disk = _reopen(disk)
     try:
-        assert disk.longest([2]) is None  # the least recently used went
-        assert all(disk.longest([h]) is not None for h in (1, 3, 4))
+        assert _longest(disk, [2]) is None  # the least recently used went
+        assert all(_longest(disk, [h]) is not None for h in (1, 3, 4))
         assert sum(p.stat().st_size for p in tmp_path.iterdir()) <= disk.capacity_bytes
         disk.put_state([5], bytes(4 * size))  # larger than the whole budget: not written
-        assert disk.longest([5]) is None
+        assert _longest(disk, [5]) is None
     finally:
         disk.close()
 
@@ -164,7 +170,7 @@ def test_a_state_covered_by_a_newer_one_leaves_the_disk(tmp_path):
     disk.put_state([1, 2, 3], b"turn two")
     disk = _reopen(disk)
     try:
-        assert len(_files(tmp_path)) == 1 and disk.longest([1, 2]) == ([1, 2, 3], b"turn two", 2)
+        assert len(_files(tmp_path)) == 1 and _longest(disk, [1, 2]) == ([1, 2, 3], b"turn two", 2)
     finally:
         disk.close()
 
@@ -173,7 +179,7 @@ def test_entries_waiting_for_the_writer_are_served_from_memory(tmp_path):
     disk = DiskCache(tmp_path, 1 << 20, LAYOUT)
     try:
         disk.put_state([1, 2], b"fresh")
-        assert disk.longest([1, 2]) == ([1, 2], b"fresh", 2)  # written or not, the same bytes
+        assert _longest(disk, [1, 2]) == ([1, 2], b"fresh", 2)  # written or not, the same bytes
     finally:
         disk.close()
 
@@ -225,3 +231,67 @@ def test_the_budget_never_takes_more_than_half_the_free_space(tmp_path):
     assert disk_capacity(0, tmp_path) == 0
     assert disk_capacity(1 << 20, tmp_path) == min(1 << 20, free // 2)
     assert disk_capacity(1 << 62, tmp_path) == free // 2
+
+
+def test_a_prefix_two_states_share_stays_found_whichever_of_them_goes(tmp_path):
+    """A new worker indexes the files in the folder's order, and another model's writer may
+    remove one of them meanwhile: the shared blocks pointed at one file only, so a third
+    session of the agent found nothing when that one was gone, though the other held them."""
+    for gone in (10, 20):
+        folder = tmp_path / f"without-{gone}"
+        disk = DiskCache(folder, 1 << 20, LAYOUT)
+        disk.put_state([1, 2, 3, 10], b"first" * 20, prompt_blocks=4)
+        disk.put_state([1, 2, 3, 20], b"second" * 20, prompt_blocks=4)
+        disk = _reopen(disk)
+        try:
+            next(folder.glob(f"*-s-{gone:016x}.kv")).unlink()  # another model's writer made room
+            kept = 30 - gone
+            assert _longest(disk, [1, 2, 3, 30]) == ([1, 2, 3, kept], (b"first" if kept == 10 else b"second") * 20, 3)
+            assert disk.parts([1, 2, 3, 30], 3) and disk.reach([1, 2, 3, 30]) == 3
+        finally:
+            disk.close()
+
+
+def test_shared_prefixes_and_prompt_lengths_outlive_the_worker(tmp_path):
+    disk = DiskCache(tmp_path, 1 << 20, LAYOUT)
+    disk.put_state([1, 2, 3, 4], b"session" * 20, prompt_blocks=3)
+    disk.put_state([1, 2], b"tools" * 10, prompt_blocks=2, shared=True)  # inside the other: written all the same
+    disk.put_checkpoint(2, 2, b"window")
+    disk.put_checkpoint(2, 2, b"window", shared=True)  # the same checkpoint turns out to be shared
+    disk = _reopen(disk)
+    try:
+        assert sorted(name.split("-", 1)[1] for name in _files(tmp_path)) == [
+            f"p-{2:016x}.kv", f"pc2-{2:016x}.kv", f"s-{4:016x}.kv"]
+        assert disk.has_shared_state([1, 2]) and not disk.has_shared_state([1, 2, 3, 4])
+        assert disk.has_checkpoint(2, 2, shared=True)
+        assert _longest(disk, [1, 2, 9]) == ([1, 2], b"tools" * 10, 2)  # the smallest that serves
+        assert disk.parts([1, 2, 9, 9], 2) and not disk.parts([1, 2, 3, 4, 5], 4)
+        disk.put_state([1, 2, 3, 4, 5], b"next turn" * 20, prompt_blocks=4)  # covers the session, not the prefix
+    finally:
+        disk.close()
+    assert sorted(name.split("-", 1)[1] for name in _files(tmp_path)) == [
+        f"p-{2:016x}.kv", f"pc2-{2:016x}.kv", f"s-{5:016x}.kv"]
+
+
+def test_shared_prefixes_leave_the_folder_last_within_their_share(tmp_path):
+    size = 10_000
+    disk = DiskCache(tmp_path, 5 * size + 2000, LAYOUT)
+    disk.put_state([1], bytes(size), shared=True)  # the oldest file
+    disk = _reopen(disk)
+    for h in (2, 3, 4, 5):
+        time.sleep(0.02)  # one write at a time, so the mtimes differ
+        disk.put_state([h], bytes(size))
+        disk = _reopen(disk)
+    time.sleep(0.02)
+    disk.put_state([6], bytes(size))  # a single conversation's oldest state goes, not the older shared one
+    disk = _reopen(disk)
+    assert [h for h in range(1, 7) if _longest(disk, [h]) is not None] == [1, 3, 4, 5, 6]
+    for h in (7, 8, 9):  # 7: within the share (3 goes); 8, 9: beyond it, the oldest shared go (1, 7)
+        time.sleep(0.02)
+        disk.put_state([h], bytes(size), shared=True)
+        disk = _reopen(disk)
+    try:
+        assert [h for h in range(1, 10) if _longest(disk, [h]) is not None] == [4, 5, 6, 8, 9]
+        assert sum(p.stat().st_size for p in tmp_path.iterdir()) <= disk.capacity_bytes
+    finally:
+        disk.close()
