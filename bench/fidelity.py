@@ -41,6 +41,9 @@ def log_softmax_at(rows: np.ndarray, tokens: list[int]) -> np.ndarray:
 def in_process(path, body: str, n_ctx: int) -> dict:
     import llama_cpp
 
+    from runtime.backends.amx import keep_extra_buffers_off
+
+    keep_extra_buffers_off()  # as Hearth loads the model where AMX is advertised (it traps there)
     llm = llama_cpp.Llama(str(path), n_ctx=n_ctx, n_batch=512, logits_all=True, flash_attn=True, verbose=False)
     tokens = llm.tokenize(body.encode(), add_bos=True)
     t0 = time.perf_counter()

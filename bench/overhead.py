@@ -64,24 +64,15 @@ def main() -> None:
 
     import llama_cpp
 
-    from runtime.backends.llama import ContextConfig, amx_advertised, default_threads
+    from runtime.backends.amx import keep_extra_buffers_off
+    from runtime.backends.llama import ContextConfig, default_threads
     from runtime.server.launcher import ServiceProcess
 
     threads = args.threads or default_threads()
     defaults = ContextConfig()
-    if amx_advertised():
-        # Hearth turns llama.cpp's extra buffer types off where AMX is advertised (it traps
-        # there); the baseline gets the same weights layout so only the serving path differs.
-        import llama_cpp.llama_cpp as bindings  # what llama_cpp.Llama calls
-
-        original = bindings.llama_model_default_params
-
-        def no_extra():
-            p = original()
-            p.use_extra_bufts = False
-            return p
-
-        bindings.llama_model_default_params = no_extra
+    # Hearth turns llama.cpp's extra buffer types off where AMX is advertised (it traps there);
+    # the baseline gets the same weights layout so only the serving path differs.
+    keep_extra_buffers_off()
     path = model_path("smollm2-135m")
     # Same settings as Hearth's defaults: flash attention as llama.cpp's "auto" picks it (on).
     llm = llama_cpp.Llama(str(path), n_ctx=defaults.n_ctx, n_batch=defaults.n_batch, n_threads=threads,

@@ -27,6 +27,15 @@ os.environ.setdefault("HEARTH_KEEP_ALIVE", "-1")
 os.environ.setdefault("HEARTH_CACHE_DISK", "0")
 
 
+def pytest_configure(config) -> None:
+    # Tests that load a model in this process with llama_cpp.Llama (reference numbers) or the raw
+    # bindings get the default model parameters Hearth loads with: no extra buffer types where
+    # AMX is advertised, whose kernels trap there and would end the whole test run.
+    from runtime.backends.amx import keep_extra_buffers_off
+
+    keep_extra_buffers_off()
+
+
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
     return Path(_DATA)

@@ -17,6 +17,7 @@ from pathlib import Path
 import llama_cpp as lc
 import numpy as np
 
+from runtime.backends.amx import amx_advertised
 from runtime.backends.batch import EmbdBatch, TokenBatch
 from runtime.chat.chat_template import ChatTemplate
 from runtime.backends.errors import (
@@ -109,21 +110,6 @@ class ModelInfo:
     hybrid: bool = False
     #: the Jinja chat template in use: the GGUF's own, or the override it was loaded with
     chat_template: str | None = None
-
-
-def amx_advertised() -> bool:
-    """Whether the CPU advertises Intel AMX (Linux: /proc/cpuinfo).
-
-    llama.cpp built with -march=native on such a CPU puts weights in an AMX buffer and runs
-    ``tilezero``; under some hypervisors the CPU advertises AMX and the kernel grants it, yet
-    the instruction traps (SIGILL, seen on this project's build machines). The AMX buffer
-    is one of llama.cpp's "extra buffer types", so they are switched off there.
-    """
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            return any(line.startswith("flags") and " amx_tile" in line for line in f)
-    except OSError:
-        return False
 
 
 def default_threads() -> int:

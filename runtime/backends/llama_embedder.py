@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from runtime.backends.amx import keep_extra_buffers_off
 from runtime.backends.onnx_embedder import BadTokens, Encoded, TooLong, l2_normalise
 
 _POOLINGS = {"none": 0, "mean": 1, "cls": 2, "last": 3, "rank": 4}
@@ -29,6 +30,7 @@ class LlamaEmbedder:
             n_threads_batch=threads, n_gpu_layers=n_gpu_layers, n_seq_max=n_seq, kv_unified=True, verbose=False)
         if pooling is not None:
             kwargs["pooling_type"] = _POOLINGS[pooling]
+        keep_extra_buffers_off()  # llama_cpp.Llama takes llama.cpp's default model parameters
         self.llm = llama_cpp.Llama(**kwargs)
         kind: int = self.llm.pooling_type()  # type: ignore[assignment]  # llama_cpp says str; it is the enum's int
         self.pooling = {v: k for k, v in _POOLINGS.items()}.get(kind, "mean")
