@@ -15,7 +15,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from runtime.chat.contract import JSON, NAME_JSON  # noqa: E402
+from runtime.chat.contract import JSON, NAME_JSON, PYTHON  # noqa: E402
 from runtime.chat.output_parser import parse_all  # noqa: E402
 from tests.chat.llama_cases import TEMPLATES, cases, contract, tools_of  # noqa: E402
 
@@ -26,7 +26,7 @@ def _calls(c) -> str:
         return "described in the system message (JSON)"
     first = next((m.strip() for m in (s.section_start, s.call_start, s.name_prefix) if m.strip()), "")
     first = first.replace("|", "\\|").replace("\n", "\\n")
-    kind = {JSON: "JSON", NAME_JSON: "name + JSON"}.get(s.body, "tagged arguments")
+    kind = {JSON: "JSON", NAME_JSON: "name + JSON", PYTHON: "Python call"}.get(s.body, "tagged arguments")
     return f"{kind} `{first[:40]}`" if first else kind
 
 

@@ -15,7 +15,8 @@ import re
 from dataclasses import dataclass, field
 
 from runtime.chat.call_analysis import name_pattern
-from runtime.chat.contract import JSON, KEY_SLOT, NAME_JSON, CallSyntax
+from runtime.chat.contract import JSON, KEY_SLOT, NAME_JSON, PYTHON, CallSyntax
+from runtime.chat.python_literals import Incomplete, NotLiteral, python_value
 from runtime.chat.text_diff import last_marker
 
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+")
@@ -209,7 +210,12 @@ class CallReader:
             p, name, cid2 = self._name(text, p, final)
             call = ReadCall(name, cid or cid2, "")
             out.calls.append(call)
-            p = self._json_args(text, p, final, call) if s.body == NAME_JSON else self._tagged_args(text, p, final, call, name)
+            if s.body == NAME_JSON:
+                p = self._json_args(text, p, final, call)
+            elif s.body == PYTHON:
+                p = self._python_args(text, p, final, call)
+            else:
+                p = self._tagged_args(text, p, final, call, name)
             if s.close.strip():
                 p = _lit(text, p, s.close, final)
             call.done = True
@@ -341,6 +347,42 @@ class CallReader:
         call.args = "{" + ", ".join(parts) + "}"
         return p
 
+    def _python_args(self, text: str, p: int, final: bool, call: ReadCall) -> int:
+        """``KEY=VALUE, ...`` up to the call's closing parenthesis (not taken)."""
+        parts: list[str] = []
+        call.args = "{"
+        while True:
+            q = _ws(text, p)
+            if q >= len(text):
+                raise _Need
+            if text.startswith(self.s.close.strip() or ")", q):
+                break
+            if parts:
+                if text[q] != ",":
+                    raise _No
+                q = _ws(text, q + 1)
+            m = _KEY.match(text, q)
+            if m is None:
+                if q >= len(text):
+                    raise _Need
+                raise _No
+            q = _ws(text, m.end())
+            if q >= len(text):
+                raise _Need
+            if text[q] != "=":
+                raise _No
+            try:
+                q, value = python_value(text, _ws(text, q + 1), final)
+            except Incomplete:
+                raise _Need from None
+            except NotLiteral:
+                raise _No from None
+            parts.append(f"{json.dumps(m.group(), ensure_ascii=False)}: {json.dumps(value, ensure_ascii=False)}")
+            call.args = "{" + ", ".join(parts)
+            p = q
+        call.args = "{" + ", ".join(parts) + "}"
+        return p
+
     def _json_end(self, text: str, p: int) -> int | None:
         state = self._scans.get(p)
         if state is not None and state[1] == 0 and state[0] > p:
@@ -383,6 +425,7 @@ class CallReader:
 
 
 _NUMBER = re.compile(r"-?\d+(\.\d*)?([eE][+-]?\d*)?")
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BARE_KEY = re.compile(r'([{,]\s*)([A-Za-z_][\w\-]*)\s*:')
 
 

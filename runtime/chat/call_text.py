@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 
-from runtime.chat.contract import JSON, KEY_SLOT, TAGGED, CallSyntax
+from runtime.chat.contract import JSON, KEY_SLOT, PYTHON, TAGGED, CallSyntax
+from runtime.chat.python_literals import python_text
 
 
 def call_text(syntax: CallSyntax, calls: list[tuple[str, dict]]) -> str:
@@ -20,7 +21,10 @@ def call_text(syntax: CallSyntax, calls: list[tuple[str, dict]]) -> str:
         return f"{s.section_start}{inner}{s.section_end}".strip()
     parts = []
     for name, args in calls:
-        if s.body == TAGGED:
+        if s.body == PYTHON:
+            quote = s.string_quote or '"'
+            body = s.arg_sep.join(f"{k}{s.arg_mid}{python_text(v, quote)}" for k, v in args.items())
+        elif s.body == TAGGED:
             body = s.arg_sep.join(f"{s.arg_prefix}{k}{_mid(s, v)}{_value(s, v)}{s.arg_end.replace(KEY_SLOT, k)}"
                                   for k, v in args.items())
         else:

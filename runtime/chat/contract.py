@@ -12,7 +12,10 @@ made of literal markers around a body, and the body is one of
 - ``name_json``: the name between markers, then the arguments as one JSON object
   (``<function=NAME>{..}</function>``, ``[TOOL_CALLS]NAME[ARGS]{..}``, ``functions.NAME:0<|tool_call_argument_begin|>{..}``);
 - ``tagged``: the name between markers, then one marked pair per argument
-  (``<parameter=KEY>VALUE</parameter>``, ``<arg_key>KEY</arg_key><arg_value>VALUE</arg_value>``).
+  (``<parameter=KEY>VALUE</parameter>``, ``<arg_key>KEY</arg_key><arg_value>VALUE</arg_value>``);
+- ``python``: a Python call, ``NAME(KEY=VALUE, ...)``, its values Python literals (``True``,
+  ``None``, strings in either quote, lists and dicts) or JSON ones (LFM2's
+  ``<|tool_call_start|>[get_time(city="Paris")]<|tool_call_end|>``).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ KEY_SLOT = "\x00key\x00"
 JSON = "json"
 NAME_JSON = "name_json"
 TAGGED = "tagged"
+PYTHON = "python"
 
 
 @dataclass(slots=True, frozen=True)
@@ -108,6 +112,9 @@ class OutputContract:
     object_arguments: bool = True
     #: markup the model writes between parts that is not content (channel headers)
     noise: tuple[str, ...] = field(default_factory=tuple)
+    #: the template renders earlier calls itself; False where ``calls`` is the family's documented
+    #: format and the template renders none (LFM2): earlier calls reach it as text in that format
+    renders_calls: bool = True
 
     @property
     def tools(self) -> bool:

@@ -22,7 +22,8 @@ from dataclasses import replace
 from datetime import datetime
 
 from runtime.chat.call_analysis import USER, analyze_calls
-from runtime.chat.contract import CallSyntax, OutputContract, ReasoningSyntax
+from runtime.chat.contract import PYTHON, TAGGED, CallSyntax, OutputContract, ReasoningSyntax
+from runtime.chat.documented_calls import documented_calls
 from runtime.chat.renderer import ChatRenderer, ChatTemplateError
 from runtime.chat.text_diff import MARKER, common_prefix, diff, last_marker, markers
 
@@ -46,10 +47,24 @@ def analyze(render: FullRender, source: str = "") -> OutputContract:
     tools_probe = render([USER], [_probe_tool()], True, None)
     bare = render([USER], None, True, None)
     native = tools_probe is not None and bare is not None and "PROBE_TOOL_NAME" in tools_probe
+    renders_calls = calls is not None
+    if calls is not None:
+        calls = python_style(calls)
+    elif native and tools_probe is not None:
+        calls = documented_calls(tools_probe)
     if calls is not None and reasoning is not None and reasoning.start:
         calls = _without_empty_thinking(calls, reasoning)
     return OutputContract(calls=calls, reasoning=reasoning, content_start=start, content_end=end, native_tools=native,
-                          noise=_header(render, reasoning, user_marks))
+                          noise=_header(render, reasoning, user_marks), renders_calls=renders_calls)
+
+
+def python_style(calls: CallSyntax) -> CallSyntax:
+    """Tagged arguments that read ``NAME(KEY=VALUE, ...)`` are a Python call: its values are
+    Python literals (LFM2.5 renders ``toggle(enabled=True)``), not raw text."""
+    if calls.body == TAGGED and calls.name_suffix.strip() == "(" and calls.close.strip() == ")" \
+            and calls.arg_mid.strip() == "=" and not calls.arg_prefix.strip() and not calls.arg_end.strip():
+        return replace(calls, body=PYTHON, string_quote=calls.string_quote or '"')
+    return calls
 
 
 def _without_empty_thinking(calls: CallSyntax, reasoning: ReasoningSyntax) -> CallSyntax:

@@ -15,7 +15,7 @@ import re
 from dataclasses import replace
 
 from runtime.chat.call_analysis import CALL_ID1
-from runtime.chat.contract import JSON, KEY_SLOT, TAGGED, CallSyntax
+from runtime.chat.contract import JSON, KEY_SLOT, PYTHON, TAGGED, CallSyntax
 from runtime.engine.constraint_spec import JSON_OPTIONS
 from runtime.server.generate.tool_relax import rebase
 
@@ -86,7 +86,7 @@ def _named_call(s: CallSyntax, tools: list[dict], rules: list[str]) -> str:
     for i, t in enumerate(tools):
         fn = t["function"]
         params = fn.get("parameters") or {"type": "object", "properties": {}}
-        if s.body == TAGGED:
+        if s.body in (TAGGED, PYTHON):
             args = _tagged_args(s, params, i, rules)
         else:
             rules.append(f"args{i}: %json " + json.dumps(_with_defs(params, i)))
@@ -114,7 +114,12 @@ def _tagged_args(s: CallSyntax, params: dict, i: int, rules: list[str]) -> str:
         mid = s.arg_mid if string or not s.arg_mid_json else s.arg_mid_json
         arg_end = s.arg_end.replace(KEY_SLOT, key)
         end_lit = _lit(arg_end)
-        if string:
+        if string and s.body == PYTHON:
+            # a Python string: its quote, escaped inside, around the text
+            q = _re(s.string_quote or '"')
+            rules.append(f"V{i}_{j}: /{q}(?:[^{q}\\\\\\n]|\\\\.){_length(prop)}{q}/")
+            value, end_lit = f"V{i}_{j}", '""'
+        elif string:
             # the text and its end marker are one lexeme: text that holds the marker only at its end
             # (a lexeme for the text alone would swallow the marker's first characters)
             stop = s.string_quote or arg_end

@@ -73,13 +73,14 @@ def plan_prompt(req: GenerationRequest, contract: OutputContract | None) -> Outp
     # system message where the template does not describe them); the fallback JSON shape otherwise
     syntax = contract.calls if contract.calls is not None else FALLBACK_CALLS
     native = contract.native_tools  # the template describes the tools itself
+    rendered = contract.calls is not None and contract.renders_calls  # the template renders earlier calls
     if not tools:
-        if contract.calls is None and any(m.tool_calls or m.role == "tool" for m in req.messages):
+        if not rendered and any(m.tool_calls or m.role == "tool" for m in req.messages):
             # earlier calls and results still reach a template that cannot render them
             req.messages = render_for(req.messages, syntax, [], native=False)
         return OutputPlan(contract, [], in_reasoning=in_reasoning) if r is not None else None
     shown = [t.openai() for t in tools]
-    req.messages = render_for(req.messages, syntax, shown, native, calls_rendered=contract.calls is not None)
+    req.messages = render_for(req.messages, syntax, shown, native, calls_rendered=rendered)
     plan_contract = contract if contract.calls is not None else OutputContract(calls=FALLBACK_CALLS, reasoning=r)
     return OutputPlan(plan_contract, shown, in_reasoning=in_reasoning, native_tools=native)
 
