@@ -124,4 +124,4 @@ def test_streamed_reads_the_same(case: Case):
 def test_most_cases_read():
     """The share of llama.cpp's cases read as it expects (the README's family table counts them)."""
     ok = sum(_matches(c, _read(c, [c.input])) for c in CASES)
-    assert ok >= 300, f"{ok} of {len(CASES)}"
+    assert ok >= 329, f"{ok} of {len(CASES)}"
