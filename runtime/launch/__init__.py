@@ -83,7 +83,8 @@ def _run(args: argparse.Namespace) -> int:
     except ServiceError as e:
         print(f"hearth: the service at {base_url} did not list its models: {e}", file=sys.stderr)
         return 1
-    last = (health or {}).get("engine", {}).get("model")
+    engine = (health or {}).get("engine", {})
+    last = engine.get("model") or engine.get("default_model")  # the model in use, else the service's default
     choice = choose(spec, models, service if running else None, args.model, last if isinstance(last, str) else None)
     if isinstance(choice, NoFit):
         print(choice.message(), file=sys.stderr)

@@ -173,7 +173,9 @@ def _schemas(max_tokens: int) -> dict:
         **_wire_schemas(max_tokens),
         **embeddings_openapi.schemas(),
         "Health": {"type": "object", "required": ["status", "service"], "properties": {
-            "status": {"enum": ["ok", "error"]}, "service": STR, "version": STR, "engine": OBJ,
+            "status": {"enum": ["ok", "error"]}, "service": STR, "version": STR,
+            "engine": {"type": "object", "description": "state, model (the most recently used), pid, error, loading, "
+                       "models (every resident one), default_model (what a request naming none gets)"},
             "remotes": {"type": "array", "description": "each upstream: name, host, state (up, degraded, down, "
                         "unknown), last_error, models", "items": OBJ}},
             "description": "version and engine only on a loopback bind and Host, or with the API key"},

@@ -104,7 +104,17 @@ def test_a_plain_service_without_a_model_that_fits_says_what_to_pull(server):
     assert "smollm2-135m  its context is 8,192 tokens" in codex and "hearth pull qwen3-" in codex
 
 
+def test_with_nothing_loaded_the_choice_takes_the_service_s_default_model():
+    """Launch passes the model in use, else /health's default_model, as the one used last: of two
+    models that serve the client as well, an idle service's default is taken."""
+    aider = hl.CLIENTS["aider"]
+    assert choose(aider, [known("small", 8192), known("other", 8192)], None, None, "other").model == "other"
+    assert choose(aider, [known("small", 8192), known("other", 8192)], None, None, "small").model == "small"
+
+
 def test_aider_sends_no_tools_and_gets_the_loaded_model(server):
+    health = server.health()["engine"]
+    assert health["default_model"] == "smollm2-135m" and health["model"] in (None, "smollm2-135m")
     r = on(server, "aider")
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[:2] == [

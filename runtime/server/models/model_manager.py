@@ -285,7 +285,8 @@ class ModelManager:
         return engine
 
     def status(self) -> dict:
-        """/health's ``engine``: the most recently used model's worker, and every resident one."""
+        """/health's ``engine``: the most recently used model's worker, every resident one, and
+        ``default_model``, the model a request that names none gets (``--model``)."""
         r = self.router.latest()
         e = r.engine if r is not None else None
         models = [{"id": x.model_id, "state": "running" if x.engine.alive else "crashed", "pid": x.engine.pid,
@@ -293,7 +294,14 @@ class ModelManager:
         return {"state": "idle" if e is None else ("running" if e.alive else "crashed"),
                 "model": e.model_id if e else None, "pid": e.pid if e else None,
                 "error": (e.error if e and not e.alive else None) or self.last_error,
-                "loading": self.router.loading[0] if self.router.loading else None, "models": models}
+                "loading": self.router.loading[0] if self.router.loading else None, "models": models,
+                "default_model": self.default_model_id()}
+
+    def default_model_id(self) -> str:
+        """The default model's id where it was resolved (a path given to ``--model`` is named by
+        its id then), else ``--model`` as given; nothing is read."""
+        resolved = self._resolved.get(self.config.model)
+        return resolved.id if resolved is not None else self.config.model
 
     async def unload(self, model_id: str | None = None, only_idle: bool = False) -> list[str]:
         """Stop the workers of ``model_id`` (None: of every model); their memory goes back and
