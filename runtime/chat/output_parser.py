@@ -102,11 +102,23 @@ class OutputParser:
         closing = self.think[1]
         at = self.buf.find(closing)
         call = min(((self.buf.find(t), t, e) for t, e in self.triggers if t in self.buf), default=None)
-        if call is not None and (at < 0 or call[0] < at):  # a call ends the thinking (Qwen3.5)
-            if call[0]:
-                out.append(self._thought(self.buf[:call[0]]))
-            self.buf = self.buf[call[0]:]
-            self.state = "text"
+        if call is not None and (at < 0 or call[0] < at):
+            ends = self._calls_end_thinking(call[0], final)
+            if ends is None:  # not known yet: the thinking so far, and the calls wait
+                if call[0]:
+                    out.append(self._thought(self.buf[:call[0]]))
+                    self.buf = self.buf[call[0]:]
+                return
+            if ends:  # calls never followed by the closing marker end the thinking
+                if call[0]:
+                    out.append(self._thought(self.buf[:call[0]]))
+                self.buf = self.buf[call[0]:]
+                self.state = "text"
+                return
+            # calls the thinking is closed after are its text (it quotes them)
+            end = call[0] + len(call[1])
+            out.append(self._thought(self.buf[:end]))
+            self.buf = self.buf[end:]
             return
         if at >= 0:
             if at or self.inline:
@@ -119,6 +131,16 @@ class OutputParser:
         if len(self.buf) > keep:
             out.append(self._thought(self.buf[:len(self.buf) - keep]))
             self.buf = self.buf[len(self.buf) - keep:]
+
+    def _calls_end_thinking(self, at: int, final: bool) -> bool | None:
+        """Whether the calls written at ``at`` inside the thinking end it: the thinking is never
+        closed after them (Qwen3.5, Ling, Kimi K2 Thinking). Where its closing marker comes later,
+        the calls are text the thinking quotes (as llama.cpp reads Ministral, LFM2.5 and Reka).
+        None: not known until the closing marker or the end of the reply comes."""
+        assert self.think is not None  # only with thinking markers
+        if self.buf.find(self.think[1], at) >= 0:
+            return False
+        return True if final else None
 
     def _thought(self, text: str) -> Event:
         return TextDelta(text) if self.inline else ReasoningDelta(text)

@@ -28,14 +28,10 @@ GAPS: dict[str, tuple[list[int], str]] = {
         "calls inside the thinking block"),
     "Kimi-K3": ([4869, 4875, 4883, 4889, 4895, 4907, 4920, 4933, 4951],
         "sections opened and closed by <|open|>NAME / <|close|>NAME with typed arguments"),
-    "LFM2.5-8B-A1B": ([5259],
-        "a call quoted inside the thinking block, which closes after it"),
     "MiniMax-M3": ([5669, 5690, 5717, 5755],
         "nested values written as tags (<item>, <KEY>) inside an argument"),
     "NVIDIA-Nemotron-Nano-v2": ([5852, 5858],
         "calls as a JSON list in <TOOLCALL>"),
-    "Reka-Edge": ([5385],
-        "raw reasoning format"),
     "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B": ([6070],
         "the json fence closes without a newline"),
     "google-gemma-4-31B-it": ([3155, 3167, 3173],
@@ -48,8 +44,6 @@ GAPS: dict[str, tuple[list[int], str]] = {
         "calls in a ```json fence"),
     "meetkai-functionary-medium-v3.2": ([5951, 5952],
         ">>>recipient messages"),
-    "mistralai-Ministral-3-14B-Reasoning-2512": ([2660],
-        "a call inside [THINK]"),
     "muse-glimmer": ([6365, 6372, 6380, 6391, 6414],
         "recipients and <|eom|> message ends"),
     "openai-gpt-oss-120b": ([6431, 6547, 6556],
@@ -124,4 +118,4 @@ def test_streamed_reads_the_same(case: Case):
 def test_most_cases_read():
     """The share of llama.cpp's cases read as it expects (the README's family table counts them)."""
     ok = sum(_matches(c, _read(c, [c.input])) for c in CASES)
-    assert ok >= 329, f"{ok} of {len(CASES)}"
+    assert ok >= 332, f"{ok} of {len(CASES)}"
