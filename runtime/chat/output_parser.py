@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from runtime.chat.call_reader import CallReader, Section
 from runtime.chat.contract import OutputContract
+from runtime.chat.text_diff import MARKER
 from runtime.chat.events import (
     Event, ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, new_call_id,
 )
@@ -57,8 +58,9 @@ class OutputParser:
         self._fresh = True
         self.buf = ""
         self.state = "reasoning" if (self.think and in_reasoning) else "text"
-        if self.state == "reasoning" and self.inline and r is not None:
-            self.buf = r.opening or r.start  # what the prompt wrote of the block
+        #: what the prompt wrote of the thinking block, which inline thinking begins with
+        self._seed = (r.opening or r.start) if self.state == "reasoning" and self.inline and r is not None else ""
+        self.buf = self._seed
         self.calls: list[dict] = []  # {"id", "name", "arguments"} of the complete calls
         self._n = 0  # calls started in the reply
         self._entry = ""
@@ -99,6 +101,17 @@ class OutputParser:
         assert self.think is not None  # only entered with reasoning markers
         if self._drop_leading_space():
             return
+        if self._fresh and self.opening:
+            # a reply that skips the thinking the prompt opened, straight to its answer's marker
+            seed = self.buf[:len(self._seed)] if self.inline and self.buf.startswith(self._seed) else ""
+            head = self.buf[len(seed):].lstrip()
+            if head.startswith(self.opening):
+                self.buf = head
+                self.state = "text"
+                return
+            if self.opening.startswith(head) and not final:
+                return
+            self._fresh = False
         closing = self.think[1]
         at = self.buf.find(closing)
         call = min(((self.buf.find(t), t, e) for t, e in self.triggers if t in self.buf), default=None)
@@ -205,6 +218,9 @@ class OutputParser:
             return
         if not final and self._outside(self.buf):
             return  # markup between parts of a wrapped answer is dropped once its marker comes
+        if final and self._outside(self.buf) and not MARKER.sub("", self.buf).strip():
+            self.buf = ""  # markup after a wrapped answer (Kimi K3's ``<|close|>message<|sep|>``)
+            return
         keep = 0 if final else max((held(self.buf, m) for m, _ in self._markers()), default=0)
         n = len(self.buf) - keep
         if n > 0:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 #: special-token-like markup: ``<|x|>``, ``<x>``, ``</x>``, ``<｜x｜>``, ``[X]``, ``<|x>``, ``<x|>``
-MARKER = re.compile(r"<[|｜]?/?[\w:.\-=\"' ▁|｜]{1,48}[|｜]?>|\[/?[A-Z_]{2,32}\]|\]<\]\w+\[>\[")
+MARKER = re.compile(r"<\|\w{1,16}\|>\w{1,24}<\|\w{1,16}\|>(?!\w+<\|)|<[|｜]?/?[\w:.\-=\"' ▁|｜]{1,48}[|｜]?>|\[/?[A-Z_]{2,32}\]|\]<\]\w+\[>\[")
 
 
 def common_prefix(a: str, b: str) -> int:

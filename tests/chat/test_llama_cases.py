@@ -26,8 +26,6 @@ GAPS: dict[str, tuple[list[int], str]] = {
         "a call is a message of its own role"),
     "Kimi-K2-Thinking": ([5103],
         "calls inside the thinking block"),
-    "Kimi-K3": ([4869, 4875, 4883, 4889, 4895, 4907, 4920, 4933, 4951],
-        "sections opened and closed by <|open|>NAME / <|close|>NAME with typed arguments"),
     "MiniMax-M3": ([5669, 5690, 5717, 5755],
         "nested values written as tags (<item>, <KEY>) inside an argument"),
     "NVIDIA-Nemotron-Nano-v2": ([5852, 5858],
@@ -118,4 +116,4 @@ def test_streamed_reads_the_same(case: Case):
 def test_most_cases_read():
     """The share of llama.cpp's cases read as it expects (the README's family table counts them)."""
     ok = sum(_matches(c, _read(c, [c.input])) for c in CASES)
-    assert ok >= 332, f"{ok} of {len(CASES)}"
+    assert ok >= 341, f"{ok} of {len(CASES)}"
