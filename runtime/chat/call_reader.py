@@ -327,7 +327,7 @@ class CallReader:
             if s.arg_prefix.strip():
                 q = _lit(text, q, s.arg_prefix, final)
             mid = s.arg_mid.strip() or ":"
-            k_end = text.find(mid, q, q + 256)
+            k_end, mid = _find_loose(text, mid, q, q + 256)
             as_json = False
             if s.arg_mid_json.strip():
                 j_end = text.find(s.arg_mid_json.strip(), q, q + 256)
@@ -427,6 +427,26 @@ class CallReader:
 _NUMBER = re.compile(r"-?\d+(\.\d*)?([eE][+-]?\d*)?")
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _BARE_KEY = re.compile(r'([{,]\s*)([A-Za-z_][\w\-]*)\s*:')
+
+
+def _find_loose(text: str, marker: str, start: int, stop: int) -> tuple[int, str]:
+    """Where ``marker`` is in ``text[start:stop]`` with its inner whitespace free (a model writes
+    ``</arg_key><arg_value>`` where the template puts a newline between), and the text found
+    there; (-1, marker) where it is not."""
+    if not any(ch.isspace() for ch in marker):
+        return text.find(marker, start, stop), marker
+    m = _loose(marker).search(text, start, min(len(text), stop))
+    return (m.start(), m.group()) if m is not None else (-1, marker)
+
+
+_LOOSE: dict[str, re.Pattern] = {}
+
+
+def _loose(marker: str) -> re.Pattern:
+    pat = _LOOSE.get(marker)
+    if pat is None:
+        pat = _LOOSE[marker] = re.compile(r"\s*".join(re.escape(part) for part in marker.split()))
+    return pat
 
 
 def _quoted_structure(text: str, q: int, quote: str, final: bool) -> tuple[int, object]:

@@ -54,8 +54,19 @@ def analyze(render: FullRender, source: str = "") -> OutputContract:
         calls = documented_calls(tools_probe)
     if calls is not None and reasoning is not None and reasoning.start:
         calls = _without_empty_thinking(calls, reasoning)
+    noise = _header(render, reasoning, user_marks) + _turn_end(plain, end)
     return OutputContract(calls=calls, reasoning=reasoning, content_start=start, content_end=end, native_tools=native,
-                          noise=_header(render, reasoning, user_marks), renders_calls=renders_calls)
+                          noise=noise, renders_calls=renders_calls)
+
+
+def _turn_end(plain: str | None, content_end: str) -> tuple[str, ...]:
+    """The marker the template writes right after an assistant turn's text (Ling's
+    ``<|role_end|>``): the turn's end, which a model whose end-of-generation token is another
+    writes as text."""
+    if plain is None or TEXT not in plain or content_end:
+        return ()
+    after = MARKER.match(plain, _skip_ws(plain, plain.find(TEXT) + len(TEXT)))
+    return (after.group(),) if after is not None else ()
 
 
 def python_style(calls: CallSyntax) -> CallSyntax:

@@ -36,8 +36,8 @@ GAPS: dict[str, tuple[list[int], str]] = {
         "answer text closed by a stray <channel|>"),
     "ibm-granite-granite-3.3-2B-Instruct": ([3371],
         "<think>/<response> written by the model, not the template"),
-    "inclusionai-ling-3.0-flash": ([4716, 4742, 4748, 4756],
-        "<role> sections"),
+    "inclusionai-ling-3.0-flash": ([4716],
+        "inline thinking that a call ends: the prompt's <think> is not part of the answer"),
     "llama-cpp-deepseek-r1": ([6029],
         "calls in a ```json fence"),
     "meetkai-functionary-medium-v3.2": ([5951, 5952],
@@ -116,4 +116,4 @@ def test_streamed_reads_the_same(case: Case):
 def test_most_cases_read():
     """The share of llama.cpp's cases read as it expects (the README's family table counts them)."""
     ok = sum(_matches(c, _read(c, [c.input])) for c in CASES)
-    assert ok >= 341, f"{ok} of {len(CASES)}"
+    assert ok >= 344, f"{ok} of {len(CASES)}"
