@@ -22,8 +22,6 @@ from tests.chat.llama_cases import Case, cases, contract, tools_of
 GAPS: dict[str, tuple[list[int], str]] = {
     "Apriel-1.6-15b-Thinker-fixed": ([6211, 6219],
         "thinking ends at [BEGIN FINAL RESPONSE], opened by a sentence"),
-    "GigaChat3-10B-A1.8B": ([6818, 6824],
-        "a call is a message of its own role"),
     "Kimi-K2-Thinking": ([5103],
         "calls inside the thinking block"),
     "MiniMax-M3": ([5669, 5690, 5717, 5755],
@@ -116,4 +114,4 @@ def test_streamed_reads_the_same(case: Case):
 def test_most_cases_read():
     """The share of llama.cpp's cases read as it expects (the README's family table counts them)."""
     ok = sum(_matches(c, _read(c, [c.input])) for c in CASES)
-    assert ok >= 344, f"{ok} of {len(CASES)}"
+    assert ok >= 346, f"{ok} of {len(CASES)}"
