@@ -163,6 +163,8 @@ class OutputParser:
         if self.think is not None and self.think[0]:
             found.append((self.think[0], "think"))
         found += [(m, "strip") for m in self.strip]
+        if self.think is not None and not self.inline and MARKER.fullmatch(self.think[1]):
+            found.append((self.think[1], "strip"))  # a stray end of thinking in the answer (Gemma 4)
         if self.opening:
             found.append((self.opening, "open"))
         return found
@@ -189,7 +191,8 @@ class OutputParser:
                 best = (at, -len(marker), marker, kind)
         if best is not None:
             at, _, marker, kind = best
-            if at and not self._outside(self.buf[:at]):
+            stutter = kind == "think" and self.buf[:at].strip() and marker.startswith(self.buf[:at].strip())
+            if at and not self._outside(self.buf[:at]) and not stutter:  # (Gemma 4's <|channel><|channel>thought)
                 out.append(TextDelta(self.buf[:at]))
             if kind == "open":
                 self._in_content = True

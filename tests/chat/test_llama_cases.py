@@ -30,8 +30,6 @@ GAPS: dict[str, tuple[list[int], str]] = {
         "calls as a JSON list in <TOOLCALL>"),
     "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B": ([6070],
         "the json fence closes without a newline"),
-    "google-gemma-4-31B-it": ([3155, 3167, 3173],
-        "answer text closed by a stray <channel|>"),
     "ibm-granite-granite-3.3-2B-Instruct": ([3371],
         "<think>/<response> written by the model, not the template"),
     "inclusionai-ling-3.0-flash": ([4716],
@@ -114,4 +112,4 @@ def test_streamed_reads_the_same(case: Case):
 def test_most_cases_read():
     """The share of llama.cpp's cases read as it expects (the README's family table counts them)."""
     ok = sum(_matches(c, _read(c, [c.input])) for c in CASES)
-    assert ok >= 346, f"{ok} of {len(CASES)}"
+    assert ok >= 349, f"{ok} of {len(CASES)}"
