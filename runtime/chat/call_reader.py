@@ -421,7 +421,47 @@ class CallReader:
             raw = raw[len(lead):]
         if trail and raw.endswith(trail):
             raw = raw[:len(raw) - len(trail)]
+        if KEY_SLOT in s.arg_end and raw.strip().startswith(s.arg_prefix.strip()) and not _allows_string(schema):
+            return end + len(end_core), self._nested(raw.strip(), schema)
         return end + len(end_core), _typed(raw, schema)
+
+    def _nested(self, raw: str, schema) -> object:
+        """A value written as tags inside an argument whose markers name it (MiniMax M3): an
+        object's keys as tags, a list's elements as ``<item>`` tags, typed by the schema."""
+        s = self.s
+        prefix, mid = s.arg_prefix.strip(), s.arg_mid.strip() or ">"
+        parts: list[tuple[str, str]] = []
+        p = 0
+        while True:
+            p = _ws(raw, p)
+            if p >= len(raw):
+                break
+            if not raw.startswith(prefix, p):
+                return _typed(raw, schema)  # text that only begins like a tag
+            k = raw.find(mid, p + len(prefix))
+            if k < 0:
+                return _typed(raw, schema)
+            key = raw[p + len(prefix):k]
+            opener, closer = f"{prefix}{key}{mid}", s.arg_end.replace(KEY_SLOT, key).strip()
+            depth, q = 1, k + len(mid)
+            while depth:  # the closing tag of this element, past nested ones of the same name
+                c = raw.find(closer, q)
+                if c < 0:
+                    return _typed(raw, schema)
+                o = raw.find(opener, q, c)
+                depth, q = (depth + 1, o + len(opener)) if o >= 0 else (depth - 1, c + len(closer))
+            parts.append((key, raw[k + len(mid):q - len(closer)]))
+            p = q
+        if parts and all(key == "item" for key, _ in parts):
+            items = _branch(schema, "array").get("items")
+            return [self._nested_or_typed(v, items) for _, v in parts]
+        props = _branch(schema, "object").get("properties") or {}
+        return {key: self._nested_or_typed(v, props.get(key) if isinstance(props, dict) else None) for key, v in parts}
+
+    def _nested_or_typed(self, raw: str, schema) -> object:
+        if raw.strip().startswith(self.s.arg_prefix.strip()) and not _allows_string(schema):
+            return self._nested(raw.strip(), schema)
+        return _typed(raw, schema)
 
 
 _NUMBER = re.compile(r"-?\d+(\.\d*)?([eE][+-]?\d*)?")
@@ -481,6 +521,22 @@ def _tail(marker: str) -> str:
     rest = marker[m.end():] if m is not None else marker
     words = rest.split()
     return words[-1] if words else ""
+
+
+def _allows_string(schema) -> bool:
+    """A string is a value ``schema`` takes (then tags inside it are its text, as llama.cpp reads them)."""
+    return bool(_branch(schema, "string")) or (isinstance(schema, dict) and isinstance(schema.get("type"), list)
+                                               and "string" in schema["type"])
+
+
+def _branch(schema, kind: str) -> dict:
+    """The part of ``schema`` (or of its ``anyOf``/``oneOf`` alternatives) for a value of ``kind``."""
+    if not isinstance(schema, dict):
+        return {}
+    for alt in (schema, *(schema.get("anyOf") or []), *(schema.get("oneOf") or [])):
+        if isinstance(alt, dict) and alt.get("type") == kind:
+            return alt
+    return {}
 
 
 def _typed(raw: str, schema) -> object:

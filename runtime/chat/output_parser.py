@@ -225,6 +225,10 @@ class OutputParser:
             self.buf = ""  # markup after a wrapped answer (Kimi K3's ``<|close|>message<|sep|>``)
             return
         keep = 0 if final else max((held(self.buf, m) for m, _ in self._markers()), default=0)
+        if not final and self.think is not None and self.think[0] and 0 < keep < len(self.buf):
+            lead = self.buf[:len(self.buf) - keep].strip()
+            if lead and self.think[0].startswith(lead):
+                keep = len(self.buf)  # maybe a stutter of the thinking's opening marker
         n = len(self.buf) - keep
         if n > 0:
             out.append(TextDelta(self.buf[:n]))

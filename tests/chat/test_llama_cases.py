@@ -24,8 +24,6 @@ GAPS: dict[str, tuple[list[int], str]] = {
         "thinking ends at [BEGIN FINAL RESPONSE], opened by a sentence"),
     "Kimi-K2-Thinking": ([5103],
         "calls inside the thinking block"),
-    "MiniMax-M3": ([5669, 5690, 5717, 5755],
-        "nested values written as tags (<item>, <KEY>) inside an argument"),
     "NVIDIA-Nemotron-Nano-v2": ([5852, 5858],
         "calls as a JSON list in <TOOLCALL>"),
     "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B": ([6070],
@@ -112,4 +110,4 @@ def test_streamed_reads_the_same(case: Case):
 def test_most_cases_read():
     """The share of llama.cpp's cases read as it expects (the README's family table counts them)."""
     ok = sum(_matches(c, _read(c, [c.input])) for c in CASES)
-    assert ok >= 349, f"{ok} of {len(CASES)}"
+    assert ok >= 353, f"{ok} of {len(CASES)}"
