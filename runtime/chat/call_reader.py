@@ -246,7 +246,7 @@ class CallReader:
         name, q = m.group(), m.end()
         cid = None
         if self._suffix is not None:
-            sm = self._suffix.match(text, q)
+            sm = self._suffix.match(text, _ws(text, q))  # the template's whitespace before it is free
             if sm is not None:
                 return sm.end(), name, sm.groupdict().get("id")
             if self._suffix_end is not None:

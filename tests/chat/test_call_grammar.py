@@ -31,9 +31,7 @@ CALLS = [("get_weather", {"city": "Paris", "days": 3}), ("write_file", {"path": 
 
 
 #: families whose calls the derived syntax does not yet write or read whole (see test_llama_cases.GAPS)
-GAPS = {"muse-glimmer": "recipients and <|eom|> message ends",
-        "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B": "the ```json fence around the arguments",
-        "CohereForAI-c4ai-command-r-plus-tool_use": "Action: ```json``` blocks"}
+GAPS = {"muse-glimmer": "recipients and <|eom|> message ends"}
 
 
 def _contracts():

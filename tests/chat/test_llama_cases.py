@@ -26,8 +26,6 @@ GAPS: dict[str, tuple[list[int], str]] = {
         "calls inside the thinking block"),
     "NVIDIA-Nemotron-Nano-v2": ([5852, 5858],
         "calls as a JSON list in <TOOLCALL>"),
-    "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B": ([6070],
-        "the json fence closes without a newline"),
     "ibm-granite-granite-3.3-2B-Instruct": ([3371],
         "<think>/<response> written by the model, not the template"),
     "inclusionai-ling-3.0-flash": ([4716],
@@ -110,4 +108,4 @@ def test_streamed_reads_the_same(case: Case):
 def test_most_cases_read():
     """The share of llama.cpp's cases read as it expects (the README's family table counts them)."""
     ok = sum(_matches(c, _read(c, [c.input])) for c in CASES)
-    assert ok >= 353, f"{ok} of {len(CASES)}"
+    assert ok >= 354, f"{ok} of {len(CASES)}"
