@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from runtime.chat.call_reader import CallReader, Section
-from runtime.chat.contract import OutputContract
+from runtime.chat.channels import ChannelHeaders
+from runtime.chat.contract import CallSyntax, OutputContract
 from runtime.chat.text_diff import MARKER
 from runtime.chat.events import (
     Event, ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart, new_call_id,
@@ -52,6 +53,8 @@ class OutputParser:
         #: the answer is written between markers (gpt-oss's final channel): short markup outside
         #: them (channel headers) is not answer text
         self.opening = contract.content_start.strip()
+        #: other channels' headers where the answer's marker is a channel's (gpt-oss)
+        self.channels = self._channels(contract, calls) if self.opening else None
         self._in_content = False
         #: whitespace after a marker that ends a part is dropped, however the text is chunked
         self._lstrip = False
@@ -65,6 +68,13 @@ class OutputParser:
         self._n = 0  # calls started in the reply
         self._entry = ""
         self._sent: list[tuple[int, str, int, bool]] = []  # this section's calls: index, id, args sent, ended
+
+    def _channels(self, contract: OutputContract, calls: CallSyntax | None) -> ChannelHeaders | None:
+        triggers = [t for t, _ in self.triggers]
+        ends = [self.think[1]] if self.think else []
+        ends += [contract.content_end] + ([calls.close, calls.call_end, calls.section_end] if calls is not None else [])
+        headers = ChannelHeaders(self.opening, [*(self.think or ()), self.opening, *triggers], triggers, ends)
+        return headers if headers.ok else None
 
     # -- feeding --------------------------------------------------------------------------
     def feed(self, text: str) -> list[Event]:
@@ -184,6 +194,14 @@ class OutputParser:
             if self.think[1].startswith(head) and not final:
                 return
         self._fresh = False
+        if self.channels is not None and not self._in_content:
+            header = self.channels.at(self.buf, final)
+            if header is not None:
+                if header.kind == "wait":
+                    return
+                self.buf = self.buf[header.end:]
+                self._in_content = header.kind == "content"
+                return
         best: tuple[int, int, str, str] | None = None  # (at, -len, marker, kind)
         for marker, kind in self._markers():
             at = self.buf.find(marker)

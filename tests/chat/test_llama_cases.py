@@ -36,8 +36,6 @@ GAPS: dict[str, tuple[list[int], str]] = {
         ">>>recipient messages"),
     "muse-glimmer": ([6365, 6372, 6380, 6391, 6414],
         "recipients and <|eom|> message ends"),
-    "openai-gpt-oss-120b": ([6431, 6547, 6556],
-        "built-in recipients (python, container) and raw reasoning format"),
     "openbmb-MiniCPM5-1B": ([6903],
         "raw reasoning format"),
 }
@@ -108,4 +106,4 @@ def test_streamed_reads_the_same(case: Case):
 def test_most_cases_read():
     """The share of llama.cpp's cases read as it expects (the README's family table counts them)."""
     ok = sum(_matches(c, _read(c, [c.input])) for c in CASES)
-    assert ok >= 354, f"{ok} of {len(CASES)}"
+    assert ok >= 357, f"{ok} of {len(CASES)}"
