@@ -55,8 +55,26 @@ def analyze(render: FullRender, source: str = "") -> OutputContract:
     if calls is not None and reasoning is not None and reasoning.start:
         calls = _without_empty_thinking(calls, reasoning)
     noise = _header(render, reasoning, user_marks) + _turn_end(plain, end)
+    if calls is not None:
+        calls = _without_header(calls, noise)
     return OutputContract(calls=calls, reasoning=reasoning, content_start=start, content_end=end, native_tools=native,
                           noise=noise, renders_calls=renders_calls)
+
+
+def _without_header(calls: CallSyntax, noise: tuple[str, ...]) -> CallSyntax:
+    """A call's first marker without the assistant's header, where the template writes calls as
+    a turn of their own (Nemotron Nano v2: ``<SPECIAL_11>Assistant\n<TOOLCALL>``): the model
+    writes the calls in the turn it is in."""
+    for field in ("section_start", "call_start"):
+        first = getattr(calls, field)
+        if not first.strip():
+            continue
+        for header in noise:
+            rest = first.lstrip()[len(header):] if first.lstrip().startswith(header) else None
+            if rest is not None and MARKER.search(rest):
+                return replace(calls, **{field: rest.lstrip()})
+        return calls
+    return calls
 
 
 def _turn_end(plain: str | None, content_end: str) -> tuple[str, ...]:
@@ -144,7 +162,8 @@ def _reasoning(render: FullRender, source: str, user_marks: set[str]) -> Reasoni
         header = set(markers(plain[max(0, plain.find(TEXT) - 80):plain.find(TEXT)])) if TEXT in plain else set()
         for prompt in (default, on):
             tail = _tail_marker(prompt or "")
-            if tail and tail not in user_marks and tail not in header and closing_of(tail, source):
+            role_markup = tail in header and not _unclosed_in_turn(plain, prompt or "", tail, source)
+            if tail and tail not in user_marks and not role_markup and closing_of(tail, source):
                 start, end = tail, closing_of(tail, source)
                 break
     if not end:
@@ -208,6 +227,19 @@ def _empty_block(text: str, user_marks: set[str]) -> tuple[str, str] | None:
     if len(found) == 1 and found[0].group().startswith(("</", "<|/", "[/")):
         return "", found[0].group()
     return None
+
+
+def _unclosed_in_turn(plain: str, prompt: str, marker: str, source: str) -> bool:
+    """A plain assistant turn opens ``marker`` before its text and never closes it, and the
+    generation prompt writes it after a role header (Nemotron Nano v2's ``<SPECIAL_11>Assistant``
+    then ``<think>``): the template keeps the thinking's split in the answer's text, so the
+    marker is the thinking's, not role markup (Apertus's ``<|assistant_start|>`` is the header)."""
+    at = plain.find(TEXT)
+    closing = closing_of(marker, source)
+    if at < 0 or marker not in plain[max(0, at - 80):at] or not closing or closing in plain:
+        return False
+    before = last_marker(prompt[:prompt.rfind(marker)])
+    return before is not None and bool(re.search(r"\w", prompt[before.end():prompt.rfind(marker)]))
 
 
 def _tail_marker(prompt: str) -> str:

@@ -24,8 +24,6 @@ GAPS: dict[str, tuple[list[int], str]] = {
         "thinking ends at [BEGIN FINAL RESPONSE], opened by a sentence"),
     "Kimi-K2-Thinking": ([5103],
         "calls inside the thinking block"),
-    "NVIDIA-Nemotron-Nano-v2": ([5852, 5858],
-        "calls as a JSON list in <TOOLCALL>"),
     "ibm-granite-granite-3.3-2B-Instruct": ([3371],
         "<think>/<response> written by the model, not the template"),
     "inclusionai-ling-3.0-flash": ([4716],
@@ -106,4 +104,4 @@ def test_streamed_reads_the_same(case: Case):
 def test_most_cases_read():
     """The share of llama.cpp's cases read as it expects (the README's family table counts them)."""
     ok = sum(_matches(c, _read(c, [c.input])) for c in CASES)
-    assert ok >= 357, f"{ok} of {len(CASES)}"
+    assert ok >= 359, f"{ok} of {len(CASES)}"
