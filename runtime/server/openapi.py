@@ -308,8 +308,10 @@ OPERATIONS = {
                                      "one): a client proves the service holds its key before sending it",
                                      _ref("Identity"), query=[{**_q("nonce", {**STR, "pattern": "^[A-Za-z0-9_-]{16,128}$"}),
                                                               "required": True}]),
-    ("GET", "/hearth/stats"): _op("Per resident model: engine counters, KV and prefix cache, memory; loads and "
-                                  "unloads per model; the memory budget", OBJ),
+    ("GET", "/hearth/stats"): _op("Per resident model: engine counters, KV and prefix cache, memory, "
+                                  "decode_limit_tps (the most tokens/s its placement's memory bandwidth allows "
+                                  "one stream; null when not known); loads and unloads per model; the memory "
+                                  "budget", OBJ),
     ("POST", "/hearth/unload"): _op("Unload every loaded model (their memory goes back); needs the key if set", OBJ),
     ("POST", "/hearth/models/{id}/load"): _op("Load a model (or take the resident one): pin, ctx, keep_alive",
                                               OBJ, body="ModelLoadRequest", path_params=("id",)),
