@@ -127,6 +127,7 @@ def http(agent_server):
         yield c
 
 
+@pytest.mark.timeout(900)  # an 8k-token prompt read on 2 cores, with the tools' grammar compiled first
 @pytest.mark.parametrize("name", ["claude_code", "codex", "opencode"])
 def test_recorded_first_request_is_served(http, name):
     rec = recorded(name)
