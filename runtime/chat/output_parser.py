@@ -64,6 +64,9 @@ class OutputParser:
         #: what the prompt wrote of the thinking block, which inline thinking begins with
         self._seed = (r.opening or r.start) if self.state == "reasoning" and self.inline and r is not None else ""
         self.buf = self._seed
+        if self.state == "reasoning" and not self.inline and r is not None and r.opening.strip() \
+                and not MARKER.search(r.opening):
+            self.buf = r.opening.lstrip()  # the prompt began the thinking in words: they are its text
         self.calls: list[dict] = []  # {"id", "name", "arguments"} of the complete calls
         self._n = 0  # calls started in the reply
         self._entry = ""

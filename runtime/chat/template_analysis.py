@@ -129,7 +129,10 @@ def _user_markers(render: FullRender) -> set[str]:
     at = one.find(USER["content"])
     if at < 0:
         return set(markers(one))
-    return set(markers(one[max(0, at - 80):at + len(USER["content"]) + 80]))
+    near = markers(one[max(0, at - 80):at + len(USER["content"]) + 80])
+    # a marker the template only names in its instructions (Apriel's "after the marker [BEGIN
+    # FINAL RESPONSE].") is prose, not the turn's markup
+    return {m for m in near if not re.search(re.escape(m) + r"[.,;:]", one)}
 
 
 def _reasoning(render: FullRender, source: str, user_marks: set[str]) -> ReasoningSyntax | None:
@@ -145,9 +148,10 @@ def _reasoning(render: FullRender, source: str, user_marks: set[str]) -> Reasoni
         start, end = _block_around(plain_turn, text, user_marks)
     if at >= 0 and not end:
         before = last_marker(text[:at])
-        if before is not None and not text[before.end():at].strip() and before.group() not in user_marks:
-            start = before.group()
         after = MARKER.match(text, _skip_ws(text, at + len(THINK)))
+        if before is not None and not text[before.end():at].strip() and before.group() not in user_marks \
+                and not _header_of(plain_turn, before.group(), after.group() if after is not None else ""):
+            start = before.group()
         if after is not None and after.group() not in user_marks:
             end = after.group()
         elif start:
@@ -174,8 +178,32 @@ def _reasoning(render: FullRender, source: str, user_marks: set[str]) -> Reasoni
     prompt = on if on is not None else default
     opened = _opens(prompt, start, end)
     opening = prompt[prompt.rfind(start):] if opened and prompt is not None else ""
+    if not start and prompt is not None:  # opened by a sentence of the prompt's (Apriel's "Here are my reasoning steps:")
+        said = _prompt_sentence(render, prompt)
+        opened, opening = bool(said), said or opening
     return ReasoningSyntax(start, end, opened=opened, opened_off=_opens(off, start, end),
                            switch=on is not None and on != off, opening=opening)
+
+
+def _header_of(plain: str | None, marker: str, end: str) -> bool:
+    """``marker`` is the assistant's header: a plain turn (no thinking) has it before its text,
+    and not as the start of an empty thinking block closed by ``end``."""
+    if plain is None or TEXT not in plain:
+        return False
+    at = plain.find(TEXT)
+    window = plain[max(0, at - 80):at]
+    if marker not in window:
+        return False
+    return not (end and re.search(re.escape(marker) + r"\s*" + re.escape(end), window))
+
+
+def _prompt_sentence(render: FullRender, prompt: str) -> str:
+    """Text the generation prompt writes after its last marker that no plain assistant turn has:
+    the start of the thinking, in words."""
+    m = last_marker(prompt)
+    said = prompt[m.end():] if m is not None else ""
+    plain = render([USER, {"role": "assistant", "content": TEXT}], None, False, None) or ""
+    return said if said.strip() and not markers(said) and said.strip() not in plain else ""
 
 
 def _block_around(plain: str, text: str, user_marks: set[str]) -> tuple[str, str]:
