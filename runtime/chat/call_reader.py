@@ -217,11 +217,26 @@ class CallReader:
             else:
                 p = self._tagged_args(text, p, final, call, name)
             if s.close.strip():
-                p = _lit(text, p, s.close, final)
+                at = _try(text, p, s.close, final)
+                if at is None and self._opens_call(text, p):
+                    at = p  # the model went on to the next call without this one's end marker (Kimi K2)
+                if at is None:
+                    raise _No
+                p = at
             call.done = True
         if s.call_end.strip():
-            p = _lit(text, p, s.call_end, final)
+            at = _try(text, p, s.call_end, final)
+            if at is None and self._opens_call(text, p):
+                at = p  # as above, where a call's last marker is its own
+            if at is None:
+                raise _No
+            p = at
         return p
+
+    def _opens_call(self, text: str, p: int) -> bool:
+        s = self.s
+        opener = (s.call_start.strip() or s.name_prefix.strip()) if s.body != JSON else s.call_start.strip()
+        return bool(opener) and text.startswith(opener, _ws(text, p))
 
     def _name_prefix(self, text: str, p: int, final: bool) -> tuple[int, str | None]:
         core = self.s.name_prefix.strip()
@@ -412,6 +427,16 @@ class CallReader:
             return end, value
         arg_end = s.arg_end.replace(KEY_SLOT, key)
         end_core = arg_end.strip()
+        cdata = _ws(text, q)
+        if text.startswith(_CDATA, cdata) and end_core.startswith("</"):
+            # an XML value as character data (MiniCPM5): its text may hold the end marker itself
+            close = text.find("]]>", cdata + len(_CDATA))
+            end = text.find(end_core, close + 3) if close >= 0 else -1
+            if end < 0 or text[close + 3:end].strip():
+                raise _Need if end < 0 else _No
+            return end + len(end_core), _typed(text[cdata + len(_CDATA):close], schema)
+        if not final and _CDATA.startswith(text[cdata:cdata + len(_CDATA)]) and cdata + len(_CDATA) > len(text):
+            raise _Need
         end = text.find(end_core, q) if end_core else -1
         if end < 0:
             raise _Need
@@ -466,6 +491,7 @@ class CallReader:
 
 _NUMBER = re.compile(r"-?\d+(\.\d*)?([eE][+-]?\d*)?")
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_CDATA = "<![CDATA["
 _BARE_KEY = re.compile(r'([{,]\s*)([A-Za-z_][\w\-]*)\s*:')
 
 

@@ -20,8 +20,6 @@ from tests.chat.llama_cases import Case, cases, contract, tools_of
 
 #: template -> (lines of test-chat.cpp, why)
 GAPS: dict[str, tuple[list[int], str]] = {
-    "Kimi-K2-Thinking": ([5103],
-        "calls inside the thinking block"),
     "ibm-granite-granite-3.3-2B-Instruct": ([3371],
         "<think>/<response> written by the model, not the template"),
     "inclusionai-ling-3.0-flash": ([4716],
@@ -32,8 +30,6 @@ GAPS: dict[str, tuple[list[int], str]] = {
         ">>>recipient messages"),
     "muse-glimmer": ([6365, 6372, 6380, 6391, 6414],
         "recipients and <|eom|> message ends"),
-    "openbmb-MiniCPM5-1B": ([6903],
-        "raw reasoning format"),
 }
 
 CASES = cases()
@@ -102,4 +98,4 @@ def test_streamed_reads_the_same(case: Case):
 def test_most_cases_read():
     """The share of llama.cpp's cases read as it expects (the README's family table counts them)."""
     ok = sum(_matches(c, _read(c, [c.input])) for c in CASES)
-    assert ok >= 361, f"{ok} of {len(CASES)}"
+    assert ok >= 363, f"{ok} of {len(CASES)}"
