@@ -2,8 +2,9 @@
 
 ``chat``: it has a chat template; ``completion``: it generates text (every model that is not an
 encoder); ``embedding``: an encoder architecture or a pooling type in its metadata (or an ONNX
-encoder); ``rerank``: rank pooling (or an ONNX cross-encoder); ``tools``:
-its chat template renders a ``tools`` list; ``reasoning``: its template has a thinking block;
+encoder); ``rerank``: rank pooling (or an ONNX cross-encoder); ``tools``: its chat template
+describes tools or renders calls; ``reasoning``: its template has thinking markers (both read
+from the output contract derived from the template; blocking: callers run it in a thread);
 ``vision`` / ``audio``: a projector beside it
 (``runtime.store.projector``) reads images / audio, or it carries a vision encoder of its own.
 """
@@ -38,11 +39,16 @@ def capabilities_of(h: GGUFHeader) -> list[str]:
 
 
 def _template_flags(template: str) -> dict[str, bool]:
-    """What a listing shows of a model not loaded: its template renders ``tools``, and it has a
-    thinking block. A glance at the text, for display only: once the model loads, its output
-    contract (``runtime.chat.template_analysis``) is what requests are planned with."""
-    return {"tools": "tools" in template,
-            "reasoning": any(w in template for w in ("<think>", "reasoning_content", "thinking"))}
+    """``tools``: the template describes tools or renders calls (or its family's call format is
+    documented); ``reasoning``: it has thinking markers. Both from the output contract the model
+    would load with (``runtime.chat.template_analysis``: renders of the template, cached by its
+    text), so a listing says what requests get, not what a word in the template suggests."""
+    if not template:
+        return {"tools": False, "reasoning": False}
+    from runtime.chat.template_analysis import contract_for
+
+    contract = contract_for(template)
+    return {"tools": contract.calls is not None or contract.native_tools, "reasoning": contract.reasoning is not None}
 
 
 def capabilities(path: Path) -> list[str]:
