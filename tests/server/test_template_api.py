@@ -89,9 +89,11 @@ def test_chat_template_file_changes_the_prompt_and_the_contract(server, http, tm
 
 def test_the_printed_prompt_is_the_one_served(server, http, tmp_path):
     prompt = printed_prompt(tmp_path, "smollm2-135m", "--template", str(HERMES))
-    answer = chat(http)
+    # a few tokens: a prompt restored from the cache and one computed anew may part at a near tie
+    # later on (llama.cpp's numerics depend on the batch's shape)
+    answer = chat(http, max_tokens=8)
     assert answer["usage"]["prompt_tokens"] == prompt_tokens(http, prompt)
-    r = http.post("/v1/completions", json={"model": "smollm2-135m", "prompt": prompt, "max_tokens": 48,
+    r = http.post("/v1/completions", json={"model": "smollm2-135m", "prompt": prompt, "max_tokens": 8,
                                            "temperature": 0})
     assert r.json()["choices"][0]["text"] == answer["choices"][0]["message"]["content"]
 
@@ -126,7 +128,7 @@ def test_an_override_round_trip(server, http, tmp_path, data_dir, confirmed):
         assert printed.startswith("<|im_start|>system\nBe brief.<|im_end|>\n")
         assert served.json()["usage"]["prompt_tokens"] == prompt_tokens(http, printed, "gemma-3-270m")
         loaded = http.get(path).json()
-        assert loaded["contract"]["noise"] == ["<|im_start|>assistant"]
+        assert loaded["contract"]["noise"] == ["<|im_start|>assistant", "<|im_end|>"]  # the header, the turn end
     finally:
         r = http.delete(path, headers=confirmed)
     assert r.status_code == 200 and r.json()["removed"] is True and r.json()["origin"] == "model"
