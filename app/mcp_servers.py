@@ -208,7 +208,7 @@ class Connection:
             if not ready.done():
                 ready.set_exception(e if isinstance(e, Exception) else RuntimeError(str(e)))
             elif self.state == RUNNING:
-                self._set(FAILED, _words(self.config, e))
+                self._set(FAILED, _lost_words(self.config, e))
         finally:
             self._session = None
             if self.state == RUNNING and not self._stop.is_set():
@@ -308,6 +308,16 @@ def _words(config: ServerConfig, e: BaseException) -> str:
     if isinstance(e, ConnectionError):
         return f"{config.name} {text}."
     return text
+
+
+def _lost_words(config: ServerConfig, e: BaseException) -> str:
+    """A running server lost, in plain words: a local server whose connection broke exited (the
+    error the transport raises then, which may be its event-loop plumbing's, is beside the point)."""
+    if isinstance(e, BaseExceptionGroup) and e.exceptions:
+        return _lost_words(config, e.exceptions[0])
+    if isinstance(e, ConnectionError) or config.transport == HTTP:
+        return _words(config, e)
+    return f"{config.name} exited; run its command in a terminal to see why."
 
 
 class McpHub:
