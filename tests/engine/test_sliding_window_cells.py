@@ -18,7 +18,7 @@ from runtime.config import SWA_HOLDER_SEQS
 from runtime.engine.engine import CacheConfig, Engine
 from runtime.engine.request import FinishReason
 from runtime.sampling_params import SamplingParams
-from tests.greedy_reference import assert_same_or_near_tie, greedy_reference
+from tests.greedy_reference import assert_greedy_throughout, assert_same_or_near_tie, greedy_reference
 
 
 def _text(topic: str, n: int) -> str:
@@ -50,15 +50,13 @@ def test_a_sliding_window_model_gets_a_window_per_running_sequence(gemma_path, s
         s.close()
 
 
-@pytest.mark.xfail(strict=False, reason=(
-    "a known bug, seen on an AMD EPYC build of llama.cpp (it passes on the Intel build machines): "
-    "after the idle holder gives way, request b answers with a's continuation and a with a context "
-    "that lost its cells"))
 def test_cells_shared_past_the_window_make_an_idle_holder_give_way(gemma_path):
     """Two idle holders, and two running requests that decode long answers: B's prefix hit on
     A's sequence shares a window of cells that both then leave behind. Holders, running
     windows and those shared cells are more than the 4 windows: a step finds no room until a
-    holder is dropped. Every reply still equals greedy decoding of its prompt alone."""
+    holder is dropped. Every token of every reply is still a greedy choice of its own context
+    computed alone (both long replies start at a near tie, so one reference text would leave
+    them unchecked after their first token on some builds)."""
     b = LlamaBackend(gemma_path, ContextConfig(n_ctx=4096, n_seq_max=2 + 32, n_seq_running=2, n_batch=128))
     e = Engine(b, 2, CacheConfig(16, True, 1.0, host_mib=0))
     shared = b.tokenize(_text("lighthouse", 18))
@@ -67,7 +65,6 @@ def test_cells_shared_past_the_window_make_an_idle_holder_give_way(gemma_path):
                "b": shared + b.tokenize("Now list the ships the keeper saw, one by one.", add_special=False)}
     assert 512 < len(shared) < 700
     lengths = {"h1": 8, "h2": 8, "a": 600, "b": 600}
-    replies: dict[str, str] = {k: "" for k in prompts}
     requests = {}
 
     def add(k: str) -> None:
@@ -76,8 +73,7 @@ def test_cells_shared_past_the_window_make_an_idle_holder_give_way(gemma_path):
 
     def run_until(done) -> None:
         while e.has_work() and not done():
-            for o in e.step():
-                replies[o.request_id] += o.text
+            e.step()
 
     try:
         for k in ("h1", "h2"):
@@ -92,16 +88,15 @@ def test_cells_shared_past_the_window_make_an_idle_holder_give_way(gemma_path):
         holders_dropped = e.kv.holders_dropped
         ref = LlamaBackend(gemma_path, ContextConfig(n_ctx=4096, n_seq_max=1, n_batch=2048))
         try:
-            same = [assert_same_or_near_tie(replies[k], greedy_reference(ref, prompts[k], lengths[k],
-                                                                         ignore_eos=True), tol=1.5)
-                    for k in prompts]
+            flips = [assert_greedy_throughout(ref, prompts[k], requests[k].tokens[len(prompts[k]):], tol=1.5)
+                     for k in prompts]
         finally:
             ref.close()
             b.close()
     assert requests["b"].cached_tokens == len(shared) // 16 * 16  # the hit on A's running sequence
     assert all(r.finish_reason is FinishReason.LENGTH and r.num_output == lengths[k] for k, r in requests.items())
     assert holders_dropped >= 1 and e.scheduler.num_preemptions == 0
-    assert sum(same) >= len(same) - 1
+    assert sum(flips) <= 4, flips
 
 
 def test_a_prefix_whose_holder_is_the_oldest_survives_the_wait_for_a_sequence_id(gemma_path):
