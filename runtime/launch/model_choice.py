@@ -23,14 +23,12 @@ from pathlib import Path
 from runtime.launch.clients import REPLY_ROOM, Client
 from runtime.launch.service import Known, Service
 
-#: catalog models suggested for coding agents, most capable first: Qwen3's template renders tools
-#: and its 40,960-token context holds every client's first prompt
-AGENT_MODELS = ("qwen3-8b", "qwen3-4b", "qwen3-1.7b", "qwen3-0.6b")
-#: the suggestion: the most capable of those that decodes at least this fast here (the planner's
-#: estimate); else the smallest that fits
+#: the suggestion: the largest of the catalog's agent models (``agent_models()``: they call tools
+#: and read a long context) that decodes at least this fast here (the planner's estimate); else
+#: the smallest that fits
 MIN_TOKENS_PER_S = 8.0
-#: the suggestion when no service can plan one (a middle size)
-PLAIN_SUGGESTION = "qwen3-1.7b"
+#: the suggestion when no service can plan one: a dense 4B model, at home on most machines
+PLAIN_SUGGESTION = "qwen3.5-4b"
 
 
 def needed(client: Client) -> int:
@@ -158,15 +156,15 @@ def _sized(m: Known, client: Client, need: int, service: Service | None, named: 
 
 def suggest(need: int, service: Service | None) -> tuple[str, str]:
     """A catalog model for coding agents whose context holds ``need`` tokens, and what it is:
-    the most capable of ``AGENT_MODELS`` that the fit planner says runs here at ``MIN_TOKENS_PER_S``,
-    else the smallest that fits."""
-    from runtime.store.catalog import load_catalog
+    the largest of the catalog's agent models that the fit planner says runs here at
+    ``MIN_TOKENS_PER_S``, else the smallest that fits, else (no service to plan with, or nothing
+    fits) ``PLAIN_SUGGESTION``."""
+    from runtime.store.catalog import agent_models
 
-    catalog = load_catalog()
-    holding = [catalog[i] for i in AGENT_MODELS if i in catalog and catalog[i].context_length >= need]
+    holding = [e for e in agent_models() if e.context_length >= need]
     fitting = []
     for entry in holding:
-        plan = service.fit(entry.id, context_to_load(need, entry.context_length)) if service else None
+        plan = service.fit(entry.id, context_to_load(need, entry.context_length)) if service is not None else None
         if plan is not None and plan.get("fits"):
             fitting.append((entry, plan))
     fast = [(e, p) for e, p in fitting if (p.get("predicted_tokens_per_s") or 0) >= MIN_TOKENS_PER_S]
@@ -177,7 +175,10 @@ def suggest(need: int, service: Service | None) -> tuple[str, str]:
         size = (plan.get("weights_bytes") or 0) / 1e9
         return entry.id, (f"{entry.name}: a {entry.context_length:,}-token context, tool calls in its template, "
                           f"{size:.1f} GB{here}")
-    entry = catalog[PLAIN_SUGGESTION]
+    plain = next((e for e in holding if e.id == PLAIN_SUGGESTION), holding[-1] if holding else None)
+    if plain is None:
+        raise LookupError(f"the catalog has no agent model with a {need:,}-token context")
+    entry = plain
     return entry.id, (f"{entry.name}: a {entry.context_length:,}-token context, tool calls in its template; "
                       f"`hearth fit {entry.id} --ctx {context_to_load(need, entry.context_length)}` says "
                       "whether it fits this machine")

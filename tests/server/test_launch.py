@@ -20,10 +20,11 @@ import pytest
 
 from runtime import launch as hl
 from runtime.launch.clients import REPLY_ROOM
-from runtime.launch.model_choice import AGENT_MODELS, NoFit, choose, context_to_load
+from runtime.launch.model_choice import PLAIN_SUGGESTION, NoFit, choose, context_to_load
 from runtime.launch.service import Known
 from runtime.self_command import hearth_argv
 from runtime.server.launcher import ServiceProcess
+from runtime.store.catalog import agent_models
 
 #: a stand-in for Claude Code: sends one message with the settings it was started with
 FAKE_CLAUDE = """
@@ -96,12 +97,14 @@ def test_a_plain_service_without_a_model_that_fits_says_what_to_pull(server):
     assert "no model here can serve Claude Code: its first request is about 20,070 tokens" in err
     assert "smollm2-135m  its context is 8,192 tokens" in err
     assert "gemma-3-270m  no chat template (a base model)" in err
-    # a catalog model whose 40,960-token context holds the prompt, planned for this machine by the service
+    # one of the catalog's agent models, whose context holds the prompt, planned for this machine
+    # by the service
     pull = next(line.split()[-1] for line in err.splitlines() if line.strip().startswith("hearth pull "))
-    assert pull in AGENT_MODELS, err
+    entry = {e.id: e for e in agent_models()}[pull]
+    assert entry.context_length >= 20_070 and entry.tools, err
     # Codex's prompt is shorter, but SmolLM2's template still renders no tools
     codex = on(server, "codex").stderr
-    assert "smollm2-135m  its context is 8,192 tokens" in codex and "hearth pull qwen3-" in codex
+    assert "smollm2-135m  its context is 8,192 tokens" in codex and f"hearth pull {pull}" in codex
 
 
 def test_with_nothing_loaded_the_choice_takes_the_service_s_default_model():
@@ -158,7 +161,7 @@ def test_without_a_service_it_says_so_and_picks_from_the_local_store(server):
     # nothing here holds Claude Code's prompt with tools: the advice, without the machine's plan
     r = launch("claude", "--port", port, data=server.data)
     assert r.returncode == 1 and r.stdout == "" and "Traceback" not in r.stderr
-    assert "hearth pull qwen3-1.7b" in r.stderr and "hearth fit qwen3-1.7b --ctx 32768" in r.stderr
+    assert f"hearth pull {PLAIN_SUGGESTION}" in r.stderr and f"hearth fit {PLAIN_SUGGESTION} --ctx 32768" in r.stderr
 
 
 def test_run_starts_claude_with_settings_that_work(server, tmp_path):
@@ -387,7 +390,7 @@ def test_without_a_model_that_fits_the_choice_says_why_and_what_to_pull():
     assert "  small       its context is 8,192 tokens" in message
     assert "  base        no chat template (a base model)" in message
     assert "  plain-chat  its chat template does not render tools" in message
-    assert "\n  hearth pull qwen3-1.7b\n" in message and "hearth launch claude" in message
+    assert f"\n  hearth pull {PLAIN_SUGGESTION}\n" in message and "hearth launch claude" in message
 
 
 def test_a_named_model_is_used_with_warnings():
