@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from runtime.chat.contract import JSON, KEY_SLOT, NAME_JSON, TAGGED, CallSyntax
+from runtime.chat.contract import JSON, KEY_SLOT, NAME_JSON, NAME_SLOT, TAGGED, CallSyntax
 from runtime.chat.text_diff import diff, last_marker, lcp, lcs, markers
 
 FUN1, FUN2 = "FFF_FIRST_FUN_F", "SSS_SECOND_FUN_S"
@@ -40,12 +40,21 @@ def _call(name: str, args: dict, cid: str) -> dict:
     return {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
 
 
-def _turn(*calls: dict) -> list[dict]:
-    return [USER, {"role": "assistant", "content": TEXT, "tool_calls": list(calls)}]
-
-
 def analyze_calls(render: Render) -> CallSyntax | None:
-    """The template's call syntax, or None when it renders no tool calls."""
+    """The template's call syntax, or None when it renders no tool calls. The calls are probed
+    beside a turn's text, then (as llama.cpp probes them) in a turn with no text: some templates
+    render a turn's calls only where it has none (llama.cpp's DeepSeek R1 template)."""
+    for content in (TEXT, ""):
+        syntax = _analyze(render, content)
+        if syntax is not None:
+            return syntax
+    return None
+
+
+def _analyze(render: Render, content: str) -> CallSyntax | None:
+    def _turn(*calls: dict) -> list[dict]:
+        return [USER, {"role": "assistant", "content": content, "tool_calls": list(calls)}]
+
     tools = probe_tools()
     base = render([USER, {"role": "assistant", "content": TEXT}], tools)
     one = render(_turn(_call(FUN1, {ARG1: VAL1}, CALL_ID1)), tools)
@@ -67,6 +76,7 @@ def analyze_calls(render: Render) -> CallSyntax | None:
                          _trim(diff(base, num)[1], turn_end) if num else None)
     if syntax is None:
         return None
+    syntax = replace(syntax, name_suffix=syntax.name_suffix.replace(FUN1, NAME_SLOT))
     return replace(syntax, id_in_markers=CALL_ID1 in syntax.name_prefix + syntax.name_suffix + syntax.call_start)
 
 
@@ -230,5 +240,5 @@ def _tagged(h1: str, h2: str | None, pair: str | None, num: str | None) -> CallS
 def name_pattern(text: str) -> str:
     """A marker with its example index and call id made general (``:0`` -> ``:\\d+``)."""
     out = re.escape(text)
-    out = out.replace(re.escape(CALL_ID1), r"(?P<id>[\w\-]+)")
+    out = out.replace(re.escape(CALL_ID1), r"(?P<id>[\w\-]+)").replace(re.escape(NAME_SLOT), r"[\w.\-]+")
     return re.sub(r"(?<![A-Za-z_])\d+(?![A-Za-z_])", r"\\d+", out)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass, field
 
 from runtime.chat.call_analysis import name_pattern
-from runtime.chat.contract import JSON, KEY_SLOT, NAME_JSON, PYTHON, CallSyntax
+from runtime.chat.contract import JSON, KEY_SLOT, NAME_JSON, NAME_SLOT, PYTHON, CallSyntax
 from runtime.chat.python_literals import Incomplete, NotLiteral, python_value
 from runtime.chat.text_diff import last_marker
 
@@ -88,7 +88,8 @@ class CallReader:
         self.s = syntax
         self.schemas = schemas or {}
         self._suffix = re.compile(name_pattern(syntax.name_suffix.strip())) if syntax.name_suffix.strip() else None
-        last = last_marker(syntax.name_suffix)
+        # (where the name is written again in them, only what follows it)
+        last = last_marker(syntax.name_suffix.split(NAME_SLOT)[-1])
         self._suffix_end = last.group() if last is not None else None
         self._prefix_id = re.compile(name_pattern(syntax.name_prefix.strip())) if syntax.id_in_markers else None
         #: JSON scans in progress, by start: (scanned up to, depth, in a string, after a backslash);
@@ -260,6 +261,16 @@ class CallReader:
             raise _Need
         name, q = m.group(), m.end()
         cid = None
+        if self._suffix is None and "\n" in self.s.name_suffix:
+            # the name ends its line (Functionary v3.2's ``>>>NAME\n``), or the arguments follow it
+            # at once (Ling's ``<tool_call>NAME<arg_key>``): a name that a space ends is a word of text
+            gap = _ws(text, q)
+            args = (self.s.arg_prefix.strip() or "{") if self.s.body != PYTHON else ""
+            if "\n" in text[q:gap] or not args or text.startswith(args, gap):
+                return q, name, cid
+            if not final and args.startswith(text[gap:]):
+                raise _Need
+            raise _No
         if self._suffix is not None:
             sm = self._suffix.match(text, _ws(text, q))  # the template's whitespace before it is free
             if sm is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from runtime.chat.contract import JSON, KEY_SLOT, PYTHON, TAGGED, CallSyntax
+from runtime.chat.contract import JSON, KEY_SLOT, NAME_SLOT, PYTHON, TAGGED, CallSyntax
 from runtime.chat.python_literals import python_text
 
 
@@ -29,7 +29,7 @@ def call_text(syntax: CallSyntax, calls: list[tuple[str, dict]]) -> str:
                                   for k, v in args.items())
         else:
             body = json.dumps(args, ensure_ascii=False)
-        parts.append(f"{s.call_start}{s.name_prefix}{name}{s.name_suffix}{body}{s.close}{s.call_end}")
+        parts.append(f"{s.call_start}{s.name_prefix}{name}{s.name_suffix.replace(NAME_SLOT, name)}{body}{s.close}{s.call_end}")
     return f"{s.section_start}{s.call_sep.join(parts)}{s.section_end}".strip()
 
 

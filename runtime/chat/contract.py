@@ -24,6 +24,9 @@ from dataclasses import dataclass, field
 
 #: in an argument's markers, where the argument's name goes (MiniMax M3's ``<KEY>value</KEY>``)
 KEY_SLOT = "\x00key\x00"
+#: in a call's markers after its name, where the name is written again (Muse Glimmer's
+#: ``to=NAME<|message|><atem:function_calls><atem:invoke name="NAME">``)
+NAME_SLOT = "\x00name\x00"
 
 JSON = "json"
 NAME_JSON = "name_json"
@@ -115,6 +118,10 @@ class OutputContract:
     #: the template renders earlier calls itself; False where ``calls`` is the family's documented
     #: format and the template renders none (LFM2): earlier calls reach it as text in that format
     renders_calls: bool = True
+    #: what the generation prompt wrote of the reply's first header (Functionary v3.2's ``>>>``,
+    #: before the recipient the model names): the reply is read as going on from it, as
+    #: llama.cpp reads the generation prompt and the reply as one text
+    prompt_tail: str = ""
 
     @property
     def tools(self) -> bool:

@@ -34,6 +34,7 @@ def contract_dict(contract: OutputContract) -> dict[str, Any]:
         "native_tools": contract.native_tools,
         "object_arguments": contract.object_arguments,
         "noise": list(contract.noise),
+        **({"prompt_tail": contract.prompt_tail} if contract.prompt_tail else {}),
     }
 
 
@@ -63,6 +64,8 @@ def contract_lines(contract: OutputContract) -> list[str]:
         lines.append(f"reasoning: {_q(r.start)} ... {_q(r.end)}; {opened}{switch}")
     if contract.content_start or contract.content_end:
         lines.append(f"answer text: between {_q(contract.content_start)} and {_q(contract.content_end)}")
+    if contract.prompt_tail:
+        lines.append(f"the reply goes on from the prompt's {_q(contract.prompt_tail)} (the recipient comes first)")
     if contract.noise:
         lines.append("markup between parts (dropped): " + ", ".join(_q(n) for n in contract.noise))
     return lines

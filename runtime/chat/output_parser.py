@@ -56,6 +56,8 @@ class OutputParser:
         #: other channels' headers where the answer's marker is a channel's (gpt-oss)
         self.channels = self._channels(contract, calls) if self.opening else None
         self._in_content = False
+        #: the template writes whitespace after the answer's marker (Functionary's ``>>>all\n``)
+        self._open_ws = contract.content_start != contract.content_start.rstrip()
         #: whitespace after a marker that ends a part is dropped, however the text is chunked
         self._lstrip = False
         self._fresh = True
@@ -64,9 +66,17 @@ class OutputParser:
         #: what the prompt wrote of the thinking block, which inline thinking begins with
         self._seed = (r.opening or r.start) if self.state == "reasoning" and self.inline and r is not None else ""
         self.buf = self._seed
+        #: the seed is still unsent at the buffer's start (see ``_holding``)
+        self._seed_held = bool(self._seed)
         if self.state == "reasoning" and not self.inline and r is not None and r.opening.strip() \
                 and not MARKER.search(r.opening):
             self.buf = r.opening.lstrip()  # the prompt began the thinking in words: they are its text
+        #: the prompt's tail the reply goes on from (Functionary's ``>>>``), while the buffer
+        #: starts with it and no marker has taken it
+        self._tail = contract.prompt_tail if self.state == "text" else ""
+        self._seeded = False
+        if self._tail:
+            self.state = "head"
         self.calls: list[dict] = []  # {"id", "name", "arguments"} of the complete calls
         self._n = 0  # calls started in the reply
         self._entry = ""
@@ -101,6 +111,19 @@ class OutputParser:
         return out
 
     # -- states -----------------------------------------------------------------------------
+    def _head(self, out: list[Event], final: bool) -> None:
+        """The start of a reply that goes on from the prompt's tail: a marker that begins with
+        the tail (the answer's ``>>>all``, a call's ``>>>``) is read with it; other text is the
+        reply's own, and the tail is never answer text."""
+        seeded = self._tail + self.buf
+        found = [m for m, _ in self._markers() if m.startswith(self._tail)]
+        if not final and any(len(m) > len(seeded) and m.startswith(seeded) for m in found):
+            return  # not known yet
+        self.state = "text"
+        if any(seeded.startswith(m) for m in found):
+            self.buf = seeded
+            self._seeded = True
+
     def _drop_leading_space(self) -> bool:
         """Whether to wait: only whitespace has come since a part ended."""
         if self._lstrip:
@@ -131,22 +154,26 @@ class OutputParser:
         if call is not None and (at < 0 or call[0] < at):
             ends = self._calls_end_thinking(call[0], final)
             if ends is None:  # not known yet: the thinking so far, and the calls wait
-                if call[0]:
+                if call[0] and not self._holding():
                     out.append(self._thought(self.buf[:call[0]]))
                     self.buf = self.buf[call[0]:]
                 return
             if ends:  # calls never followed by the closing marker end the thinking
-                if call[0]:
-                    out.append(self._thought(self.buf[:call[0]]))
+                lead = len(self._seed) if self._holding() else 0  # an opening never closed is not shown
+                if call[0] > lead:
+                    out.append(self._thought(self.buf[lead:call[0]]))
                 self.buf = self.buf[call[0]:]
+                self._seed_held = False
                 self.state = "text"
                 return
             # calls the thinking is closed after are its text (it quotes them)
             end = call[0] + len(call[1])
+            self._seed_held = False
             out.append(self._thought(self.buf[:end]))
             self.buf = self.buf[end:]
             return
         if at >= 0:
+            self._seed_held = False
             if at or self.inline:
                 out.append(self._thought(self.buf[:at + (len(closing) if self.inline else 0)]))
             self.buf = self.buf[at + len(closing):]
@@ -154,9 +181,19 @@ class OutputParser:
             self.state = "text"
             return
         keep = 0 if final else max([held(self.buf, closing)] + [held(self.buf, t) for t, _ in self.triggers])
+        if not final and self._holding():
+            return
         if len(self.buf) > keep:
+            self._seed_held = False
             out.append(self._thought(self.buf[:len(self.buf) - keep]))
             self.buf = self.buf[len(self.buf) - keep:]
+
+    def _holding(self) -> bool:
+        """Inline thinking that the prompt opened is shown with the prompt's opening where it
+        closes; where a call ends it instead (never closed), it is answer text without the
+        opening (as llama.cpp reads Ling 3.0 with reasoning format "none"). While tools are
+        offered, so that a call may end it, none of it is sent until that is known."""
+        return self._seed_held and bool(self.triggers) and self.buf.startswith(self._seed)
 
     def _calls_end_thinking(self, at: int, final: bool) -> bool | None:
         """Whether the calls written at ``at`` inside the thinking end it: the thinking is never
@@ -212,12 +249,17 @@ class OutputParser:
                 best = (at, -len(marker), marker, kind)
         if best is not None:
             at, _, marker, kind = best
+            if not final and any(len(m) > len(self.buf) - at and m.startswith(self.buf[at:]) for m, _ in self._markers()):
+                return  # a longer marker may start there (``to=user<|message|>`` where ``to=`` starts a call)
+            if not kind.startswith("call:"):
+                self._seeded = False
             stutter = kind == "think" and self.buf[:at].strip() and marker.startswith(self.buf[:at].strip())
             if at and not self._outside(self.buf[:at]) and not stutter:  # (Gemma 4's <|channel><|channel>thought)
                 out.append(TextDelta(self.buf[:at]))
             if kind == "open":
                 self._in_content = True
                 self.buf = self.buf[at + len(marker):]
+                self._lstrip = self._open_ws
             elif kind == "think":
                 if self.inline:
                     out.append(TextDelta(marker))
@@ -263,6 +305,11 @@ class OutputParser:
         assert self.reader is not None  # only entered at a call trigger
         section = self.reader.read(self.buf, self._entry, final)
         if section.bad or not self._accepted(section):
+            if not self._sent and self._seeded:  # not a call: the prompt's tail is not text
+                self.buf = self.buf[len(self._tail):]
+                self._seeded = False
+                self.state = "text"
+                return
             if not self._sent:  # not a call: its first character is text, the rest is read again
                 out.append(TextDelta(self.buf[:1]))
                 self.buf = self.buf[1:]
@@ -277,6 +324,7 @@ class OutputParser:
                 out.append(ToolCallEnd(index, complete=False))
                 self._sent[i] = (index, cid, n, True)
         self.buf = self.buf[section.end:] if section.end is not None else ""
+        self._seeded = False
         self._lstrip = bool(self.calls)
         self.state = "text"
 

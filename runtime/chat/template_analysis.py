@@ -6,7 +6,12 @@
   that ends with the opening marker leaves the thinking open (the model writes only its end).
 - Answer text: what the template writes between the generation prompt and a plain turn's text
   (gpt-oss's ``<|channel|>final<|message|>``, Command R's ``<|START_RESPONSE|>``) is markup the
-  model writes around its answer.
+  model writes around its answer; so is a header in the calls' frame with a recipient where a
+  call has its function's name (Functionary v3.2's ``>>>all``, Muse Glimmer's
+  ``to=user<|message|>``). A generation prompt that ends with a call's first marker
+  (Functionary's ``>>>``) leaves the model to name the recipient: the reply goes on from it.
+- Thinking a template renders nowhere but asks for in words (Granite 3.3):
+  ``documented_reasoning``.
 
 Markers are told apart from role markup by where else they appear: a marker that also surrounds
 the user's turn (``<|im_start|>``, ``<|im_end|>``) is the conversation's, not the thinking's.
@@ -22,8 +27,9 @@ from dataclasses import replace
 from datetime import datetime
 
 from runtime.chat.call_analysis import USER, analyze_calls
-from runtime.chat.contract import PYTHON, TAGGED, CallSyntax, OutputContract, ReasoningSyntax
+from runtime.chat.contract import JSON, PYTHON, TAGGED, CallSyntax, OutputContract, ReasoningSyntax
 from runtime.chat.documented_calls import documented_calls
+from runtime.chat.documented_reasoning import documented_reasoning
 from runtime.chat.renderer import ChatRenderer, ChatTemplateError
 from runtime.chat.text_diff import MARKER, common_prefix, diff, last_marker, markers
 
@@ -43,7 +49,9 @@ def analyze(render: FullRender, source: str = "") -> OutputContract:
     plain = render([USER, {"role": "assistant", "content": TEXT}], None, False, None)
     user_marks = _user_markers(render)
     reasoning = _reasoning(render, source, user_marks)
-    start, end = _content_markers(render, plain, reasoning, user_marks)
+    answer_marks: tuple[str, ...] = ()
+    if reasoning is None and (documented := documented_reasoning(source)) is not None:
+        reasoning, answer_marks = documented  # thinking the prompt asks for in words (Granite 3.3)
     tools_probe = render([USER], [_probe_tool()], True, None)
     bare = render([USER], None, True, None)
     native = tools_probe is not None and bare is not None and "PROBE_TOOL_NAME" in tools_probe
@@ -54,11 +62,30 @@ def analyze(render: FullRender, source: str = "") -> OutputContract:
         calls = documented_calls(tools_probe)
     if calls is not None and reasoning is not None and reasoning.start:
         calls = _without_empty_thinking(calls, reasoning)
-    noise = _header(render, reasoning, user_marks) + _turn_end(plain, end)
+    tail = _prompt_tail(bare, calls)
+    start, end = _content_markers(render, plain, reasoning, user_marks, tail, calls)
+    noise = _header(render, reasoning, user_marks) + _turn_end(plain, end) + answer_marks
     if calls is not None:
         calls = _without_header(calls, noise)
     return OutputContract(calls=calls, reasoning=reasoning, content_start=start, content_end=end, native_tools=native,
-                          noise=noise, renders_calls=renders_calls)
+                          noise=noise, renders_calls=renders_calls, prompt_tail=tail)
+
+
+def _prompt_tail(prompt: str | None, calls: CallSyntax | None) -> str:
+    """The start of a call that the generation prompt ends with (Functionary v3.2's ``>>>``):
+    the header of a message whose recipient the model names, a function's or another's
+    (``>>>all`` for its answer). The reply goes on from it."""
+    first = calls.trigger.strip() if calls is not None else ""
+    return first if first and prompt is not None and prompt.rstrip().endswith(first) else ""
+
+
+def _recipient_frame(written: str, calls: CallSyntax | None) -> bool:
+    """The answer's header is written where a call's is, in the same frame, with a recipient in
+    the place of the function's name (Functionary v3.2's ``>>>all``, Muse Glimmer's
+    ``to=user<|message|>``): the model writes it, as it writes a call's."""
+    first = calls.trigger.strip() if calls is not None and calls.section_start.strip() == "" else ""
+    return bool(first) and calls is not None and calls.body != JSON and written.startswith(first) \
+        and re.fullmatch(r"\w+", written[len(first):].split("<", 1)[0].strip()) is not None
 
 
 def _without_header(calls: CallSyntax, noise: tuple[str, ...]) -> CallSyntax:
@@ -304,22 +331,28 @@ def opening_of(marker: str, source: str) -> str:
 
 
 def _content_markers(render: FullRender, plain: str | None, reasoning: ReasoningSyntax | None,
-                     user_marks: set[str]) -> tuple[str, str]:
-    """Markup the model writes before and after its answer text."""
+                     user_marks: set[str], tail: str = "", calls: CallSyntax | None = None) -> tuple[str, str]:
+    """Markup the model writes before and after its answer text (``tail``: what the generation
+    prompt wrote of it)."""
     prompt = render([USER], None, True, None)
     if plain is None or prompt is None or TEXT not in plain:
         return "", ""
     at = plain.find(TEXT)
-    written = plain[diff(prompt, plain)[0]:at]
+    written = tail + plain[diff(prompt, plain)[0]:at]
     if reasoning is not None:  # an empty thinking block before the answer is the thinking's markup
         for m in (reasoning.start, reasoning.end):
             written = written.replace(m, "") if m else written
+    if _recipient_frame(written.strip(), calls):
+        return written.lstrip(), _end_marker(plain, at + len(TEXT))
     written = written.strip()
     if not written or not MARKER.match(written):  # the role header is the prompt's; what is left the model writes
         return "", ""
-    after = MARKER.match(plain, at + len(TEXT))
-    end = after.group() if after is not None else ""
-    return written, end
+    return written, _end_marker(plain, at + len(TEXT))
+
+
+def _end_marker(plain: str, at: int) -> str:
+    after = MARKER.match(plain, at)
+    return after.group() if after is not None else ""
 
 
 #: a fixed time for the probes, so that a template that prints the date renders alike each time

@@ -44,12 +44,27 @@ def _widen_right(text: str, at: int) -> int:
     return at
 
 
+#: a word that names what follows it (``to=`` of Muse Glimmer's ``to=self``, ``to=NAME``)
+_NAMING = re.compile(r"[A-Za-z_][\w.]*=$")
+
+
+def _widen_to_word(text: str, at: int) -> int:
+    """``at``, or the start of the ``key=`` word it cuts: two renders that address a message
+    to different recipients (``to=user`` against ``to=self``) differ after ``to=``, and the
+    word is the start of the part that differs, as a marker is."""
+    if 0 < at < len(text) and (text[at].isalnum() or text[at] == "_"):
+        m = _NAMING.search(text, max(0, at - 24), at)
+        if m is not None and (m.start() == 0 or text[m.start() - 1].isspace()):
+            return m.start()
+    return at
+
+
 def diff(a: str, b: str) -> tuple[int, str, int]:
     """(where the difference starts in ``b``, what ``b`` has there, where it ends in ``b``), the
-    bounds widened so that no marker of ``b`` is cut."""
+    bounds widened so that no marker of ``b`` is cut, nor a ``key=`` word before it."""
     start = common_prefix(a, b)
     end = len(b) - common_suffix(a[start:], b[start:])
-    start = _widen_left(b, start)
+    start = _widen_to_word(b, _widen_left(b, start))
     end = max(start, _widen_right(b, end))
     return start, b[start:end], end
 

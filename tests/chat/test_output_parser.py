@@ -100,3 +100,55 @@ def test_history_for_templates_without_tool_calls():
         assert (plan is not None) == bool(tools)
         if tools:
             assert req.constraint.trigger == '{"tool_calls": [' and "get_time" in req.messages[0].content
+
+
+def _whole_and_streamed(contract, reply, tools=TOOLS, in_reasoning=False, inline=False):
+    """(answer, reasoning, calls) of ``reply`` read whole; the same read one character at a time."""
+    out = []
+    for chunks in ([reply], list(reply)):
+        p = OutputParser(contract, tools, in_reasoning, inline_reasoning=inline)
+        events = [e for c in chunks for e in p.feed(c)] + p.finish()
+        out.append(("".join(e.text for e in events if isinstance(e, TextDelta)),
+                    "".join(e.text for e in events if isinstance(e, ReasoningDelta)),
+                    [(c["name"], c["arguments"]) for c in p.calls]))
+    assert out[0] == out[1]
+    return out[0]
+
+
+def test_a_recipient_the_prompt_began_is_not_answer_text():
+    """Functionary v3.2's prompt ends with ``>>>``: the model names the recipient, ``all`` for its
+    answer, a function for a call; the prompt's ``>>>`` never reaches the answer, even where the
+    model names none."""
+    functionary = _contract("meetkai-functionary-medium-v3.2")
+    assert functionary.prompt_tail == ">>>"
+    assert _whole_and_streamed(functionary, "all\nLet me look.>>>get_weather\n{\"city\": \"Paris\"}") == (
+        "Let me look.", "", [("get_weather", '{"city": "Paris"}')])
+    assert _whole_and_streamed(functionary, "Hello there") == ("Hello there", "", [])
+    assert _whole_and_streamed(functionary, "Hello there\n{}") == ("Hello there\n{}", "", [])
+
+
+def test_messages_addressed_to_recipients():
+    """Muse Glimmer: ``to=self`` thinks, ``to=user`` answers, ``to=NAME`` calls; ``to=`` inside
+    the answer's text is text."""
+    muse = _contract("muse-glimmer")
+    reply = (' to=self<|message|>Think.<|eom|><|start|>assistant to=user<|message|>Set x to=5 now<|eom|>'
+             '<|start|>assistant to=get_weather<|message|><atem:function_calls>\n<atem:invoke name="get_weather">\n'
+             '<atem:parameter name="city">Paris</atem:parameter>\n</atem:invoke>\n</atem:function_calls>')
+    assert _whole_and_streamed(muse, reply) == ("Set x to=5 now", "Think.", [("get_weather", '{"city": "Paris"}')])
+
+
+def test_thinking_markers_a_template_asks_for_in_words():
+    """Granite 3.3 asks for ``<think></think>`` and ``<response></response>`` in its system prompt."""
+    granite = _contract("ibm-granite-granite-3.3-2B-Instruct")
+    assert _whole_and_streamed(granite, "<think>Hmm.</think><response>Hi!</response>", tools=None) == ("Hi!", "Hmm.", [])
+
+
+def test_inline_thinking_keeps_its_opening_where_it_closes():
+    """Reasoning format "none" with the thinking opened by the prompt: a block that closes is
+    shown with the prompt's opening; one a call ends is answer text without it."""
+    ling = _contract("inclusionai-ling-3.0-flash")
+    call = "<tool_call>get_weather\n<arg_key>city</arg_key>\n<arg_value>Paris</arg_value>\n</tool_call>"
+    assert _whole_and_streamed(ling, "Hmm.\n</think>\nSure." + call, in_reasoning=True, inline=True) == (
+        "<think>Hmm.\n</think>\nSure.", "", [("get_weather", '{"city": "Paris"}')])
+    assert _whole_and_streamed(ling, "Hmm.\n" + call, in_reasoning=True, inline=True) == (
+        "Hmm.\n", "", [("get_weather", '{"city": "Paris"}')])

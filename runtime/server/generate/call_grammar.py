@@ -15,7 +15,7 @@ import re
 from dataclasses import replace
 
 from runtime.chat.call_analysis import CALL_ID1
-from runtime.chat.contract import JSON, KEY_SLOT, PYTHON, TAGGED, CallSyntax
+from runtime.chat.contract import JSON, KEY_SLOT, NAME_SLOT, PYTHON, TAGGED, CallSyntax, OutputContract
 from runtime.engine.constraint_spec import JSON_OPTIONS
 from runtime.server.generate.tool_relax import rebase
 
@@ -75,6 +75,19 @@ def grammar_trigger(s: CallSyntax) -> str:
     return "[{" if t.list_wrapped else "{"
 
 
+def trigger_is_ambiguous(contract: OutputContract) -> bool:
+    """Whether the calls' trigger also starts the answer's or the thinking's header (Muse Glimmer's
+    ``to=`` of ``to=user<|message|>``, Functionary v3.2's ``>>>`` of ``>>>all``): a lazy grammar
+    started there would force a call on an answer, so ``auto`` goes unconstrained (the parser
+    reads the calls all the same)."""
+    if contract.calls is None:
+        return False
+    trigger = grammar_trigger(contract.calls)
+    r = contract.reasoning
+    others = [contract.content_start, r.start if r is not None else ""]
+    return any(m.strip() and m.strip().startswith(trigger) for m in others)
+
+
 def _json_call(s: CallSyntax, tools: list[dict], rules: list[str]) -> str:
     schema = _call_schema(s, tools)
     rules.append("body: %json " + json.dumps(schema))
@@ -91,10 +104,11 @@ def _named_call(s: CallSyntax, tools: list[dict], rules: list[str]) -> str:
         else:
             rules.append(f"args{i}: %json " + json.dumps(_with_defs(params, i)))
             args = f"args{i}"
+        suffix = s.name_suffix.replace(NAME_SLOT, fn["name"])  # (Muse Glimmer writes the name twice)
         if s.id_in_markers:
-            head = " ".join((_marker(s.name_prefix), _lit(fn["name"]), _marker(s.name_suffix)))
+            head = " ".join((_marker(s.name_prefix), _lit(fn["name"]), _marker(suffix)))
         else:
-            head = _lit(s.name_prefix + fn["name"] + s.name_suffix)
+            head = _lit(s.name_prefix + fn["name"] + suffix)
         parts = [head, args, _lit(s.close), _lit(s.call_end)]
         options.append(" ".join(x for x in parts if x and x != '""'))
     start = _marker(s.call_start) if s.id_in_markers else _lit(s.call_start)

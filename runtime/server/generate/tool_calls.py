@@ -9,7 +9,8 @@ Once the engine (and so the model's output contract, ``runtime.chat.contract``) 
 :func:`plan_output` has the constraint compiled in the model's own call syntax (``required`` /
 named: the call grammar from the first token; ``auto``: the same grammar lazily from the syntax's
 trigger, or, beside a JSON response format, one grammar from the first token: calls or an answer
-that matches the format; ``none``: no tools are shown to the model), and rewrites the messages
+that matches the format; none where the trigger also starts the answer's header, as in
+Functionary's and Muse's recipient frames; ``none``: no tools are shown to the model), and rewrites the messages
 for templates that do not render tools themselves (tool descriptions in the system message,
 earlier calls in the fallback JSON shape, tool results as user turns).
 
@@ -28,6 +29,7 @@ from aiohttp import web
 
 from runtime.chat.call_text import call_text
 from runtime.chat.contract import FALLBACK_CALLS, CallSyntax, OutputContract
+from runtime.server.generate.call_grammar import trigger_is_ambiguous
 from runtime.server.generate.constraint_jobs import CompileJob, ToolsJob
 from runtime.server.errors import bad_request
 from runtime.server.generate.request import GenerationRequest, Message, ToolSpec
@@ -105,6 +107,8 @@ async def plan_output(req: GenerationRequest, contract: OutputContract | None,
     if answer is not None and answer.answer_schema is None:
         raise bad_request(f"'{answer.param}' cannot be combined with 'tools' (a JSON response format can; or set "
                           "tool_choice to \"none\")", answer.param)
+    if choice.kind == "auto" and answer is None and trigger_is_ambiguous(contract):
+        return plan_prompt(req, contract)
     offered = [t for t in tools if t.name == choice.name] if choice.kind == "function" else tools
     # what the grammar needs of each tool (descriptions change nothing, and would split the cache)
     shapes = [ToolSpec(t.name, parameters=t.parameters).openai() for t in offered]
