@@ -70,6 +70,12 @@ def read_metadata(path: Path) -> dict[str, tuple[GGUFValueType, Any, GGUFValueTy
     return out
 
 
+def _kept(m: np.ndarray, rows: int) -> np.ndarray:
+    """A layer's output matrix that leaves the residual stream's first ``rows`` components alone."""
+    m[:rows] = 0
+    return m
+
+
 def _tokenizer(vocab: str) -> tuple[dict, int]:
     """The ``tokenizer.ggml.*`` keys of llama.cpp's ``ggml-vocab-VOCAB.gguf`` and its size."""
     meta = read_metadata(llama_vocab(vocab))
@@ -79,9 +85,14 @@ def _tokenizer(vocab: str) -> tuple[dict, int]:
 
 def write_family_model(path: Path, vocab: str, template: str, arch: str = "llama", seed: int = 0,
                        n_layer: int = 2, n_embd: int = 64, n_head: int = 4, n_head_kv: int = 2, n_ff: int = 128,
-                       ctx: int = 4096, scale: float = 0.3) -> Path:
+                       ctx: int = 4096, scale: float = 0.3, answers_at_once: bool = False) -> Path:
     """A tiny ``arch`` model (``llama``, or ``qwen2``: biases on Q, K and V) with the tokenizer of
-    llama.cpp's ``ggml-vocab-VOCAB.gguf`` and the chat template ``template`` (its text)."""
+    llama.cpp's ``ggml-vocab-VOCAB.gguf`` and the chat template ``template`` (its text).
+
+    ``answers_at_once``: whatever the prompt, the model's first token ends its turn (an empty
+    answer, greedy or sampled), for a client that must finish a turn rather than read random text
+    until its token limit. The residual stream's first component is a constant no layer writes
+    to, the final norm keeps only it, and a separate output layer gives it to the end tokens alone."""
     if arch not in ("llama", "qwen2"):
         raise ValueError(f"architecture {arch!r}: llama or qwen2")
     tokenizer, n_vocab = _tokenizer(vocab)
@@ -106,8 +117,13 @@ def write_family_model(path: Path, vocab: str, template: str, arch: str = "llama
         w.add_key_value(key, value, vtype, sub)
     w.add_chat_template(template)
     ones = np.ones(n_embd, dtype=np.float32)
-    # the output layer is this matrix too (tied): its scale sets how peaked the random logits are
-    w.add_tensor("token_embd.weight", (mat(n_vocab, n_embd) * 3).astype(np.float16))
+    embd = mat(n_vocab, n_embd) * 3
+    out_rows = 1 if answers_at_once else 0  # the residual stream's rows no layer writes to
+    if answers_at_once:
+        embd[:, 0] = 5.0
+    # without answers_at_once the output layer is this matrix too (tied): its scale sets how
+    # peaked the random logits are
+    w.add_tensor("token_embd.weight", embd.astype(np.float16))
     for il in range(n_layer):
         p = f"blk.{il}."
         w.add_tensor(p + "attn_norm.weight", ones)
@@ -118,12 +134,20 @@ def write_family_model(path: Path, vocab: str, template: str, arch: str = "llama
             w.add_tensor(p + "attn_q.bias", mat(n_head * head_dim) * 0.1)
             w.add_tensor(p + "attn_k.bias", mat(n_head_kv * head_dim) * 0.1)
             w.add_tensor(p + "attn_v.bias", mat(n_head_kv * head_dim) * 0.1)
-        w.add_tensor(p + "attn_output.weight", mat(n_embd, n_head * head_dim))
+        w.add_tensor(p + "attn_output.weight", _kept(mat(n_embd, n_head * head_dim), out_rows))
         w.add_tensor(p + "ffn_norm.weight", ones)
         w.add_tensor(p + "ffn_gate.weight", mat(n_ff, n_embd))
         w.add_tensor(p + "ffn_up.weight", mat(n_ff, n_embd))
-        w.add_tensor(p + "ffn_down.weight", mat(n_embd, n_ff))
-    w.add_tensor("output_norm.weight", ones)
+        w.add_tensor(p + "ffn_down.weight", _kept(mat(n_embd, n_ff), out_rows))
+    if answers_at_once:
+        w.add_tensor("output_norm.weight", np.eye(1, n_embd, dtype=np.float32)[0])
+        output = np.zeros((n_vocab, n_embd), dtype=np.float32)
+        for key in ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"):
+            if key in tokenizer:
+                output[int(tokenizer[key][1]), 0] = 1000.0
+        w.add_tensor("output.weight", output.astype(np.float16))
+    else:
+        w.add_tensor("output_norm.weight", ones)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -760,3 +760,41 @@ def test_kilo_code_takes_the_config(tmp_path):
     wrote = json.loads(given.env["KILO_CONFIG_CONTENT"])
     assert resolved["provider"]["hearth"] == wrote["provider"]["hearth"]
     assert resolved["model"] == "hearth/m1" and resolved["enabled_providers"] == ["hearth"]
+
+
+@real_clients
+@pytest.mark.timeout(3600)
+def test_a_newcomer_pulls_what_launch_suggests_and_every_agent_completes_a_turn(loopback_hub, tmp_path):
+    """The path a new user takes: a plain ``hearth serve`` has no model that holds an agent's first
+    request, so ``hearth launch`` names a catalog model to pull; once pulled (from a hub on
+    loopback: a tiny model of a real agent family, Qwen3-Coder's template and vocabulary, whose
+    turn ends at once), ``hearth launch`` without ``--model`` picks it, loads it with the context
+    the agent needs, and Claude Code, Codex and opencode each complete a turn."""
+    from runtime.store.catalog import load_catalog
+    from tests.family_models import write_family_model
+
+    templates = Path(__file__).parent.parent / "chat" / "templates"
+    s = Service(tmp_path / "data", "--parallel", "1").wait_ready()
+    try:
+        said = on(s, "claude")
+        assert said.returncode == 1, said.stdout + said.stderr
+        pull = next(line.split()[-1] for line in said.stderr.splitlines() if line.strip().startswith("hearth pull "))
+        entry = load_catalog()[pull]
+        model = write_family_model(tmp_path / "tiny.gguf", "qwen35", (templates / "Qwen3-Coder.jinja").read_text(),
+                                   arch="qwen2", ctx=entry.context_length, answers_at_once=True)
+        loopback_hub.add_repo(entry.raw["repo"], {entry.raw["files"][entry.raw["default_quant"]]["file"]: model})
+        got = subprocess.run([*hearth_argv(), "pull", pull], capture_output=True, text=True,
+                             env={**os.environ, "HEARTH_DATA_DIR": str(s.data)}, timeout=600)
+        assert got.returncode == 0, got.stdout + got.stderr
+        for client in ("claude", "codex", "opencode"):
+            bin_dir = _installed(client)
+            home = tmp_path / client
+            (home / ".codex").mkdir(parents=True)
+            env = {**os.environ, "PATH": bin_dir + os.pathsep + os.environ["PATH"], "HOME": str(home),
+                   "CODEX_HOME": str(home / ".codex"), "HEARTH_DATA_DIR": str(s.data)}
+            r = subprocess.run([*hearth_argv(), "launch", "--check", client, "--port", str(s.port), "--timeout", "1200"],
+                               capture_output=True, text=True, env=env, timeout=1500)
+            assert r.returncode == 0, r.stdout + r.stderr
+            assert f"model {pull}" in r.stdout and "result    worked" in r.stdout and ", all 2xx" in r.stdout, r.stdout
+    finally:
+        s.stop()
