@@ -7,6 +7,8 @@ describes tools or renders calls; ``reasoning``: its template has thinking marke
 from the output contract derived from the template; blocking: callers run it in a thread);
 ``vision`` / ``audio``: a projector beside it
 (``runtime.store.projector``) reads images / audio, or it carries a vision encoder of its own.
+A model whose file is not placed yet (an embedded one before its first use) has what its
+catalog entry states (``catalog_capabilities``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runtime.server.models.embed_engines import ENCODER_ARCHITECTURES
+from runtime.store.catalog import CatalogEntry
 from runtime.store.gguf_file import GGUFHeader
 from runtime.store.projector import projector_for
 
@@ -49,6 +52,18 @@ def _template_flags(template: str) -> dict[str, bool]:
 
     contract = contract_for(template)
     return {"tools": contract.calls is not None or contract.native_tools, "reasoning": contract.reasoning is not None}
+
+
+def catalog_capabilities(entry: CatalogEntry) -> list[str]:
+    """The capabilities the catalog states for a model whose file is not here yet (an embedded
+    model before its first use places it), in the order ``capabilities_of`` gives them."""
+    raw = entry.raw
+    if raw.get("format") == "onnx" or raw.get("task") in ("embedding", "rerank"):
+        return [raw.get("task") or "embedding"]
+    caps = ["chat"] if raw.get("chat_template") else []
+    caps.append("completion")
+    caps += [name for name in ("tools", "reasoning") if raw.get(name) is True]
+    return caps + [m for m in entry.modalities if m not in caps]
 
 
 def capabilities(path: Path) -> list[str]:

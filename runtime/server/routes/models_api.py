@@ -58,16 +58,22 @@ async def list_models(request: web.Request) -> web.Response:
     """The local models (``local_models``: embedded, downloaded, imported, and any loaded file): whether each is
     loaded, its context length (the engine's per-request limit when loaded, else the trained
     one), its capabilities and, when loaded, its memory."""
-    from runtime.server.generate.capabilities import capabilities
+    from runtime.server.generate.capabilities import capabilities, catalog_capabilities
     from runtime.server.models.local_models import local_models
+    from runtime.store.catalog import load_catalog
 
     router = request.app[MANAGER].router
     rows = [(m.id, Path(m.path), m.name, "hearth" if m.source == "embedded" else m.source)
             for m in await local_models(request.app)]
 
+    catalog = load_catalog()
+
     def entry(model_id: str, path: Path, name: str, owner: str) -> dict:
+        listed = catalog.get(model_id) if not path.exists() else None  # (an embedded model not placed yet)
+        caps = capabilities(path) if listed is None else catalog_capabilities(listed)
+        context = _context_length(path) if listed is None else listed.context_length
         d = {"id": model_id, "object": "model", "created": 0, "owned_by": owner, "name": name,
-             "capabilities": capabilities(path), "loaded": False, "context_length": _context_length(path)}
+             "capabilities": caps, "loaded": False, "context_length": context}
         r = router.find(model_id)
         if r is not None and r.engine.alive:
             d.update(loaded=True, context_length=r.engine.loaded.max_request_tokens if r.engine.loaded else r.ctx,
