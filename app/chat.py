@@ -241,6 +241,22 @@ class ChatService(QObject):
             body["response_format"] = c.options["response_format"]
         return body
 
+    async def count_next(self, attachments: list[dict] | None = None) -> dict:
+        """The current chat as its next request would send it (``attachments``: files attached to
+        the message being written), counted by the service with the chat's overflow policy:
+        ``{"prompt_tokens", "dropped_messages"}``."""
+        c = self.current
+        if c is None:
+            return {"prompt_tokens": 0, "dropped_messages": 0}
+        history = self.messages.items()
+        if attachments:
+            history = history + [Message(0, "user", "", {"attachments": attachments})]
+        body = self._request_body(c, history)
+        tools = self.offered_tools(c)
+        if tools:
+            body["tools"] = tools
+        return await self.client.post("/hearth/count_tokens", body, timeout=30)
+
     def offered_tools(self, c: Conversation) -> list[dict]:
         """The tools this chat offers the model: the enabled tools of running servers, unless the
         chat switched tools off."""

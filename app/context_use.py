@@ -1,5 +1,8 @@
 """How full a chat's context is: what the service counted for the last answer (its prompt and
-its completion), plus a rough count for what came after it and the message being written."""
+its completion), plus a rough count for what came after it and the message being written; or,
+where the service counted the chat as its next request would send it (``/hearth/count_tokens``,
+the overflow policy applied), that count and a rough one for the message being written
+(``counted_use``)."""
 
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ class ContextUse:
     used: int  #: tokens, as counted where known and estimated otherwise
     limit: int | None  #: the model's context (None when the app does not know it)
     counted: bool  #: the service counted most of it (not only an estimate)
+    #: older messages the chat's overflow policy leaves out of what is sent (the service's count)
+    dropped: int = 0
 
     @property
     def share(self) -> float | None:
@@ -44,3 +49,8 @@ def context_use(messages: list[Message], draft: str, limit: int | None, system_p
 
     rest = sum(len(m.content) + attachment_chars(m.meta) for m in messages[start:]) + len(draft) + extra_chars
     return ContextUse(base + rest // CHARS_PER_TOKEN + (4 * (len(messages) - start) if rest else 0), limit, counted)
+
+
+def counted_use(prompt_tokens: int, dropped: int, draft: str, limit: int | None) -> ContextUse:
+    """The service's count of the chat's next request, plus the message being written."""
+    return ContextUse(prompt_tokens + len(draft) // CHARS_PER_TOKEN, limit, True, dropped)

@@ -46,6 +46,13 @@ CREATE INDEX IF NOT EXISTS messages_by_conversation ON messages(conversation_id,
 """
 
 
+#: what a chat longer than the context sends, in the chat settings' words (the service's
+#: ``context_overflow``)
+OVERFLOW_POLICIES = {"truncate_middle": "Leave out the middle (keep the start and the latest)",
+                     "rolling_window": "Leave out the oldest messages",
+                     "stop": "Stop with an error"}
+
+
 @dataclass(slots=True)
 class Sampling:
     """A chat's sampling, by the API's own field names (``/v1/chat/completions``)."""
@@ -58,11 +65,15 @@ class Sampling:
     min_p: float = 0.0
     repeat_penalty: float = 1.0  #: 1: off
     stop: tuple[str, ...] = ()  #: the answer ends before any of these
+    #: what the chat sends once it outgrows the model's context: ``truncate_middle`` (the system
+    #: prompt and the first turn stay), ``rolling_window`` (the oldest turns go) or ``stop`` (an error)
+    context_overflow: str = "truncate_middle"
 
     def to_request(self) -> dict:
         """The request's sampling fields: the four every chat sends, and the others where they
         differ from the service's own defaults (a remote engine that lacks one is not asked)."""
-        body = {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens}
+        body = {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens,
+                "context_overflow": self.context_overflow}
         if self.seed is not None:
             body["seed"] = self.seed
         plain = Sampling()
@@ -81,12 +92,14 @@ class Sampling:
                 setattr(s, k, d[k])
         if isinstance(d.get("stop"), list):
             s.stop = tuple(x for x in d["stop"] if isinstance(x, str) and x)
+        if d.get("context_overflow") in OVERFLOW_POLICIES:
+            s.context_overflow = d["context_overflow"]
         return s
 
     def to_dict(self) -> dict:
         return {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens,
                 "seed": self.seed, "top_k": self.top_k, "min_p": self.min_p, "repeat_penalty": self.repeat_penalty,
-                "stop": list(self.stop)}
+                "stop": list(self.stop), "context_overflow": self.context_overflow}
 
 
 @dataclass(slots=True)

@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from PySide6.QtCore import QSize, Qt, QTimer
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
     QDialog, QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSplitter, QVBoxLayout, QWidget,
 )
 
+from app import background
 from app.chat import ChatService
 from app.conversations import Conversation
 from app.ui.blocks import ElidedLabel
@@ -169,6 +172,9 @@ class ChatPage(QWidget):
         self.setTabOrder(self.input, self.send_button)
         chat.busy_changed.connect(self._busy)
         chat.current_changed.connect(self._current)
+        #: the service's count of the chat's next request: (what it depends on, tokens, messages left out)
+        self._counted: tuple[tuple, int, int] | None = None
+        self._counting: tuple | None = None  #: what the count on its way was asked for
         self._meter_timer = QTimer(self)  # typing and streaming ask often: the meter counts at most 5 times a second
         self._meter_timer.setSingleShot(True)
         self._meter_timer.setInterval(200)
@@ -359,16 +365,45 @@ class ChatPage(QWidget):
         self._meter_timer.start()
 
     def update_meter(self) -> None:
-        """How full the chat's context is: its own context length, or the model's."""
+        """How full the chat's context is: its own context length, or the model's. The service
+        counts the chat as its next request would send it (overflow policy included) once the
+        chat's model is loaded and no answer is being written; until then, and for the message
+        being written, an estimate."""
         from app.attachments import attachment_chars
-        from app.context_use import context_use
+        from app.context_use import context_use, counted_use
 
         c = self.chat.current
         row = self.header.row(self.header.chat_model()) or {}
         limit = (c.options.get("ctx") if c else None) or row.get("context_length")
-        self.meter.show_use(context_use(self.chat.messages.items(), self.input.toPlainText(),
-                                        int(limit) if limit else None, c.system_prompt if c else "",
+        limit = int(limit) if limit else None
+        draft = self.input.toPlainText()
+        key = self._count_key()
+        if self._counted is not None and self._counted[0] == key:
+            self.meter.show_use(counted_use(self._counted[1], self._counted[2], draft, limit))
+            return
+        self.meter.show_use(context_use(self.chat.messages.items(), draft, limit, c.system_prompt if c else "",
                                         attachment_chars({"attachments": [a.to_meta() for a in self.pending]})))
+        if c is not None and row.get("loaded") and not self.chat.busy and key != self._counting and _loop_running():
+            self._counting = key
+            background.start(self._count(key), "the context count", lambda _e: None)
+
+    def _count_key(self) -> tuple:
+        """What the service's count depends on (the message being written is estimated apart)."""
+        c = self.chat.current
+        items = self.chat.messages.items()
+        return (c.id if c else None, self.header.chat_model(), c.sampling.context_overflow if c else "",
+                c.system_prompt if c else "", c.options.get("ctx") if c else None, len(items),
+                items[-1].id if items else 0, items[-1].meta.get("finish") if items else None,
+                tuple(a.name for a in self.pending))
+
+    async def _count(self, key: tuple) -> None:
+        try:
+            got = await self.chat.count_next([a.to_meta() for a in self.pending])
+        finally:
+            self._counting = None
+        if key == self._count_key():
+            self._counted = (key, int(got.get("prompt_tokens") or 0), int(got.get("dropped_messages") or 0))
+            self.update_meter()
 
     def bind_models(self, models, run) -> None:
         """The model service: loaded state, capabilities, loading on demand, fit verdicts."""
@@ -469,3 +504,13 @@ class ChatPage(QWidget):
         d = ConversationSettingsDialog(self.chat.current, self, self.presets)
         if d.exec() == QDialog.DialogCode.Accepted:
             self.chat.configure(system_prompt=d.system.toPlainText(), sampling=d.sampling())
+
+
+def _loop_running() -> bool:
+    """Whether the app's event loop runs (a timer can fire while Qt alone handles events: at start,
+    at shutdown): the service's count waits for the next change then."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True

@@ -1,5 +1,6 @@
 """The settings of one chat: its system prompt (from a preset, or saved as one) and sampling:
-temperature, top-p, top-k, min-p, repeat penalty, answer length, seed and stop strings. A preset
+temperature, top-p, top-k, min-p, repeat penalty, answer length, seed and stop strings; and what
+the chat sends once it is longer than the model's context. A preset
 saved here keeps every one of them but the seed."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from PySide6.QtWidgets import (
     QPlainTextEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget,
 )
 
-from app.conversations import Conversation, Sampling
+from app.conversations import OVERFLOW_POLICIES, Conversation, Sampling
 from runtime.sampling_params import LIMITS, MAX_STOPS
 
 CHOOSE = "Choose a preset…"
@@ -47,6 +48,13 @@ class ConversationSettingsDialog(QDialog):
         self.stop.setAccessibleName("Stop strings")
         self.stop.setTabChangesFocus(True)
         self.stop.setFixedHeight(56)
+        self.overflow = QComboBox()
+        self.overflow.setAccessibleName("When the chat is longer than the context")
+        for policy, words in OVERFLOW_POLICIES.items():
+            self.overflow.addItem(words, policy)
+        self.overflow.setCurrentIndex(max(0, self.overflow.findData(s.context_overflow)))
+        self.overflow.setToolTip("A chat longer than the model's context: leave whole older turns out of what "
+                                 "is sent (the meter says how many), or stop with an error")
         if presets is not None:
             form.addRow("Preset", self._preset_row())
         form.addRow("System prompt", self.system)
@@ -54,6 +62,7 @@ class ConversationSettingsDialog(QDialog):
             form.addRow("", self._save_row())
         form.addRow(self._sampling_grid())
         form.addRow("Stop strings", self.stop)
+        form.addRow("Longer than the context", self.overflow)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
         buttons.accepted.connect(self.accept)
         buttons.rejected.connect(self.reject)
@@ -183,7 +192,7 @@ class ConversationSettingsDialog(QDialog):
         stop = tuple(_typed(line) for line in self.stop.toPlainText().splitlines() if line)[:MAX_STOPS]
         return Sampling(self.temperature.value(), self.top_p.value(), self.max_tokens.value(),
                         None if seed < 0 else seed, self.top_k.value(), round(self.min_p.value(), 2),
-                        round(self.repeat_penalty.value(), 2), stop)
+                        round(self.repeat_penalty.value(), 2), stop, self.overflow.currentData())
 
 
 def _shown(stop: str) -> str:

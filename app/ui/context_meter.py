@@ -37,10 +37,18 @@ class ContextMeter(QWidget):
             share = use.used / use.limit
             self.bar.show()
             self.bar.setValue(min(1000, int(share * 1000)))
-            self.label.setText(f"{about}{use.used:,} / {use.limit:,}" + ("  · almost full" if use.warn and share < 1
-                                                                       else "  · full" if share >= 1 else ""))
-            self.setToolTip(f"This chat's context: {share:.0%} used. When it is full the oldest messages no longer "
-                            "fit: start a new chat, or raise the context (the field at the top).")
+            state = ("  · almost full" if use.warn and share < 1 else "  · full" if share >= 1 else "")
+            if use.dropped:
+                state = f"  · {use.dropped:,} older message{'s' if use.dropped != 1 else ''} left out"
+            self.label.setText(f"{about}{use.used:,} / {use.limit:,}{state}")
+            if use.dropped:
+                self.setToolTip(f"This chat is longer than the model's context: {use.dropped:,} older messages are "
+                                f"left out of what is sent ({use.used:,} tokens go). Change it in the chat settings, "
+                                "start a new chat, or raise the context (the field at the top).")
+            else:
+                self.setToolTip(f"This chat's context: {share:.0%} used. When it is full, older messages are left "
+                                "out (or the chat stops, as its settings say): start a new chat, or raise the "
+                                "context (the field at the top).")
         self.setProperty("warn", use.warn)
         for w in (self.label, self.bar, self):
             w.setProperty("warn", use.warn)

@@ -18,7 +18,7 @@ from runtime.engine.messages import (
     WorkerSpec,
 )
 from runtime.engine.protocol import (  # noqa: F401  (the errors are part of this module's API)
-    EngineError, ModelLoadFailed, RequestFailed, RequestRefused, ServiceStopping, WorkerDied,
+    EngineError, ModelLoadFailed, PromptCount, RequestFailed, RequestRefused, ServiceStopping, WorkerDied,
 )
 from runtime.media import Media
 from runtime.sampling_params import SamplingParams
@@ -40,6 +40,7 @@ class RequestHandle:
         self.client = client
         self.request_id = request_id
         self.prompt_tokens = 0
+        self.dropped_messages = 0
         self.finished = False
         self._pending = pending
 
@@ -114,7 +115,7 @@ class EngineClient(WorkerProcess):
         elif isinstance(msg, Stats):
             self.stats = msg.stats
         elif isinstance(msg, Accepted):
-            self._resolve(msg.request_id, msg.prompt_tokens)
+            self._resolve(msg.request_id, PromptCount(msg.prompt_tokens, msg.dropped_messages))
         elif isinstance(msg, Rejected):
             self._resolve(msg.request_id, RequestRefused(msg.message, msg.code, msg.sizes))
             self._drop_group(msg.request_id)
@@ -144,7 +145,8 @@ class EngineClient(WorkerProcess):
     async def submit(self, params: SamplingParams, *, prompt: str | None = None,
                      messages: list[dict] | None = None, tokens: list[int] | None = None,
                      n: int = 1, constraint=None, template_vars: dict | None = None,
-                     media: list[Media] | None = None, tool_choice: ToolChoice | None = None) -> list[RequestHandle]:
+                     media: list[Media] | None = None, tool_choice: ToolChoice | None = None,
+                     overflow: str | None = None) -> list[RequestHandle]:
         """Submit ``n`` completions of one prompt; one handle each, in choice order. ``tool_choice``
         stays here: the constraint enforces it in the worker."""
         if not self.alive:
@@ -161,12 +163,12 @@ class EngineClient(WorkerProcess):
         self._groups[request_id] = ids
         try:
             self._send(Submit(request_id, params, prompt, messages, tokens, n, constraint=constraint,
-                              template_vars=template_vars, media=media or None))
+                              template_vars=template_vars, media=media or None, overflow=overflow))
         except OSError:
             self._drop_group(request_id)
             raise WorkerDied(self.error or "the engine worker is not running") from None
         try:
-            prompt_tokens = await accepted
+            count: PromptCount = await accepted
         except asyncio.CancelledError:
             for rid in ids:
                 self.cancel(rid)
@@ -174,19 +176,22 @@ class EngineClient(WorkerProcess):
         finally:
             self._groups.pop(request_id, None)
         for h in handles:
-            h.prompt_tokens = prompt_tokens
+            h.prompt_tokens, h.dropped_messages = count.tokens, count.dropped_messages
         return handles
 
     async def count_tokens(self, *, prompt: str | None = None, messages: list[dict] | None = None,
-                           media: list[Media] | None = None) -> int:
-        """The prompt's length in tokens as this model sees it (chat template included); nothing runs."""
+                           media: list[Media] | None = None, overflow: str | None = None,
+                           max_tokens: int | None = None) -> PromptCount:
+        """The prompt's length in tokens as this model sees it (chat template included), after the
+        overflow policy; nothing runs."""
         if not self.alive:
             raise WorkerDied(self.error or "the engine worker is not running")
         request_id = f"r{next(self._ids)}"
         assert self._loop is not None  # alive: start() has set it
         pending = self._pending[request_id] = _Pending(self._loop.create_future(), asyncio.Queue())
         try:
-            self._send(Submit(request_id, SamplingParams(), prompt, messages, count_only=True, media=media or None))
+            self._send(Submit(request_id, SamplingParams(max_tokens=max_tokens), prompt, messages, count_only=True,
+                              media=media or None, overflow=overflow))
             return await pending.accepted
         except OSError:
             raise WorkerDied(self.error or "the engine worker is not running") from None

@@ -15,7 +15,7 @@ from runtime.engine.embed_messages import EmbedCancel, EmbedDone, EmbedFailed, E
 from runtime.engine.embed_worker_entry import embed_worker_main
 from runtime.engine.messages import Loaded
 from runtime.engine.worker_pipe import WorkerProcess
-from runtime.engine.protocol import EngineError, ErrorCode, RequestRefused, WorkerDied
+from runtime.engine.protocol import EngineError, ErrorCode, PromptCount, RequestRefused, WorkerDied
 
 
 if TYPE_CHECKING:  # numpy loads with the first embedding request, not with the service
@@ -105,7 +105,7 @@ class EmbedClient(WorkerProcess):
         raise RequestRefused(f"model {self.model_id} is an embedding model: it cannot generate text; "
                              "use /v1/embeddings (or a chat model)", ErrorCode.INVALID_REQUEST)
 
-    async def count_tokens(self, **_kw) -> int:
+    async def count_tokens(self, **_kw) -> PromptCount:
         raise RequestRefused(f"model {self.model_id} is an embedding model: it has no chat template",
                              ErrorCode.INVALID_REQUEST)
 

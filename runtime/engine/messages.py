@@ -61,6 +61,9 @@ class Submit:
     template_vars: dict | None = None
     #: images and clips, in the order of ``runtime.media.MARKER`` in the messages' text
     media: list[Media] | None = None
+    #: what a conversation longer than the context sends (``runtime.engine.context_overflow``:
+    #: ``truncate_middle`` or ``rolling_window``); None: it is refused
+    overflow: str | None = None
 
 
 @dataclass(slots=True)
@@ -98,6 +101,8 @@ class LoadFailed:
 class Accepted:
     request_id: str
     prompt_tokens: int
+    #: messages the overflow policy left out of the conversation
+    dropped_messages: int = 0
 
 
 @dataclass(slots=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from runtime.chat.contract import OutputContract
@@ -114,11 +115,22 @@ class LoadedInfo(Protocol):
     info: dict  #: the rest of what the engine says about its model, for display (architecture, sizes, ...)
 
 
+@dataclass(frozen=True, slots=True)
+class PromptCount:
+    """A prompt's length in the model's tokens, and the messages a context-overflow policy left
+    out to make it fit (``runtime.engine.context_overflow``)."""
+
+    tokens: int
+    dropped_messages: int = 0
+
+
 class OutputStream(Protocol):
     """One submitted request: ``prompt_tokens``, then its outputs by ``async for``."""
 
     request_id: str
     prompt_tokens: int
+    #: messages the context-overflow policy left out (0: the whole conversation was sent)
+    dropped_messages: int
     finished: bool
 
     def __aiter__(self) -> AsyncIterator[Any]: ...
@@ -161,17 +173,21 @@ class Engine(Protocol):
     async def submit(self, params: Any, *, prompt: str | None = None, messages: list[dict] | None = None,
                      tokens: list[int] | None = None, n: int = 1, constraint: Any = None,
                      template_vars: dict | None = None, media: list | None = None,
-                     tool_choice: ToolChoice | None = None) -> Sequence[OutputStream]:
+                     tool_choice: ToolChoice | None = None, overflow: str | None = None) -> Sequence[OutputStream]:
         """``constraint``: an output constraint (``ConstraintSpec``); ``template_vars``: extra
         chat-template variables (``tools``, ``enable_thinking``); ``media``: images and clips
         (``runtime.media.Media``) in the order of their markers in the messages; ``tool_choice``:
         which of the tools must be called (an engine that runs the constraint needs no more; a
-        remote one forwards it)."""
+        remote one forwards it); ``overflow``: the context-overflow policy of a conversation
+        (an engine that cannot apply one refuses a conversation longer than its context)."""
         ...
 
     async def count_tokens(self, *, prompt: str | None = None, messages: list[dict] | None = None,
-                           media: list | None = None) -> int:
-        """The prompt's length in this model's tokens (chat template and media included); nothing runs."""
+                           media: list | None = None, overflow: str | None = None,
+                           max_tokens: int | None = None) -> PromptCount:
+        """The prompt's length in this model's tokens (chat template and media included), after
+        ``overflow``'s policy where the conversation is longer than the context (leaving room for
+        a reply of ``max_tokens``); nothing runs."""
         ...
 
     def cancel(self, request_id: str) -> None: ...

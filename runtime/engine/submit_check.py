@@ -7,6 +7,7 @@ client of the worker, can make the tokenizer, the template or a sampler raise or
 
 from __future__ import annotations
 
+from runtime.engine.context_overflow import POLICIES
 from runtime.engine.engine import RequestRejected
 from runtime.engine.messages import Submit
 from runtime.sampling_params import SamplingParams, utf8_ok
@@ -38,6 +39,8 @@ def check_submit(msg: Submit) -> None:
         raise RequestRejected("the sampling parameters are missing")
     if (why := msg.params.problem()) is not None:
         raise RequestRejected(why)
+    if msg.overflow is not None and msg.overflow not in POLICIES:
+        raise RequestRejected(f"context_overflow must be one of {', '.join(POLICIES)}")
     given = [x is not None for x in (msg.prompt, msg.messages, msg.tokens)]
     if sum(given) > 1:
         raise RequestRejected("send one of prompt, messages or tokens")

@@ -22,6 +22,7 @@ from runtime.backends.media import MediaError
 from runtime.backends.vocab_match import vocab_mismatch
 from runtime.config import DEFAULT_CTX
 from runtime.engine.checkpoints import speculation_refusal
+from runtime.engine.context_overflow import Fitted, fit, reply_room
 from runtime.engine.disk_cache import DiskCache, disk_capacity, layout_key, model_identity
 from runtime.engine.engine import (
     CONTEXT_LENGTH_EXCEEDED, INVALID_REQUEST, REQUEST_FAILED, CacheConfig, Engine, RequestRejected,
@@ -107,6 +108,11 @@ class _Worker:
                        if self.media_refusal else "this model reads text only")
                 raise RequestRejected(f"{why}: send the images or audio to a model that has a projector (vision "
                                       "or audio), or leave them out", ErrorCode.MEDIA_NOT_SUPPORTED)
+            if msg.messages is not None and msg.overflow is not None and not msg.media:
+                # renders and tokenizes until the conversation fits: never on the step loop
+                fitting: Future = self._tokenizer.submit(self._fit, msg)
+                self._tokenizing[msg.request_id] = (msg, self.backend.chat_template.stop, fitting)
+                return
             if msg.messages is not None:
                 text, add_special = self.backend.chat_text(msg.messages, **(msg.template_vars or {}))
                 parse_special = True
@@ -149,6 +155,19 @@ class _Worker:
             del tokens[0]
         return tokens
 
+    def _fit(self, msg: Submit) -> Fitted:
+        """The conversation's tokens with the fewest turns left out that leave the reply its room
+        (``runtime.engine.context_overflow``); the length check at admission refuses what even
+        then does not fit."""
+        assert msg.messages is not None and msg.overflow is not None  # only submitted so
+
+        def tokenize(messages: list[dict]) -> list[int]:
+            text, add_special = self.backend.chat_text(messages, **(msg.template_vars or {}))
+            return self._tokenize(text, add_special, True)
+
+        limit = self.engine.max_request_tokens
+        return fit(msg.messages, msg.overflow, tokenize, limit - reply_room(msg.params.max_tokens, limit))
+
     def _prepare_media(self, text: str, media: list[Media], add_special: bool,
                        parse_special: bool) -> tuple[list[int], MediaLayout]:
         projector = self.backend.projector
@@ -175,9 +194,9 @@ class _Worker:
                 CONTEXT_LENGTH_EXCEEDED, (size // self.backend.max_piece_bytes, limit))
 
     def _admit(self, msg: Submit, tokens: list[int], extra_stop: list[str],
-               media: MediaLayout | None = None) -> None:
+               media: MediaLayout | None = None, dropped: int = 0) -> None:
         if msg.count_only:  # tokenize only: the prompt's length, nothing runs
-            self.conn.send(Accepted(msg.request_id, len(tokens)))
+            self.conn.send(Accepted(msg.request_id, len(tokens), dropped))
             return
         try:
             self.engine.add_group(msg.request_id, tokens, msg.params, msg.n, extra_stop, msg.constraint, media)
@@ -188,7 +207,7 @@ class _Worker:
             self.conn.send(Rejected(msg.request_id, f"the request could not be started ({type(e).__name__}: {e})",
                                     REQUEST_FAILED))
             return
-        self.conn.send(Accepted(msg.request_id, len(tokens)))
+        self.conn.send(Accepted(msg.request_id, len(tokens), dropped))
 
     def _admit_tokenized(self) -> None:
         """Admit the prompts the helper thread has finished, in arrival order."""
@@ -225,6 +244,8 @@ class _Worker:
                 result = future.prepared
             if isinstance(result, tuple):
                 self._admit(msg, result[0], extra_stop, result[1])
+            elif isinstance(result, Fitted):
+                self._admit(msg, result.tokens, extra_stop, dropped=result.dropped)
             else:
                 self._admit(msg, result, extra_stop)
 

@@ -28,7 +28,7 @@ import aiohttp
 from runtime.chat.contract import JSON, CallSyntax, OutputContract, ReasoningSyntax
 from runtime.media import Media, MediaPlaces, with_media_parts
 from runtime.engine.outputs import RequestOutput
-from runtime.engine.protocol import EngineError, ErrorCode, RequestRefused, UpstreamFailed
+from runtime.engine.protocol import EngineError, ErrorCode, PromptCount, RequestRefused, UpstreamFailed
 from runtime.tool_choice import ToolChoice
 from runtime.remote.wire import (
     EventReader, MalformedStream, ToolCalls, chunk_logprobs, chunk_parts, error_message, parse_event,
@@ -85,6 +85,7 @@ class RemoteStream:
                  reader: EventReader) -> None:
         self.request_id = f"remote-{next(_ids)}"
         self.prompt_tokens = 0
+        self.dropped_messages = 0  # (the upstream gets the whole conversation)
         self.finished = False
         self.engine, self.upstream, self.response, self.reader = engine, upstream, response, reader
         self.ended_by: EngineError | None = None  #: set by ``fail_all``: raised instead of reading on
@@ -253,7 +254,7 @@ class RemoteEngine:
     async def submit(self, params, *, prompt: str | None = None, messages: list[dict] | None = None,
                      tokens: list[int] | None = None, n: int = 1, constraint=None,
                      template_vars: dict | None = None, media: list[Media] | None = None,
-                     tool_choice: ToolChoice | None = None) -> list[RemoteStream]:
+                     tool_choice: ToolChoice | None = None, overflow: str | None = None) -> list[RemoteStream]:
         tools = (template_vars or {}).get("tools")
         if media and messages is not None:
             try:
@@ -413,7 +414,8 @@ class RemoteEngine:
         return UpstreamFailed(f"{who} refused the request ({seen})", ErrorCode.INVALID_REQUEST, 400)
 
     async def count_tokens(self, *, prompt: str | None = None, messages: list[dict] | None = None,
-                           media: list[Media] | None = None) -> int:
+                           media: list[Media] | None = None, overflow: str | None = None,
+                           max_tokens: int | None = None) -> PromptCount:
         raise RequestRefused(f"{self.model_id} is a remote model: its upstream does not count tokens for Hearth")
 
     def cancel(self, request_id: str) -> None:

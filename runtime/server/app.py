@@ -13,7 +13,7 @@ from runtime.config import ServeConfig
 from runtime.server import openapi
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import ApiError, http_error
-from runtime.server.generate.tool_calls import relaxed_tools_header
+from runtime.server.generate.reply_headers import reply_headers
 from runtime.server.models.keep_alive import KEEP_ALIVE, KeepAlive, keep_alive_ctx
 from runtime.server.models.model_manager import ModelManager
 from runtime.server.routes import hardware_api, models_api, quantize_api, service_api, store_api, template_api
@@ -37,6 +37,7 @@ ROUTES = [
     *models_api.ROUTES,
     *template_api.ROUTES,  # before the store's DELETE /hearth/models/{id:.+}, which would match it
     ("POST", "/v1/chat/completions", openai_api.chat_completions),
+    ("POST", "/hearth/count_tokens", openai_api.count_tokens),
     ("POST", "/v1/completions", openai_api.completions),
     *responses_api.ROUTES,
     *anthropic_api.ROUTES,
@@ -99,7 +100,7 @@ def create_app(config: ServeConfig) -> web.Application:
 
     remote_api.install(app)  # upstreams: /hearth/remotes, remote models (none until one is added)
     app.on_response_prepare.append(grant_on_prepare)
-    app.on_response_prepare.append(relaxed_tools_header)
+    app.on_response_prepare.append(reply_headers)
     app.cleanup_ctx.append(store_api.store_ctx)
     app.cleanup_ctx.append(quantize_api.quantize_ctx)
     app.cleanup_ctx.append(_engine_ctx)

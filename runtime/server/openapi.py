@@ -47,7 +47,7 @@ def _tool_fields() -> tuple[dict, dict]:
         "json_schema": {"type": "object", "properties": {"name": STR, "schema": OBJ, "strict": BOOL}}}}
     chat = {"tools": tools, "tool_choice": {"oneOf": [{"enum": ["auto", "none", "required"]}, named]},
             "parallel_tool_calls": BOOL, "response_format": response_format, "reasoning_effort": EFFORT,
-            "enable_thinking": BOOL}
+            "enable_thinking": BOOL, "context_overflow": {"enum": ["stop", "truncate_middle", "rolling_window"]}}
     ollama = {"tools": tools, "format": {"oneOf": [{"const": "json"}, OBJ]},
               "think": {"oneOf": [BOOL, {"enum": ["low", "medium", "high"]}]}}
     return chat, ollama
@@ -243,6 +243,8 @@ def _wire_schemas(max_tokens: int) -> dict:
             "stop_reason": {"enum": ["end_turn", "max_tokens", "stop_sequence", "tool_use", None]},
             "stop_sequence": {"type": ["string", "null"]}, "usage": a_usage}},
         "AnthropicTokenCount": {"type": "object", "required": ["input_tokens"], "properties": {"input_tokens": INT}},
+        "ChatTokenCount": {"type": "object", "required": ["prompt_tokens", "dropped_messages"],
+                           "properties": {"prompt_tokens": INT, "dropped_messages": INT}},
         "ResponsesRequest": {"type": "object", "required": ["input"], "properties": {
             "model": STR, "input": {"oneOf": [STR, {"type": "array", "minItems": 1, "items": {
                 "oneOf": [r_item, r_call, r_output]}}]},
@@ -335,6 +337,9 @@ OPERATIONS = {
     ("POST", "/v1/chat/completions"): _op("Chat completion (OpenAI format; SSE with stream: true)",
                                           _ref("ChatCompletion"), body="ChatCompletionRequest",
                                           stream="text/event-stream", tag="openai"),
+    ("POST", "/hearth/count_tokens"): _op("Count a chat completion's prompt tokens as the model would get them "
+                                          "(its context_overflow policy applied)", _ref("ChatTokenCount"),
+                                          body="ChatCompletionRequest", tag="openai"),
     ("POST", "/v1/completions"): _op("Text completion (OpenAI format; SSE with stream: true)",
                                      _ref("ChatCompletion"), body="CompletionRequest",
                                      stream="text/event-stream", tag="openai"),

@@ -38,7 +38,7 @@ OPEN_PATHS = frozenset({"/health", "/hearth/identity"})
 #: A web page can make simple GETs to the service without CORS (an <img>, no Origin header);
 #: those must not use up the desktop app's share. New generation routes are added here.
 GENERATION_PATHS = {"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages",
-                    "/v1/messages/count_tokens", "/api/chat", "/api/generate",
+                    "/v1/messages/count_tokens", "/hearth/count_tokens", "/api/chat", "/api/generate",
                     "/v1/embeddings", "/api/embed", "/api/embeddings", "/v1/rerank", "/rerank"}
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 #: ``Sec-Fetch-Site`` values of requests that no other site made

@@ -1,7 +1,8 @@
 """The download manager: pulls, progress, pause / resume / cancel, a concurrency limit, restart-safe.
 
 A pull resolves a model reference to a repo's file(s) with the hub's metadata (size, LFS
-sha256), checks free disk space, then fetches each file into the Hugging Face cache
+sha256; a file listed without a size gets the one a HEAD announces, ``sized``), checks free
+disk space, then fetches each file into the Hugging Face cache
 (``fetch.fetch_file``: Range resume, retries, SHA-256). Downloads are persisted to a JSON
 file in the data directory; a manager that starts again (service restart) resumes the ones
 that had not finished, from their partial files.
@@ -22,7 +23,7 @@ import shutil
 import time
 import uuid
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import aiohttp
@@ -30,7 +31,7 @@ import aiohttp
 from runtime.store import checkpoint_pull, hub
 from runtime.store.download_list import load_list, save_list
 from runtime.store.download_state import ACTIVE, FINAL, Download, FileJob
-from runtime.store.fetch import FetchError, RetryPolicy, fetch_file, resolve_url
+from runtime.store.fetch import FetchError, RetryPolicy, announced_size, fetch_file, resolve_url
 from runtime.store.hf_cache import CachedFile, cache_dir, hub_endpoint
 from runtime.store.pull_target import PullTarget, pull_target
 
@@ -120,7 +121,34 @@ class DownloadManager:
     async def pull(self, ref: str) -> Download:
         """Start (or join) the download of ``ref``; raises for an unknown model or too little disk."""
         target = await asyncio.to_thread(pull_target, ref, self.endpoint)
-        return self.start_target(ref, target)
+        return self.start_target(ref, await self.sized(target))
+
+    async def sized(self, target: PullTarget) -> PullTarget:
+        """``target`` with a size for each file the hub listed without one (nor an LFS size): the
+        size a HEAD of the file announces (``fetch.announced_size``), so that the free-space
+        check counts it and the fetch is bounded by it. A file the HEAD gives no size for keeps
+        None: its fetch takes the size its GET announces, or refuses it (``fetch.UnsizedFile``)."""
+        if all(f.size is not None for f in target.files):
+            return target
+        files = []
+        for f in target.files:
+            if f.size is None:
+                f = replace(f, size=await self._head_size(resolve_url(self.hub_url, target.repo_id, target.commit,
+                                                                      f.name)))
+            files.append(f)
+        return replace(target, files=files)
+
+    async def _head_size(self, url: str) -> int | None:
+        try:
+            async with self._client().head(url, headers={**_auth_headers(self.hub_url), "Accept-Encoding": "identity"},
+                                           allow_redirects=True, max_redirects=5) as r:
+                for hop in (*r.history, r):  # the hub's X-Linked-Size is on its redirect to the CDN
+                    n = announced_size(hop.headers, 200 if hop is r and r.status == 200 else 0)
+                    if n is not None:
+                        return n
+        except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as e:
+            log.info("HEAD %s: %s; the file's size is taken from its download", url, e or type(e).__name__)
+        return None
 
     def start_target(self, ref: str, target: PullTarget) -> Download:
         names = [f.name for f in target.files]
@@ -328,9 +356,14 @@ class DownloadManager:
                 d.state = "waiting"
                 self._emit(d, force=True)
 
+            def sized(n: int) -> None:  # listed without a size: the one the GET announces counts
+                j.size = n
+                self.check_space(d)
+                self._save()
+
             url = resolve_url(self.hub_url, d.repo_id, d.commit, j.name)
             await fetch_file(self._client(), url, cached, j.size, j.sha256, progress, retry=self.retry,
-                             headers=_auth_headers(self.hub_url), on_wait=waiting)
+                             headers=_auth_headers(self.hub_url), on_wait=waiting, on_size=sized)
             d.state = "downloading"
 
     async def _convert(self, d: Download) -> None:

@@ -12,6 +12,13 @@ unverified is ever found under the blob's name. A full disk (ENOSPC) ends the fe
 ``DiskFull``; the partial file is kept, so the download resumes once space is freed. A
 file that grows past the size the hub listed stops there (``Oversized``): nothing beyond the
 listed size is written and the partial file is deleted.
+
+Every fetch is bounded by a size known before its first byte is written: the size the hub
+lists, or for a file listed without one, the size the hub announces for it (the download
+manager asks with a HEAD: ``X-Linked-Size``, else ``Content-Length``), or failing both, the
+size the GET's own headers announce (``Content-Length`` of a 200, the total of a 206's
+``Content-Range``), which is reported through ``on_size`` (the manager's free-space check)
+before anything is written. A file whose size nobody announces is refused (``UnsizedFile``).
 """
 
 from __future__ import annotations
@@ -50,6 +57,24 @@ class DiskFull(FetchError):
 
 class Oversized(FetchError):
     """The hub sent more bytes than it listed for the file: nothing of it is kept."""
+
+
+class UnsizedFile(FetchError):
+    """Neither the listing nor the response gives the file's size: it is not downloaded."""
+
+
+def announced_size(headers, status: int) -> int | None:
+    """The size of the whole file that a response's headers announce: ``X-Linked-Size`` (the
+    hub's, for an LFS file), else the ``Content-Length`` of a 200, else the total of a 206's
+    ``Content-Range``; None when they announce none (or nonsense)."""
+    for value in (headers.get("X-Linked-Size"), headers.get("Content-Length") if status == 200 else None):
+        if value is not None and value.strip().isdigit():
+            return int(value.strip())
+    if status == 206:
+        total = headers.get("Content-Range", "").rpartition("/")[2].strip()
+        if total.isdigit():
+            return int(total)
+    return None
 
 
 def _linked_sha256(value: str | None) -> str | None:
@@ -120,8 +145,13 @@ async def fetch_file(
     session: aiohttp.ClientSession, url: str, target: CachedFile, size: int | None, sha256: str | None,
     on_progress: Callable[[int], None], *, retry: RetryPolicy | None = None,
     headers: dict[str, str] | None = None, on_wait: Callable[[], None] = lambda: None,
+    on_size: Callable[[int], None] = lambda n: None,
 ) -> Path:
-    """Make ``target.blob`` hold the verified file; report bytes present through ``on_progress``."""
+    """Make ``target.blob`` hold the verified file; report bytes present through ``on_progress``.
+
+    ``size`` None (the hub listed none): the size the GET announces is used, after ``on_size``
+    was told it (it may raise, e.g. the free-space check, before anything is written); a
+    response that announces none raises ``UnsizedFile``."""
     retry = retry or RetryPolicy()
     target.blob.parent.mkdir(parents=True, exist_ok=True)
     target.lock.parent.mkdir(parents=True, exist_ok=True)
@@ -131,13 +161,13 @@ async def fetch_file(
         if target.present(size):
             on_progress(target.blob.stat().st_size)
             return target.blob
-        return await _fetch_locked(session, url, target, size, sha256, on_progress, retry, headers or {})
+        return await _fetch_locked(session, url, target, size, sha256, on_progress, retry, headers or {}, on_size)
     finally:
         lock.release()
 
 
 async def _fetch_locked(session, url, target: CachedFile, size, sha256, on_progress, retry: RetryPolicy,
-                        headers: dict) -> Path:
+                        headers: dict, on_size: Callable[[int], None]) -> Path:
     part = target.incomplete
     have = target.partial_bytes()
     if size is not None and have > size:
@@ -148,7 +178,7 @@ async def _fetch_locked(session, url, target: CachedFile, size, sha256, on_progr
     failures = 0
     linked: str | None = None
     while size is None or have < size:
-        req = dict(headers)
+        req = {**headers, "Accept-Encoding": "identity"}  # the file's own bytes, whose size is announced
         if have:
             req["Range"] = f"bytes={have}-"
         before = have
@@ -169,6 +199,16 @@ async def _fetch_locked(session, url, target: CachedFile, size, sha256, on_progr
                 elif r.status == 206 and not r.headers.get("Content-Range", "").startswith(f"bytes {have}-"):
                     raise FetchError(f"the hub sent the wrong range for {target.filename}: "
                                      f"{r.headers.get('Content-Range')!r} (asked from byte {have})")
+                if size is None:  # listed without a size: bounded by the one this answer announces
+                    size = announced_size(r.headers, r.status)
+                    if size is None:
+                        raise UnsizedFile(
+                            f"{target.filename}: the hub neither lists nor announces its size (no size in the "
+                            "listing, no X-Linked-Size or Content-Length): a file of unknown size is not "
+                            "downloaded")
+                    if have > size:
+                        raise _oversized(part, target, size)
+                    on_size(size)  # before any byte is written: the free-space check may refuse it
                 async for chunk in r.content.iter_any():
                     if size is not None and have + len(buf) + len(chunk) > size:
                         buf.clear()
@@ -183,8 +223,6 @@ async def _fetch_locked(session, url, target: CachedFile, size, sha256, on_progr
                     await asyncio.to_thread(_append, part, bytes(buf), h)
                     have += len(buf)
                     on_progress(have)
-                if size is None:
-                    break
                 if have < size:
                     raise aiohttp.ClientPayloadError(f"the connection closed at byte {have} of {size}")
         except asyncio.CancelledError:  # paused, cancelled or shut down: keep every byte received

@@ -63,7 +63,8 @@ class RemoteFile:
             if self.sha256 is not None:
                 checked_sha256(self.sha256, self.name)
             checked_etag(self.etag, self.name)
-            if self.size is not None and (not isinstance(self.size, int) or self.size < 0):
+            if self.size is not None and (isinstance(self.size, bool) or not isinstance(self.size, int)
+                                          or self.size < 0):
                 raise UntrustedName(f"the hub lists the size of {self.name} as {self.size!r}")
         except UntrustedName as e:
             raise UntrustedMetadata(str(e)) from None
@@ -181,7 +182,9 @@ def repo_info(repo_id: str, endpoint: str | None = None) -> RemoteRepo:
         raise HubUnreachable(f"cannot reach the hub at {endpoint or hub_endpoint()}: {e}") from None
     except (KeyError, TypeError, ValueError, AttributeError) as e:  # huggingface_hub parsing a malformed answer
         raise UntrustedMetadata(f"the hub's answer for {repo_id} is malformed ({type(e).__name__}: {e})") from None
-    files = [RemoteFile(s.rfilename, s.size, s.lfs.sha256 if s.lfs else None, s.blob_id)
+    # a file listed without a size has its LFS size, if any (else the download asks the hub for one)
+    files = [RemoteFile(s.rfilename, s.size if s.size is not None or not s.lfs else s.lfs.size,
+                        s.lfs.sha256 if s.lfs else None, s.blob_id)
              for s in info.siblings or []]
     try:
         commit = checked_commit(info.sha)

@@ -37,3 +37,49 @@ def test_the_meter_in_the_window_warns_before_the_context_overflows(make_app, dr
     driver.until(lambda: meter.use.warn, 5, "the warning")
     assert "almost full" in meter.label.text() or "full" in meter.label.text()
     assert meter.label.property("warn") is True
+
+
+def _long_chat(h, model: str):
+    c = h.chat.new_conversation()
+    c.model = model
+    h.chat.store.update(c)
+    for i in range(40):
+        h.chat.store.add_message(c.id, "user", f"Day {i}: " + "the wind rose and the sails held. " * 8)
+        h.chat.store.add_message(c.id, "assistant", f"Logged day {i}: " + "fair weather, steady course. " * 6,
+                                 {"finish": "stop"})
+    h.chat.select(c.id)
+    return c
+
+
+def test_a_chat_longer_than_the_context_leaves_out_its_middle_and_the_meter_says_how_much(service, driver, make_app):
+    """A chat of 40 turns against a 2,048-token context: by default the chat leaves out whole turns
+    after the first (the service's truncate_middle), the meter shows the service's count of what
+    is sent and how many messages are left out, and a new question is answered; with the policy
+    set to stop, the same chat ends in the context error."""
+    import httpx
+
+    from app.conversations import Sampling
+
+    h = make_app(service.port)
+    assert driver.run(h.start())
+    c = _long_chat(h, "smollm2-135m")
+    meter = h.chat_page.meter
+    driver.until(lambda: meter.use is not None and meter.use.dropped > 0, 60, "the service's count")
+    body = h.chat._request_body(c, h.chat.messages.items())
+    direct = httpx.post(f"http://127.0.0.1:{service.port}/hearth/count_tokens", json=body, timeout=60).json()
+    assert body["context_overflow"] == "truncate_middle"
+    assert (meter.use.used, meter.use.dropped) == (direct["prompt_tokens"], direct["dropped_messages"])
+    assert f"{direct['dropped_messages']} older messages left out" in meter.label.text()
+    h.chat.configure(sampling=Sampling(temperature=0.0, top_p=1.0, max_tokens=8, seed=3))
+    assert h.chat.send("What happened on the first day?")
+    driver.until(lambda: not h.chat.busy, 180, "the answer")
+    answer = h.chat.messages.items()[-1]
+    assert answer.meta.get("finish") in ("stop", "length"), answer.meta
+    stopped = _long_chat(h, "smollm2-135m")
+    h.chat.configure(sampling=Sampling(temperature=0.0, top_p=1.0, max_tokens=8, seed=3, context_overflow="stop"))
+    errors: list[str] = []
+    h.chat.error.connect(errors.append)
+    assert h.chat.send("What happened on the first day?")
+    driver.until(lambda: not h.chat.busy, 180, "the refusal")
+    assert errors and "context" in errors[-1].text().lower(), errors
+    assert h.chat.current.id == stopped.id and h.chat.current.sampling.context_overflow == "stop"

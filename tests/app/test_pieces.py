@@ -138,7 +138,8 @@ def test_chat_settings_dialog_and_request_body(qapp, tmp_path):
     body = chat._request_body(reloaded, [m])
     assert body == {"messages": [{"role": "system", "content": "Answer in French."},
                                  {"role": "user", "content": "Hello"}],
-                    "temperature": 0.2, "top_p": 0.9, "max_tokens": 77, "seed": 5, "model": "gemma-3-270m"}
+                    "temperature": 0.2, "top_p": 0.9, "max_tokens": 77, "seed": 5, "model": "gemma-3-270m",
+                    "context_overflow": "truncate_middle"}  # a chat longer than the context leaves its middle out
     store.close()
 
 

@@ -9,14 +9,15 @@ from dataclasses import dataclass, replace
 from aiohttp import web
 
 from runtime.engine.client import RequestRefused, WorkerDied
-from runtime.engine.protocol import Engine, OutputStream, UpstreamFailed
+from runtime.engine.protocol import Engine, OutputStream, PromptCount, UpstreamFailed
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.generate.error_table import api_error
 from runtime.server.errors import ApiError
-from runtime.server.media_fetch import fetch_media
+from runtime.server.media_fetch import fetch_media, has_urls, refuse_unless_allowed
 from runtime.server.generate.request import GenerationRequest, template_messages
 from runtime.server.validation import token_ids
 from runtime.server.generate.reply import Reply
+from runtime.server.generate.reply_headers import DROPPED_MESSAGES
 from runtime.server.generate.tool_calls import OutputPlan, plan_output
 
 
@@ -50,17 +51,13 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> Gene
     manager = request.app[MANAGER]
     limit = request.app[CONFIG].security.max_tokens_limit
     params = req.params
-    if params.max_tokens is not None and params.max_tokens > limit:
-        # Agents ask for more than they need (Claude Code and opencode send 32000): the reply is
-        # cut at the server's limit (and at the end of the context: the engine's bound, never a
-        # refusal), and its finish reason says ``length`` if it gets there.
-        params = replace(params, max_tokens=limit)
-    if req.media:
-        req.media = await fetch_media(req.media, request.app[CONFIG].security.fetch_media_urls)
-    try:
-        engine = await manager.engine_for(req.model, req.num_ctx, req.keep_alive)
-    except Exception as e:
-        raise model_error(e) from None
+    allowed = request.app[CONFIG].security.fetch_media_urls
+    refuse_unless_allowed(req.media, allowed)
+    engine = await _engine(request, req, req.num_ctx)
+    if has_urls(req.media):  # fetched once the model is known to read them (``media_fetch``); the
+        # engine is then asked for again, so nothing is awaited between getting it and submitting
+        req.media = await fetch_media(req.media or [], allowed, engine.loaded)
+        engine = await _engine(request, req, req.num_ctx)
     loaded = engine.loaded
     local = loaded is not None and bool(loaded.pid)
     if req.tokens is not None and loaded is not None:
@@ -70,37 +67,61 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> Gene
     if plan is not None and plan.think is not None and budget and local:
         # a local engine closes the thinking block after the budget (a remote one gets the effort)
         params = replace(params, reasoning_budget=budget, think_markers=plan.think, in_reasoning=plan.in_reasoning)
-    if params.max_tokens is None and loaded is not None and local and limit < loaded.max_request_tokens:
-        # A local engine's reply without a length (Codex sends none) is bounded by the server's
-        # limit too; the engine then cuts it where the context ends. A remote engine's upstream
-        # applies its own bound, and a filled-in length could make it refuse a long prompt.
-        params = replace(params, max_tokens=limit)
+    params = replace(params, max_tokens=reply_length(params.max_tokens, limit, loaded))
     try:
         handles = await engine.submit(params, prompt=req.prompt, messages=template_messages(req.messages),
                                       tokens=req.tokens, n=req.n, constraint=req.constraint,
                                       template_vars=template_vars(req, plan), media=req.media,
-                                      tool_choice=req.tool_choice)
+                                      tool_choice=req.tool_choice, overflow=req.overflow)
     except (RequestRefused, WorkerDied, UpstreamFailed) as e:
         raise engine_error(e) from None
+    if handles and handles[0].dropped_messages:
+        request[DROPPED_MESSAGES] = handles[0].dropped_messages  # (the reply's header says so)
     manager.requests_served += 1
     return Generation(engine, handles, plan)
 
 
-async def count_prompt_tokens(request: web.Request, req: GenerationRequest) -> int:
-    """The request's prompt length in the model's tokens (loading the model if needed); nothing is generated."""
-    if req.media:
-        req.media = await fetch_media(req.media, request.app[CONFIG].security.fetch_media_urls)
-    try:
-        engine = await request.app[MANAGER].engine_for(req.model, None, req.keep_alive)
-    except Exception as e:
-        raise model_error(e) from None
+def reply_length(asked: int | None, limit: int, loaded) -> int | None:
+    """The reply's length bound: what the request asked, at most the server's limit.
+
+    Agents ask for more than they need (Claude Code and opencode send 32000): the reply is cut at
+    the server's limit (and at the end of the context: the engine's bound, never a refusal), and
+    its finish reason says ``length`` if it gets there. A local engine's reply without a length
+    (Codex sends none) is bounded by the server's limit too; a remote engine's upstream applies
+    its own bound, and a filled-in length could make it refuse a long prompt."""
+    if asked is not None:
+        return min(asked, limit)
+    if loaded is not None and bool(loaded.pid) and limit < loaded.max_request_tokens:
+        return limit
+    return None
+
+
+async def count_prompt_tokens(request: web.Request, req: GenerationRequest) -> PromptCount:
+    """The request's prompt length in the model's tokens (loading the model if needed), after its
+    context-overflow policy; nothing is generated."""
+    allowed = request.app[CONFIG].security.fetch_media_urls
+    refuse_unless_allowed(req.media, allowed)
+    engine = await _engine(request, req, None)
+    if has_urls(req.media):
+        req.media = await fetch_media(req.media or [], allowed, engine.loaded)
+        engine = await _engine(request, req, None)
     loaded = engine.loaded
     if loaded is not None:  # tools described in the prompt, earlier calls in the model's markup
         await plan_output(req, loaded.contract)
     try:
-        return await engine.count_tokens(prompt=req.prompt, messages=template_messages(req.messages), media=req.media)
+        # the reply's room as a generation would leave it (the overflow policy keeps it free)
+        max_tokens = reply_length(req.params.max_tokens, request.app[CONFIG].security.max_tokens_limit, loaded)
+        return await engine.count_tokens(prompt=req.prompt, messages=template_messages(req.messages), media=req.media,
+                                         overflow=req.overflow, max_tokens=max_tokens)
     except (RequestRefused, WorkerDied, UpstreamFailed) as e:
         raise engine_error(e) from None
+
+
+async def _engine(request: web.Request, req: GenerationRequest, ctx: int | None) -> Engine:
+    try:
+        return await request.app[MANAGER].engine_for(req.model, ctx, req.keep_alive)
+    except Exception as e:
+        raise model_error(e) from None
 
 
 def template_vars(req: GenerationRequest, plan: OutputPlan | None) -> dict | None:

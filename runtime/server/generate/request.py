@@ -114,3 +114,6 @@ class GenerationRequest:
     reasoning_budget: int | None = None
     #: images and clips, in the order of their markers in ``messages``
     media: list[Media] | None = None
+    #: what a conversation longer than the context sends (Hearth's ``context_overflow``:
+    #: ``runtime.engine.context_overflow``); None: it is refused
+    overflow: str | None = None

@@ -33,13 +33,10 @@ from runtime.server.generate.call_grammar import trigger_is_ambiguous
 from runtime.server.generate.constraint_jobs import CompileJob, ToolsJob
 from runtime.server.errors import bad_request
 from runtime.server.generate.request import GenerationRequest, Message, ToolSpec
+from runtime.server.generate.reply_headers import RELAXED_TOOLS
 from runtime.server.generate.structured_output import compile_job
 
 log = logging.getLogger("hearth.server")
-#: the response header that names the tools whose schemas were relaxed to compile
-RELAXED_HEADER = "x-hearth-relaxed-tools"
-#: where ``plan_output`` leaves their names on the request
-RELAXED_TOOLS = "hearth.relaxed_tools"
 
 
 @dataclass(slots=True)
@@ -124,13 +121,6 @@ async def plan_output(req: GenerationRequest, contract: OutputContract | None,
             request[RELAXED_TOOLS] = result.relaxed
     req.constraint = result.spec
     return plan_prompt(req, contract)
-
-
-async def relaxed_tools_header(request: web.Request, response: web.StreamResponse) -> None:
-    """``on_response_prepare``: name the tools whose schemas were relaxed (tool by tool)."""
-    names = request.get(RELAXED_TOOLS)
-    if names:
-        response.headers[RELAXED_HEADER] = ", ".join(names)
 
 
 def render_for(messages: list[Message], syntax: CallSyntax, tools: list[dict], native: bool,

@@ -154,7 +154,7 @@ async def _stream(request: web.Request, reply: Reply, msg_id: str, model: str, s
 
 async def count_tokens(request: web.Request) -> web.Response:
     mreq = parse_messages(await read_json(request), count_only=True)
-    return web.json_response({"input_tokens": await count_prompt_tokens(request, mreq.gen)})
+    return web.json_response({"input_tokens": (await count_prompt_tokens(request, mreq.gen)).tokens})
 
 
 ROUTES = [

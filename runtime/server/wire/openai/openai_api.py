@@ -1,4 +1,5 @@
-"""OpenAI-compatible endpoints: /v1/chat/completions, /v1/completions (/v1/models: models_api).
+"""OpenAI-compatible endpoints: /v1/chat/completions, /v1/completions (/v1/models: models_api), and
+Hearth's /hearth/count_tokens for a chat completion's body.
 
 Both read the engine through the one reply pipeline (``reply.Reply``); this module maps its
 chunks to OpenAI's objects and ``chat.completion.chunk`` / ``text_completion`` frames:
@@ -20,7 +21,7 @@ from aiohttp import web
 from runtime.engine.client import EngineError
 from runtime.server import sse
 from runtime.server.errors import bad_request
-from runtime.server.generate.generation import start_generation
+from runtime.server.generate.generation import count_prompt_tokens, start_generation
 from runtime.server.generate.error_table import api_error
 from runtime.server.generate.logprobs_api import CompletionLogprobs, chat_content, echo_text
 from runtime.chat.events import Event, ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallStart
@@ -102,6 +103,14 @@ class _Text:
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     return await _generate(request, parse_chat(await read_json(request)), _Chat)
+
+
+async def count_tokens(request: web.Request) -> web.Response:
+    """``POST /hearth/count_tokens``: a chat completion's body counted as the service would send it
+    to the model (its template, the tools, the ``context_overflow`` policy), nothing generated:
+    ``{"prompt_tokens", "dropped_messages"}``."""
+    count = await count_prompt_tokens(request, parse_chat(await read_json(request)))
+    return web.json_response({"prompt_tokens": count.tokens, "dropped_messages": count.dropped_messages})
 
 
 async def completions(request: web.Request) -> web.StreamResponse:

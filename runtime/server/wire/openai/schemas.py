@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from runtime.engine.context_overflow import POLICIES
 from runtime.sampling_params import DEFAULT_TOP_K, SamplingParams
 from runtime.server import validation as v
 from runtime.server.errors import bad_request
@@ -86,7 +87,20 @@ def parse_chat(body: Any) -> GenerationRequest:
     req.tool_choice = checked_choice(OPENAI, chat_tool_choice(body.get("tool_choice")), req.tools, "tool_choice")
     req.parallel_tool_calls = parallel_tool_calls(body)
     req.think, req.reasoning_effort = parse_reasoning(body)
+    req.overflow = context_overflow(body)
     return req
+
+
+def context_overflow(body: dict) -> str | None:
+    """Hearth's ``context_overflow``: ``truncate_middle`` or ``rolling_window`` (whole turns left out
+    until the conversation fits, ``runtime.engine.context_overflow``), or ``stop`` (the default:
+    a conversation longer than the context is refused)."""
+    value = body.get("context_overflow")
+    if value is None or value == "stop":
+        return None
+    if value not in POLICIES:
+        raise bad_request(f"'context_overflow' must be one of {', '.join(POLICIES)} or stop", "context_overflow")
+    return str(value)
 
 
 def chat_messages(raw: list, texts: list[dict]) -> list[Message]:
