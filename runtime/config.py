@@ -84,6 +84,15 @@ class ResidencyConfig:
     keep_alive: float = 300.0  #: seconds a model stays loaded without requests; < 0: forever
 
 
+def _env_int(name: str, default: int) -> int:
+    """A whole number from the environment (``HEARTH_BODY_BUDGET_MB``...), else ``default``."""
+    value = os.environ.get(name, "").strip()
+    try:
+        return max(0, int(float(value))) if value else default
+    except ValueError:
+        return default
+
+
 @dataclass(slots=True, frozen=True)
 class SecurityConfig:
     """Who may reach the API and how much one request may ask (see runtime/server/security.py)."""
@@ -109,6 +118,16 @@ class SecurityConfig:
     #: connections beyond ``max_connections`` kept for /health and for requests with the API key
     #: or the app's confirmation token, when every other connection holds a request
     reserved_connections: int = 32
+    # request bodies (runtime/server/bodies.py): nobody holds the service's memory
+    #: bytes a second a request body must keep up once its first ``body_timeout`` seconds have
+    #: passed; one that falls ``body_timeout`` seconds behind (all of it but a little at once, then a
+    #: byte now and then) gets 408 and its memory back. 0: only the stall and total timeouts
+    body_min_rate: int = field(default_factory=lambda: _env_int("HEARTH_BODY_MIN_RATE", 32 * 1024))
+    #: request-body bytes all requests together may hold while they arrive and are parsed (at least
+    #: one body of ``max_body_bytes``); a body that would pass it gets 503 before it is read
+    body_budget_bytes: int = field(default_factory=lambda: _env_int("HEARTH_BODY_BUDGET_MB", 256) * 2**20)
+    #: the part of that budget one client address may hold (at least one body); beyond it 429
+    client_body_bytes: int = field(default_factory=lambda: _env_int("HEARTH_CLIENT_BODY_BUDGET_MB", 128) * 2**20)
 
 
 @dataclass(slots=True, frozen=True)

@@ -12,6 +12,7 @@ from aiohttp import web
 from runtime.config import ServeConfig
 from runtime.server import openapi
 from runtime.server.app_keys import CONFIG, MANAGER
+from runtime.server.bodies import BUDGET, BodyTooSlow, budget_of
 from runtime.server.errors import ApiError, http_error
 from runtime.server.generate.reply_headers import reply_headers
 from runtime.server.models.keep_alive import KEEP_ALIVE, KeepAlive, keep_alive_ctx
@@ -60,6 +61,8 @@ async def error_middleware(request: web.Request, handler) -> web.StreamResponse:
         if e.status < 400:
             raise
         return http_error(e).response(request.path)
+    except BodyTooSlow as e:  # a body read elsewhere than bodies.received (which answers it the same)
+        return ApiError(408, str(e), code="body_too_slow", headers={"Connection": "close"}).response(request.path)
     except (asyncio.CancelledError, ConnectionResetError):
         raise
     except Exception:
@@ -93,6 +96,7 @@ def create_app(config: ServeConfig) -> web.Application:
     app[KEEP_ALIVE] = KeepAlive(config.residency.keep_alive)
     app[STOPPING] = {}
     app[LIMITER] = Counter()
+    app[BUDGET] = budget_of(config.security)  # request-body bytes held at once (runtime/server/bodies.py)
     app[responses_api.RESPONSES] = responses_api.store_for(app)
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)

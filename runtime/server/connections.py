@@ -8,9 +8,17 @@ connection an hour; a thousand idle or half-sent connections then lock every cli
 - **head deadline**: a new connection must send a complete request head within
   ``header_timeout`` seconds (a slowloris sending a byte a second is closed then); later
   requests on a kept-alive connection must start within ``keepalive_timeout``;
-- **body deadlines**: a request body that makes no progress for ``body_timeout`` seconds, or
-  is not complete ``body_total_timeout`` seconds after its head, is dropped with its connection
-  (a stalled upload holds no memory);
+- **body deadlines**: a request body must keep up ``body_min_rate`` bytes a second once its first
+  ``body_timeout`` seconds have passed: its deadline starts ``body_timeout`` after its head and
+  moves on 1 s for each ``body_min_rate`` bytes received, but never more than ``body_timeout``
+  ahead of now (a body sent all but a little at once buys no time for a drip after it: a stall
+  timer reset by each byte would let a byte every few seconds hold the body until the total
+  timeout). A body past that deadline, one with no byte for ``body_timeout`` seconds, and one not
+  complete ``body_total_timeout`` seconds after its head, gets 408: the guard sets
+  ``bodies.BodyTooSlow`` on its stream, the reader (``bodies.received``) answers and lets go of
+  what it held, and the connection is closed after the answer (at the next sweep if the body was
+  not being read). While the service itself is not reading a body (aiohttp paused the socket,
+  its buffer full) the client is not held behind;
 - **connection cap**: at ``max_connections`` open, a new connection first closes one that holds
   no request: the oldest that never sent a whole request head, else the one silent longest
   (a client between two requests keeps its connection); when every one holds a request,
@@ -34,6 +42,8 @@ from dataclasses import dataclass
 from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 
+from runtime.server.bodies import FREE_BYTES, BodyTooSlow
+
 log = logging.getLogger("hearth.server")
 SWEEP_S = 1.0
 
@@ -48,12 +58,15 @@ class ConnectionLimits:
     keepalive_timeout: float
     max_connections: int
     reserved_connections: int
+    #: bytes a second a body must keep up after its first ``body_timeout`` seconds; 0: off
+    body_min_rate: float = 32 * 1024
 
 
 def limits_of(security) -> ConnectionLimits:
     """The limits a ``SecurityConfig`` sets."""
     return ConnectionLimits(security.header_timeout, security.body_timeout, security.body_total_timeout,
-                            security.keepalive_timeout, security.max_connections, security.reserved_connections)
+                            security.keepalive_timeout, security.max_connections, security.reserved_connections,
+                            security.body_min_rate)
 
 
 def fd_room(connections: int) -> None:
@@ -81,6 +94,11 @@ class GuardedProtocol(RequestHandler):
         self.opened_at = self.last_data_at = 0.0
         self.head_at: float | None = None  #: when the head of the request in progress arrived
         self.reserve_only = False  #: let in on the reserve: /health and the app's requests only
+        self.received = 0  #: bytes read from the socket, heads and bodies
+        self.body_due = 0.0  #: when the body in progress must have arrived at the minimum rate
+        self.counted = 0  #: ``received`` when the deadline last moved
+        self.cut_at: float | None = None  #: when the body in progress was refused (408)
+        self.late = ""  #: how the body in progress missed its deadline, in words
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.opened_at = self.last_data_at = self._loop.time()
@@ -95,6 +113,7 @@ class GuardedProtocol(RequestHandler):
 
     def data_received(self, data: bytes) -> None:
         self.last_data_at = self._loop.time()
+        self.received += len(data)
         super().data_received(data)
 
     @property
@@ -108,20 +127,45 @@ class GuardedProtocol(RequestHandler):
         return self._current_request is not None or bool(self._messages)
 
     def overdue(self, now: float, limits: ConnectionLimits) -> str | None:
-        """Which deadline this connection missed, if any."""
+        """Which deadline this connection missed, if any: ``head``, ``body_stalled`` (no byte for
+        ``body_timeout``), ``body_slow`` (behind the minimum rate, or past the total time; ``late``
+        says how in words), or ``refused`` (a body already refused whose request is not over)."""
         if self.requests == 0 and now - self.opened_at > limits.header_timeout:
             return "head"
         request = self._current_request
         if request is None or request.content.is_eof():
-            self.head_at = None
+            self.head_at = self.cut_at = None
             return None
+        if self.cut_at is not None:
+            return "refused"
+        wait, rate = limits.body_timeout, limits.body_min_rate
         if self.head_at is None:
-            self.head_at = now
-        if now - self.last_data_at > limits.body_timeout:
+            self.head_at, self.body_due, self.counted = now, now + wait, self.received
+            return None
+        gained, self.counted = self.received - self.counted, self.received
+        paused = self._reading_paused  # the service is not reading this body now: its client is not behind
+        if paused:
+            self.body_due = max(self.body_due, now + wait)
+        elif gained and rate > 0:
+            self.body_due = max(self.body_due, min(self.body_due + gained / rate, now + wait))
+        if not paused and now - self.last_data_at > wait:
+            self.late = f"no byte of it came for {wait:g} s"
             return "body_stalled"
+        if rate > 0 and now > self.body_due:
+            self.late = (f"after its first {wait:g} s a body must keep up {rate / 1024:g} KiB/s, and this one "
+                         f"fell {wait:g} s behind")
+            return "body_slow"
         if now - self.head_at > limits.body_total_timeout:
+            self.late = f"it was not whole {limits.body_total_timeout:g} s after the request's head"
             return "body_slow"
         return None
+
+    def refuse_body(self, now: float) -> None:
+        """Refuse the body in progress with 408: its reader answers and lets go of what it held
+        (``bodies.received``), and aiohttp closes the connection after the answer."""
+        self.cut_at = now
+        if self._current_request is not None:
+            self._current_request.content.set_exception(BodyTooSlow(f"the request body arrived too slowly: {self.late}"))
 
 
 class ConnectionGuard:
@@ -171,8 +215,16 @@ class ConnectionGuard:
     def sweep(self, now: float) -> None:
         for conn in list(self.open):
             reason = conn.overdue(now, self.limits)
-            if reason is not None:
+            if reason is None:
+                continue
+            if reason == "head":
                 self._close(conn, reason)
+            elif reason != "refused":
+                conn.refuse_body(now)
+                self.closed[reason] += 1  # answered with 408 by its reader, then closed
+            elif conn.cut_at is not None and now - conn.cut_at >= SWEEP_S:
+                self.open.pop(conn, None)  # nobody read the body to answer in a sweep: closed without one
+                conn.force_close()
 
     async def _sweep_forever(self) -> None:
         loop = asyncio.get_running_loop()
@@ -212,7 +264,12 @@ class GuardedRunner(web.AppRunner):
 
     def __init__(self, app: web.Application, limits: ConnectionLimits, **kwargs) -> None:
         # after an early answer aiohttp reads and drops the rest of a body for ``lingering_time``
-        # (10 s): a stalled client gets no longer there than a stalled body does
+        # (10 s): a stalled client gets no longer there than a stalled body does. A connection's
+        # read window (what aiohttp buffers of a body before it stops reading the socket: twice
+        # ``read_bufsize``, and one inflater step of it) is outside the body budget: 64 KiB (the
+        # bytes of each body the budget does not count) rather than aiohttp's 256 KiB, about
+        # 100 MiB at the connection cap rather than 400
+        kwargs.setdefault("read_bufsize", FREE_BYTES)
         super().__init__(app, keepalive_timeout=limits.keepalive_timeout, lingering_time=limits.body_timeout,
                          **kwargs)
         self.guard = ConnectionGuard(limits)

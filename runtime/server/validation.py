@@ -36,6 +36,7 @@ from typing import Any
 from aiohttp import web
 
 from runtime.sampling_params import LIMITS, MAX_STOP_CHARS, MAX_STOPS, utf8_ok
+from runtime.server.bodies import received
 from runtime.server.errors import bad_request
 from runtime.server.media_input import MediaInput
 
@@ -74,7 +75,7 @@ def _refuse_constant(name: str) -> float:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def loads(raw: bytes | str) -> Any:
+def loads(raw: bytes | bytearray | str) -> Any:
     """A JSON body as a value; ``bad_request`` for anything malformed (see the module doc)."""
     try:
         value = _parse(raw, exact=True)
@@ -92,7 +93,7 @@ class TooManyContainers(ValueError):
     """More arrays and objects, strings or literals than the caps (counted before parsing)."""
 
 
-def _parse(raw: bytes | str, exact: bool = False) -> Any:
+def _parse(raw: bytes | bytearray | str, exact: bool = False) -> Any:
     """``json.loads`` with the limits. Arrays and objects, strings and values (one per comma,
     and one per container) are counted first by byte counts, which are exact unless strings
     hold brackets, quotes or commas; ``exact``: when a count is over its cap, count again
@@ -114,8 +115,8 @@ def _within(counts: tuple[int, int, int] | tuple[int, ...]) -> bool:
     return all(n <= cap for n, cap in zip(counts, CAPS))
 
 
-def _upper_bounds(raw: Any) -> tuple[int, int, int]:  # bytes or str: the same methods
-    b = isinstance(raw, bytes)
+def _upper_bounds(raw: Any) -> tuple[int, int, int]:  # bytes, bytearray or str: the same methods
+    b = isinstance(raw, (bytes, bytearray))
     containers = raw.count(b"[" if b else "[") + raw.count(b"{" if b else "{")
     strings = raw.count(b'"' if b else '"') // 2
     return containers, strings, containers + raw.count(b"," if b else ",")
@@ -143,10 +144,10 @@ def _collector_paused():
                 gc.enable()
 
 
-def _outside_strings(raw: Any) -> tuple[int, int, int]:  # bytes or str: the same methods
+def _outside_strings(raw: Any) -> tuple[int, int, int]:  # bytes, bytearray or str: the same methods
     """Arrays and objects, strings and values outside strings, up to just past a cap: the search
     for each string's end (a quote after an even run of backslashes) is done by ``find``."""
-    b = isinstance(raw, bytes)
+    b = isinstance(raw, (bytes, bytearray))
     quote, slash = (b'"', b"\\") if b else ('"', "\\")
     marks = [c.encode() if b else c for c in "[{,"]
     containers = strings = commas = 0
@@ -175,10 +176,13 @@ def _outside_strings(raw: Any) -> tuple[int, int, int]:  # bytes or str: the sam
 
 
 async def read_json(request: web.Request) -> Any:
-    raw = await request.read()
-    if len(raw) > THREAD_BYTES:
-        return await asyncio.to_thread(loads, raw)
-    return loads(raw)
+    """The body as a value. Read with :func:`runtime.server.bodies.received` (the body limit after
+    decompression, the service's budget of body bytes, the minimum rate), which holds the body's
+    bytes against the budget until it is parsed."""
+    async with received(request) as raw:
+        if len(raw) > THREAD_BYTES:
+            return await asyncio.to_thread(loads, raw)
+        return loads(raw)
 
 
 def json_text(text: str | bytes) -> Any:
