@@ -390,15 +390,20 @@ class ModelStoreService(QObject):
         if d.get("state") != (old or {}).get("state") and d.get("state") in FINAL_STATES:
             await self._finished(d)
 
-    async def _follow(self) -> None:
-        try:
-            async for d in self.client.events("GET", "/hearth/downloads/events"):
-                if d.get("id"):
-                    await self._update(d)
-        except ServiceUnreachable:
-            return
-        except ApiProblem as e:
-            log.warning("download events stopped: %s", e)
+    async def _follow(self, reconnect_s: float = 1.0) -> None:
+        """Follow the download events; the service ends each stream after a while (its
+        lifetime), and then it is opened again, sending every download's state anew."""
+        while True:
+            try:
+                async for d in self.client.events("GET", "/hearth/downloads/events"):
+                    if d.get("id"):
+                        await self._update(d)
+            except ServiceUnreachable:
+                return
+            except ApiProblem as e:
+                log.warning("download events stopped: %s", e)
+                return
+            await asyncio.sleep(reconnect_s)
 
     async def _finished(self, d: dict) -> None:
         if d["state"] == "completed":

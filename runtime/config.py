@@ -7,6 +7,8 @@ from argparse import Namespace
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from runtime.api_key import is_loopback
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 4327
 DEFAULT_MODEL = "smollm2-135m"
@@ -84,6 +86,15 @@ class ResidencyConfig:
     keep_alive: float = 300.0  #: seconds a model stays loaded without requests; < 0: forever
 
 
+def _env_float(name: str, default: float) -> float:
+    """A positive number of seconds from the environment (``HEARTH_WRITE_TIMEOUT``), else ``default``."""
+    try:
+        value = float(os.environ.get(name, "").strip() or default)
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
 def _env_int(name: str, default: int) -> int:
     """A whole number from the environment (``HEARTH_BODY_BUDGET_MB``...), else ``default``."""
     value = os.environ.get(name, "").strip()
@@ -103,7 +114,13 @@ class SecurityConfig:
     #: folders whose .gguf files requests may name by path (the data directory always)
     models_dirs: tuple[Path, ...] = ()
     max_tokens_limit: int = 16384
-    max_client_requests: int = 16  #: in flight or queued per client address
+    max_client_requests: int = 16  #: requests that run a model, in flight or queued, per client
+    #: requests of any route one client may hold open at once, streams included
+    max_client_held: int = 64
+    #: whose prompts a request may read from the prefix cache: "shared" (every client's), "client"
+    #: (its own client's only: ``cached_tokens`` then tells nobody what another client sent), or
+    #: "auto": "client" when the service is bound off loopback, "shared" on it
+    cache_isolation: str = "auto"
     #: a request body: room for a few photos as base64 (each image or clip is 20 MB at most)
     max_body_bytes: int = 32 * 1024 * 1024
     #: fetch images that a request names by web address (the service then makes requests on a
@@ -115,6 +132,8 @@ class SecurityConfig:
     body_total_timeout: float = 120.0  #: seconds a whole request body may take after its head
     keepalive_timeout: float = 15.0  #: seconds an idle connection is kept open for the next request
     max_connections: int = 512  #: open connections; more close the oldest idle one
+    #: seconds a response may wait on a client that reads none of it before its connection closes
+    write_timeout: float = field(default_factory=lambda: _env_float("HEARTH_WRITE_TIMEOUT", 60.0))
     #: connections beyond ``max_connections`` kept for /health and for requests with the API key
     #: or the app's confirmation token, when every other connection holds a request
     reserved_connections: int = 32
@@ -128,6 +147,13 @@ class SecurityConfig:
     body_budget_bytes: int = field(default_factory=lambda: _env_int("HEARTH_BODY_BUDGET_MB", 256) * 2**20)
     #: the part of that budget one client address may hold (at least one body); beyond it 429
     client_body_bytes: int = field(default_factory=lambda: _env_int("HEARTH_CLIENT_BODY_BUDGET_MB", 128) * 2**20)
+
+    @property
+    def isolates_cache(self) -> bool:
+        """Whether each client reads only its own prompts from the prefix cache."""
+        if self.cache_isolation == "auto":
+            return not is_loopback(self.host)
+        return self.cache_isolation == "client"
 
 
 @dataclass(slots=True, frozen=True)
@@ -164,6 +190,7 @@ def serve_config(args: Namespace, data_dir: Path, api_key: str | None = None) ->
         host=args.host, api_key=api_key, cors_origins=tuple(args.cors_origin),
         models_dirs=tuple(Path(d).expanduser().resolve() for d in args.models_dir),
         max_tokens_limit=args.max_tokens_limit, max_client_requests=args.max_client_requests,
+        max_client_held=args.max_client_held, cache_isolation=args.cache_isolation,
         max_body_bytes=int(args.max_body_mb * 1024 * 1024), header_timeout=args.header_timeout,
         fetch_media_urls=bool(getattr(args, "fetch_media_urls", False)),
         body_timeout=args.body_timeout, keepalive_timeout=args.idle_connection_timeout,

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.accounts import accounts  # noqa: F401 - a fixture: clients of several machine accounts
+
 # Set before any runtime import reads it: nothing is written outside the temporary dir.
 _DATA = tempfile.mkdtemp(prefix="hearth-test-data-")
 os.environ["HEARTH_DATA_DIR"] = _DATA

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from runtime.engine.outputs import EngineStats, RequestOutput
 from runtime.engine.messages import (
-    Accepted, Cancel, Fatal, Loaded, Rejected, Stats, StepResult, Submit,
+    Accepted, Cancel, Fatal, Loaded, Owner, Rejected, Stats, StepResult, Submit,
     WorkerSpec,
 )
 from runtime.engine.protocol import (  # noqa: F401  (the errors are part of this module's API)
@@ -146,7 +146,7 @@ class EngineClient(WorkerProcess):
                      messages: list[dict] | None = None, tokens: list[int] | None = None,
                      n: int = 1, constraint=None, template_vars: dict | None = None,
                      media: list[Media] | None = None, tool_choice: ToolChoice | None = None,
-                     overflow: str | None = None) -> list[RequestHandle]:
+                     overflow: str | None = None, owner: Owner | None = None) -> list[RequestHandle]:
         """Submit ``n`` completions of one prompt; one handle each, in choice order. ``tool_choice``
         stays here: the constraint enforces it in the worker."""
         if not self.alive:
@@ -163,7 +163,8 @@ class EngineClient(WorkerProcess):
         self._groups[request_id] = ids
         try:
             self._send(Submit(request_id, params, prompt, messages, tokens, n, constraint=constraint,
-                              template_vars=template_vars, media=media or None, overflow=overflow))
+                              template_vars=template_vars, media=media or None, overflow=overflow,
+                              owner=owner or Owner()))
         except OSError:
             self._drop_group(request_id)
             raise WorkerDied(self.error or "the engine worker is not running") from None

@@ -22,6 +22,8 @@ from runtime.engine.disk_cache import DiskCache
 from runtime.engine.host_cache import default_capacity
 from runtime.engine.kv_cache_manager import KVCacheManager
 from runtime.engine.logprobs import Logprobs, TokenLogprob
+from runtime.engine.messages import Owner
+from runtime.kernels.block_hash import scope_root
 from runtime.media import MediaLayout
 from runtime.engine.protocol import ErrorCode
 from runtime.engine.reasoning_budget import ReasoningBudget, closing_tokens, force
@@ -99,8 +101,10 @@ class Engine:
     # -- requests ---------------------------------------------------------------------
     def add_request(self, request_id: str, prompt: list[int], params: SamplingParams,
                     extra_stop: list[str] | None = None, follows: Request | None = None,
-                    constraint: ConstraintSpec | None = None, media: MediaLayout | None = None) -> Request:
-        """``media``: the prompt's images and clips (their positions hold negative ids)."""
+                    constraint: ConstraintSpec | None = None, media: MediaLayout | None = None,
+                    owner: Owner | None = None) -> Request:
+        """``media``: the prompt's images and clips (their positions hold negative ids); ``owner``:
+        whose it is (its place in the queue, its cache scope)."""
         limit = self.max_request_tokens
         if not isinstance(params, SamplingParams):
             raise RequestRejected("the sampling parameters are missing")
@@ -130,6 +134,8 @@ class Engine:
         if request_id in self.requests:
             raise RequestRejected(f"duplicate request id {request_id}")
         request = Request(request_id, len(prompt), list(prompt), params, max_tokens)
+        if owner is not None:
+            request.client, request.cache_root = owner.client, scope_root(owner.cache_scope)
         if media is not None and media.spans:
             if media.span_at(len(prompt) - 1) is not None:
                 raise RequestRejected("the prompt ends with an image or clip: a reply needs text after it")
@@ -178,20 +184,22 @@ class Engine:
 
     def add_group(self, request_id: str, prompt: list[int], params: SamplingParams, n: int,
                   extra_stop: list[str] | None = None,
-                  constraint: ConstraintSpec | None = None, media: MediaLayout | None = None) -> list[Request]:
+                  constraint: ConstraintSpec | None = None, media: MediaLayout | None = None,
+                  owner: Owner | None = None) -> list[Request]:
         """``n`` completions of one prompt: ids ``request_id``, ``request_id/1``, ...
 
         The prompt is computed once; the others wait for it and take its full blocks from
         the prefix cache (only the last partial block is computed again). With a seed,
         completion ``i`` uses ``seed + i``.
         """
-        first = self.add_request(request_id, prompt, params, extra_stop, constraint=constraint, media=media)
+        first = self.add_request(request_id, prompt, params, extra_stop, constraint=constraint, media=media,
+                                 owner=owner)
         group = [first]
         for i in range(1, n):
             # the prompt's logprobs come with the first completion; the others share its blocks
             p = replace(params, seed=None if params.seed is None else params.seed + i, prompt_logprobs=False)
             group.append(self.add_request(f"{request_id}/{i}", prompt, p, extra_stop, follows=first,
-                                          constraint=constraint, media=media))
+                                          constraint=constraint, media=media, owner=owner))
         return group
 
     def cancel(self, request_id: str) -> bool:

@@ -143,7 +143,7 @@ class KVCacheManager:
         b = self.block_size
         hits: list[Block] = []
         hashes: list[int] = []
-        parent = ROOT
+        parent = request.cache_root
         for i in range((len(request.tokens) - 1) // b):
             chunk = request.tokens[i * b:(i + 1) * b]
             parent = hash_block(parent, chunk)
@@ -179,14 +179,14 @@ class KVCacheManager:
             return 0
         return n
 
-    def cached_reach(self, tokens: list[int]) -> int:
+    def cached_reach(self, tokens: list[int], root: int = ROOT) -> int:
         """How many leading tokens of a prompt not yet admitted the cache holds, on the device
-        or in the host and disk tiers (a query: nothing is read or moved). The worker runs a
-        medium's projector only for media past it."""
+        or in the host and disk tiers (a query: nothing is read or moved), in the cache scope
+        whose root hash is ``root``. The worker runs a medium's projector only for media past it."""
         if not self.prefix_cache:
             return 0
         b = self.block_size
-        parent, n, device = ROOT, 0, True
+        parent, n, device = root, 0, True
         hashes: list[int] = []
         for i in range((len(tokens) - 1) // b):
             chunk = tokens[i * b:(i + 1) * b]
@@ -395,7 +395,7 @@ class KVCacheManager:
         hashes = request.block_hashes
         for i in range(len(hashes), request.num_computed // b):
             tokens = request.tokens[i * b:(i + 1) * b]
-            h = hash_block(hashes[-1] if hashes else ROOT, tokens)
+            h = hash_block(hashes[-1] if hashes else request.cache_root, tokens)
             hashes.append(h)
             self.pool.cache(table[i], h, tokens, i)
         if self.checkpoints is not None:

@@ -45,6 +45,17 @@ class WorkerSpec:
 
 
 # service -> worker
+@dataclass(slots=True, frozen=True)
+class Owner:
+    """Whose request it is: ``client`` orders the queue fairly between clients (the scheduler);
+    ``cache_scope`` names the prefix cache the request reads and fills ("": the one every client
+    shares; another: a cache of its own, so that a client cannot learn from ``cached_tokens``
+    what another one sent)."""
+
+    client: str = ""
+    cache_scope: str = ""
+
+
 @dataclass(slots=True)
 class Submit:
     request_id: str
@@ -64,6 +75,7 @@ class Submit:
     #: what a conversation longer than the context sends (``runtime.engine.context_overflow``:
     #: ``truncate_middle`` or ``rolling_window``); None: it is refused
     overflow: str | None = None
+    owner: Owner = field(default_factory=Owner)
 
 
 @dataclass(slots=True)

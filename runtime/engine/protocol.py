@@ -173,13 +173,16 @@ class Engine(Protocol):
     async def submit(self, params: Any, *, prompt: str | None = None, messages: list[dict] | None = None,
                      tokens: list[int] | None = None, n: int = 1, constraint: Any = None,
                      template_vars: dict | None = None, media: list | None = None,
-                     tool_choice: ToolChoice | None = None, overflow: str | None = None) -> Sequence[OutputStream]:
+                     tool_choice: ToolChoice | None = None, overflow: str | None = None,
+                     owner: Any = None) -> Sequence[OutputStream]:
         """``constraint``: an output constraint (``ConstraintSpec``); ``template_vars``: extra
         chat-template variables (``tools``, ``enable_thinking``); ``media``: images and clips
         (``runtime.media.Media``) in the order of their markers in the messages; ``tool_choice``:
         which of the tools must be called (an engine that runs the constraint needs no more; a
         remote one forwards it); ``overflow``: the context-overflow policy of a conversation
-        (an engine that cannot apply one refuses a conversation longer than its context)."""
+        (an engine that cannot apply one refuses a conversation longer than its context);
+        ``owner``: whose request it is (``messages.Owner``: the queue's fair order and the prefix
+        cache's scope; an engine that has neither ignores it)."""
         ...
 
     async def count_tokens(self, *, prompt: str | None = None, messages: list[dict] | None = None,

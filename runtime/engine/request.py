@@ -57,6 +57,12 @@ class Request:
     reasoning: Any = None
     #: the prompt's images and clips (``runtime.media.MediaLayout``), None: text only
     media: Any = None
+    #: whose request it is (``messages.Owner.client``), and its place among that client's
+    #: requests in the engine when it was queued (the scheduler's fair order)
+    client: str = ""
+    turn: int = 0
+    #: the parent hash of its first block: its cache scope's (``block_hash.scope_root``)
+    cache_root: int = 0
 
     @property
     def num_output(self) -> int:

@@ -1,5 +1,9 @@
 """Continuous batching: which tokens of which requests go into the next llama_decode.
 
+The queue is fair between clients (``Request.client``): a request goes before every waiting
+request of a client that already has more in the engine, and a client with nothing running
+starts at once on a place beyond ``max_running`` (``add``, ``_room``).
+
 Every step spends a token budget (``n_batch``): first one token for each request that is
 decoding, then chunks of prompts still being computed (chunked prefill), then newly
 admitted requests, which start after their longest cached prefix. A prefill chunk may end
@@ -61,8 +65,16 @@ class Scheduler:
 
     # -- queue ------------------------------------------------------------------------
     def add(self, request: Request) -> None:
+        """Queue a request in fair order between clients: its ``turn`` is how many of its client's
+        requests the engine already holds, and it goes before every waiting request of a later
+        turn (after its own client's): a client with twelve requests queued has the next place
+        after one of them, not after all twelve. Requests of one client keep their order."""
         request.status = RequestStatus.WAITING
-        self.waiting.append(request)
+        who = request.client
+        mine = [i for i, r in enumerate(self.waiting) if r.client == who]
+        request.turn = turn = sum(1 for r in self.running if r.client == who) + len(mine)
+        at = next((i for i, r in enumerate(self.waiting) if r.turn > turn), len(self.waiting))
+        self.waiting.insert(max(at, mine[-1] + 1 if mine else 0), request)
 
     def has_work(self) -> bool:
         return bool(self.waiting or self.running)
@@ -118,13 +130,24 @@ class Scheduler:
                 continue
             chunks.append(ScheduledChunk(request, request.num_computed, request.num_computed + n, k))
             budget -= n + k
-        while self.waiting and budget > 0 and len(self.running) < self.config.max_running:
+        while self.waiting and budget > 0 and len(self.running) < self._room(self.waiting[0]):
             chunk = self._admit(self.waiting[0], budget)
             if chunk is None:
                 break
             chunks.append(chunk)
             budget -= chunk.end - chunk.start
         return chunks
+
+    def _room(self, head: Request) -> int:
+        """How many requests may run once ``head`` is admitted: ``max_running``, and one place more
+        for a client that has nothing running (a guest: one at a time), so that one client's long
+        replies on every place never hold another client's short request back until one ends.
+        The place exists where a sequence id is free (a prefix-cache holder gives its id way); a
+        recurrent model has none beyond ``max_running``, and its guest waits as before."""
+        limit = self.config.max_running
+        if len(self.running) >= limit and all(r.client != head.client for r in self.running):
+            return limit + 1
+        return limit
 
     def _chunk(self, request: Request, budget: int) -> int:
         n = min(request.num_pending, budget)

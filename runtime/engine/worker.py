@@ -34,6 +34,7 @@ from runtime.engine.messages import (
     WorkerSpec,
 )
 from runtime.engine.submit_check import check_submit
+from runtime.kernels.block_hash import scope_root
 from runtime.media import Media, MediaLayout, MediaSpan
 from runtime.private_files import private_dir
 
@@ -58,6 +59,9 @@ class _Encoding:
 
     def done(self) -> bool:
         return self.future.done()
+
+    def cancel(self) -> bool:
+        return self.future.cancel()
 
     def result(self) -> tuple[list[int], MediaLayout]:
         self.future.result()
@@ -85,8 +89,11 @@ class _Worker:
         if isinstance(msg, Submit):
             self._submit(msg)
         elif isinstance(msg, Cancel):
-            if self._tokenizing.pop(msg.request_id, None) is None:
+            preparing = self._tokenizing.pop(msg.request_id, None)
+            if preparing is None:
                 self.engine.cancel(msg.request_id)
+            else:  # its media or prompt not started yet on the helper thread: never (one under way ends)
+                preparing[2].cancel()
         elif isinstance(msg, Shutdown):
             return False
         return True
@@ -199,7 +206,8 @@ class _Worker:
             self.conn.send(Accepted(msg.request_id, len(tokens), dropped))
             return
         try:
-            self.engine.add_group(msg.request_id, tokens, msg.params, msg.n, extra_stop, msg.constraint, media)
+            self.engine.add_group(msg.request_id, tokens, msg.params, msg.n, extra_stop, msg.constraint, media,
+                                  owner=msg.owner)
         except RequestRejected as e:
             self.conn.send(Rejected(msg.request_id, str(e), e.code, e.sizes))
             return
@@ -233,7 +241,7 @@ class _Worker:
             if isinstance(result, tuple) and not msg.count_only:
                 tokens, layout = result
                 # the projector runs (on the helper thread) only for media the cache does not hold
-                reach = self.engine.kv.cached_reach(tokens)
+                reach = self.engine.kv.cached_reach(tokens, scope_root(msg.owner.cache_scope))
                 todo = [s for s in layout.spans if s.end > reach and s.embd is None]
                 if todo:
                     self._tokenizing[request_id] = (msg, extra_stop, _Encoding(

@@ -12,7 +12,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-ROOT = 0  # the parent hash of a sequence's first block
+ROOT = 0  # the parent hash of a sequence's first block, in the cache every client shares
+
+
+def scope_root(scope: str) -> int:
+    """The parent hash of a first block in the cache scope ``scope`` ("": the shared one, ``ROOT``):
+    the chains of two scopes never meet, so neither finds the other's blocks."""
+    if not scope:
+        return ROOT
+    return int.from_bytes(hashlib.blake2b(scope.encode(), digest_size=8, person=b"hearth-scope").digest(), "little")
 
 
 def hash_block(parent: int, tokens: Sequence[int] | np.ndarray) -> int:

@@ -254,7 +254,8 @@ class RemoteEngine:
     async def submit(self, params, *, prompt: str | None = None, messages: list[dict] | None = None,
                      tokens: list[int] | None = None, n: int = 1, constraint=None,
                      template_vars: dict | None = None, media: list[Media] | None = None,
-                     tool_choice: ToolChoice | None = None, overflow: str | None = None) -> list[RemoteStream]:
+                     tool_choice: ToolChoice | None = None, overflow: str | None = None,
+                     owner=None) -> list[RemoteStream]:
         tools = (template_vars or {}).get("tools")
         if media and messages is not None:
             try:

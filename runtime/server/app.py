@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
 from collections.abc import AsyncIterator
 
 from aiohttp import web
@@ -18,6 +17,7 @@ from runtime.server.generate.reply_headers import reply_headers
 from runtime.server.models.keep_alive import KEEP_ALIVE, KeepAlive, keep_alive_ctx
 from runtime.server.models.model_manager import ModelManager
 from runtime.server.routes import hardware_api, models_api, quantize_api, service_api, store_api, template_api
+from runtime.server.client_ledger import ClientLedger
 from runtime.server.security import LIMITER, STOPPING, cors_middleware, grant_on_prepare, guard_middleware
 from runtime.server.wire.anthropic import anthropic_api
 from runtime.server.wire.ollama import ollama_api
@@ -95,7 +95,7 @@ def create_app(config: ServeConfig) -> web.Application:
     app[MANAGER] = ModelManager(config)
     app[KEEP_ALIVE] = KeepAlive(config.residency.keep_alive)
     app[STOPPING] = {}
-    app[LIMITER] = Counter()
+    app[LIMITER] = ClientLedger(config.security.max_client_requests, config.security.max_client_held)
     app[BUDGET] = budget_of(config.security)  # request-body bytes held at once (runtime/server/bodies.py)
     app[responses_api.RESPONSES] = responses_api.store_for(app)
     for method, path, handler in ROUTES:

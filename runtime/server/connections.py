@@ -26,6 +26,11 @@ connection an hour; a thousand idle or half-sent connections then lock every cli
   the API key or the app's confirmation token (``security.guard_middleware`` answers any other
   request there with 503); beyond those it is closed at once.
 
+- **reader deadline**: a response the client stops reading (the socket's send buffer full, the
+  transport's writing paused) for ``write_timeout`` seconds closes its connection, which ends the
+  request's handler (a stream, a generation) and frees what it held: a client that opens streams
+  and never reads them holds nothing for long;
+
 One sweep a second checks every connection's deadlines (a thousand connections cost well under
 a millisecond). The limits apply to every listening site of the runner (``--ollama-port`` too).
 """
@@ -60,13 +65,15 @@ class ConnectionLimits:
     reserved_connections: int
     #: bytes a second a body must keep up after its first ``body_timeout`` seconds; 0: off
     body_min_rate: float = 32 * 1024
+    #: seconds a response may wait on a client that does not read it
+    write_timeout: float = 60.0
 
 
 def limits_of(security) -> ConnectionLimits:
     """The limits a ``SecurityConfig`` sets."""
     return ConnectionLimits(security.header_timeout, security.body_timeout, security.body_total_timeout,
                             security.keepalive_timeout, security.max_connections, security.reserved_connections,
-                            security.body_min_rate)
+                            security.body_min_rate, security.write_timeout)
 
 
 def fd_room(connections: int) -> None:
@@ -99,6 +106,16 @@ class GuardedProtocol(RequestHandler):
         self.counted = 0  #: ``received`` when the deadline last moved
         self.cut_at: float | None = None  #: when the body in progress was refused (408)
         self.late = ""  #: how the body in progress missed its deadline, in words
+        self.write_paused_at: float | None = None  #: since when the client has not read what was sent
+        self.client_identity: str | None = None  #: ``client_identity``, worked out at its first request
+
+    def pause_writing(self) -> None:
+        self.write_paused_at = self._loop.time()
+        super().pause_writing()
+
+    def resume_writing(self) -> None:
+        self.write_paused_at = None
+        super().resume_writing()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.opened_at = self.last_data_at = self._loop.time()
@@ -127,11 +144,14 @@ class GuardedProtocol(RequestHandler):
         return self._current_request is not None or bool(self._messages)
 
     def overdue(self, now: float, limits: ConnectionLimits) -> str | None:
-        """Which deadline this connection missed, if any: ``head``, ``body_stalled`` (no byte for
-        ``body_timeout``), ``body_slow`` (behind the minimum rate, or past the total time; ``late``
-        says how in words), or ``refused`` (a body already refused whose request is not over)."""
+        """Which deadline this connection missed, if any: ``head``, ``reader`` (its client has
+        not read for ``write_timeout``), ``body_stalled`` (no byte for ``body_timeout``),
+        ``body_slow`` (behind the minimum rate, or past the total time; ``late`` says how in
+        words), or ``refused`` (a body already refused whose request is not over)."""
         if self.requests == 0 and now - self.opened_at > limits.header_timeout:
             return "head"
+        if self.write_paused_at is not None and now - self.write_paused_at > limits.write_timeout:
+            return "reader"
         request = self._current_request
         if request is None or request.content.is_eof():
             self.head_at = self.cut_at = None
@@ -210,6 +230,8 @@ class ConnectionGuard:
     def _close(self, conn: GuardedProtocol, reason: str) -> None:
         self.closed[reason] += 1
         self.open.pop(conn, None)
+        if reason == "reader" and conn.transport is not None:
+            conn.transport.abort()  # a close would wait for the unread bytes to be sent first: forever
         conn.force_close()
 
     def sweep(self, now: float) -> None:
@@ -217,7 +239,7 @@ class ConnectionGuard:
             reason = conn.overdue(now, self.limits)
             if reason is None:
                 continue
-            if reason == "head":
+            if reason in ("head", "reader"):
                 self._close(conn, reason)
             elif reason != "refused":
                 conn.refuse_body(now)

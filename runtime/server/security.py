@@ -12,9 +12,11 @@ drive the service either way (``cross_site_refusal``).
 (DNS rebinding); 401 without the API key when one is set (all routes but /health; sent as
 ``Authorization: Bearer`` or as Anthropic's ``x-api-key``); 503 on a connection let in on the
 reserve (``runtime.server.connections``) unless the request is /health or the app's; 413 for
-a body over the limit; 429 with Retry-After when one client address already has too many
-generation requests in flight (other routes are not counted). A GET or HEAD runs read-only:
-it never places a model file (``runtime.store.resolve.READ_ONLY``).
+a body over the limit; 429 with Retry-After when one client (``client_identity``: on loopback
+the machine account that owns the connecting socket, never a source address the caller picks)
+already holds too many requests of any route, streams included, or too many that run a model
+(``client_ledger``). A GET or HEAD runs read-only: it never places a model file
+(``runtime.store.resolve.READ_ONLY``).
 
 ``require_user_act``: what only the user may do over HTTP (import a file, add an upstream,
 name an environment variable as its key) needs the API key or the confirmation token.
@@ -22,7 +24,6 @@ name an environment variable as its key) needs the API key or the confirmation t
 
 from __future__ import annotations
 
-from collections import Counter
 from urllib.parse import urlsplit
 
 from aiohttp import web
@@ -30,6 +31,8 @@ from aiohttp import web
 from runtime.api_key import is_loopback, request_key_matches
 from runtime.import_confirm import CONFIRM_HEADER, confirmed
 from runtime.server.app_keys import CONFIG
+from runtime.server.client_identity import connection_identity
+from runtime.server.client_ledger import ClientLedger
 from runtime.server.errors import ApiError
 from runtime.store.resolve import READ_ONLY
 
@@ -46,7 +49,7 @@ SAFE_FETCH_SITES = frozenset({"same-origin", "none"})
 ALLOW_METHODS = "GET, POST, DELETE, OPTIONS"
 ALLOW_HEADERS = "Authorization, Content-Type, x-api-key, anthropic-version"
 STOPPING = web.AppKey("stopping", dict)
-LIMITER = web.AppKey("client_limiter", Counter)
+LIMITER = web.AppKey("client_ledger", ClientLedger)
 
 
 def origin_allowed(origin: str, extra: tuple[str, ...] | list[str]) -> bool:
@@ -129,9 +132,9 @@ def host_is_loopback(request: web.Request) -> bool:
 
 
 def client_id(request: web.Request) -> str:
-    """Who a request counts against: the peer's address only. Every header is the caller's to
-    choose, so none may split one machine's quota into many."""
-    return request.remote or "?"
+    """Who a request counts against (``client_identity``): never a header or a source address,
+    which are the caller's to choose, so that none may split one client's share into many."""
+    return connection_identity(request.protocol, request.transport)
 
 
 @web.middleware
@@ -165,27 +168,12 @@ async def guard_middleware(request: web.Request, handler) -> web.StreamResponse:
     # a GET writes nothing (runtime.store.resolve.READ_ONLY): an <img> cannot make the service copy a model
     read_only = READ_ONLY.set(request.method in ("GET", "HEAD"))
     try:
-        if path not in GENERATION_PATHS:
+        if path in OPEN_PATHS:
             return await handler(request)
-        return await _counted(request, handler, config.max_client_requests)
+        with request.app[LIMITER].hold(client_id(request), path in GENERATION_PATHS):
+            return await handler(request)
     finally:
         READ_ONLY.reset(read_only)
-
-
-async def _counted(request: web.Request, handler, limit: int) -> web.StreamResponse:
-    counts = request.app[LIMITER]
-    who = client_id(request)
-    if counts[who] >= limit:
-        raise ApiError(429, f"this client already has {counts[who]} requests in flight or queued (the limit is "
-                            f"{limit}); retry when one finishes", type="rate_limit_error",
-                       code="too_many_requests", headers={"Retry-After": "1"})
-    counts[who] += 1
-    try:
-        return await handler(request)
-    finally:
-        counts[who] -= 1
-        if counts[who] <= 0:
-            del counts[who]
 
 
 # -- the user's own acts ----------------------------------------------------------------------

@@ -44,7 +44,15 @@ def add_api_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--max-tokens-limit", type=int, default=sec.max_tokens_limit, metavar="N",
                    help="largest max_tokens / num_predict a request may ask for (default %(default)s)")
     g.add_argument("--max-client-requests", type=int, default=sec.max_client_requests, metavar="N",
-                   help="requests one client address may have in flight or queued; more get 429 (default %(default)s)")
+                   help="requests that run a model one client may have in flight or queued; more get 429 "
+                        "(default %(default)s; on loopback a client is a machine account)")
+    g.add_argument("--max-client-held", type=int, default=sec.max_client_held, metavar="N",
+                   help="requests of any route one client may hold open at once, streams included; more get 429 "
+                        "(default %(default)s)")
+    g.add_argument("--cache-isolation", choices=("auto", "shared", "client"), default=sec.cache_isolation,
+                   help="whose prompts a request may reuse from the prefix cache: every client's (shared), its "
+                        "own client's only (client; then cached_tokens tells no client what another sent), or "
+                        "auto: client when bound off loopback, shared on it (default %(default)s)")
     g.add_argument("--max-body-mb", type=float, default=sec.max_body_bytes / (1024 * 1024), metavar="MB",
                    help="largest request body in MiB; larger ones get 413 (default %(default)s)")
     g.add_argument("--fetch-media-urls", action="store_true",

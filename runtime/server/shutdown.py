@@ -40,7 +40,7 @@ async def graceful_stop(app: web.Application, runner: web.AppRunner) -> None:
         await app[DOWNLOADS].close()
     # handlers now write their last frame; give them a moment before connections close
     deadline = time.monotonic() + 5.0
-    while time.monotonic() < deadline and any(app[LIMITER].values()):
+    while time.monotonic() < deadline and app[LIMITER].generations_in_flight():
         await asyncio.sleep(0.02)
     await runner.cleanup()
 

@@ -126,3 +126,56 @@ def test_lookahead_given_at_construction_reserves_drafts_after_a_decode_token(me
     assert [(c.request.request_id, c.start, c.end, c.k) for c in chunks] == [("a", 5, 6, 3)]
     assert asked == [("a", 1)]
     assert len(kv.tables["a"]) == 6 + 3  # one-token blocks: the token and its three drafts
+
+
+# -- fairness between clients ----------------------------------------------------------------------
+def owned(rid: str, client: str, prompt_len: int = 3) -> Request:
+    r = make(rid, prompt_len)
+    r.client = client
+    return r
+
+
+def test_a_client_with_many_requests_queued_does_not_go_before_a_newcomer(new):
+    """Client a queues six requests on two places; b's one request goes next, not after a's four
+    waiting ones; a's own requests keep their order, and a third client c goes beside b."""
+    s = new(max_running=2, budget=64, capacity=64, n_seq=4)
+    for i in range(6):
+        s.add(owned(f"a{i}", "a"))
+    run_step(s)  # a0 and a1 run
+    s.add(owned("b0", "b"))
+    s.add(owned("a6", "a"))
+    s.add(owned("c0", "c"))
+    s.add(owned("b1", "b"))
+    # b1 is b's second request, a2 a's third: b1 first
+    assert [r.request_id for r in s.waiting] == ["b0", "c0", "b1", "a2", "a3", "a4", "a5", "a6"]
+
+
+def test_a_client_with_nothing_running_starts_at_once_beside_another_clients_places(new):
+    s = new(max_running=2, budget=64, capacity=64, n_seq=4)
+    for i in range(3):
+        s.add(owned(f"a{i}", "a"))
+    run_step(s)
+    assert [r.request_id for r in s.running] == ["a0", "a1"]
+    s.add(owned("b0", "b"))
+    run_step(s)  # a guest: one place beyond max_running, for b only
+    assert [r.request_id for r in s.running] == ["a0", "a1", "b0"]
+    s.add(owned("c0", "c"))
+    run_step(s)  # one guest at a time
+    assert [r.request_id for r in s.running] == ["a0", "a1", "b0"]
+    assert [r.request_id for r in s.waiting] == ["c0", "a2"]
+
+
+def test_one_clients_requests_never_take_the_guest_place(new):
+    s = new(max_running=2, budget=64, capacity=64, n_seq=4)
+    for i in range(4):
+        s.add(owned(f"a{i}", "a"))
+    for _ in range(3):
+        run_step(s)
+    assert [r.request_id for r in s.running] == ["a0", "a1"]
+
+
+def test_requests_of_no_client_keep_arrival_order(new):
+    s = new(max_running=1, budget=64, capacity=64, n_seq=4)
+    for i in range(5):
+        s.add(make(f"r{i}", 3))
+    assert [r.request_id for r in s.waiting] == [f"r{i}" for i in range(5)]

@@ -43,8 +43,6 @@ HEALTH_MS = 250.0
 CUT_WITHIN_S = BODY_S + 3.0
 HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
 CHAT = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
-#: attackers: one loopback address is one client (the probe and the chat come from 127.0.0.1)
-ATTACKERS = ("127.0.0.3", "127.0.0.4", "127.0.0.5")
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +52,13 @@ def server(smollm2_path):
                        "--body-timeout", str(BODY_S), "--max-client-requests", "64", env=env).wait_ready()
     yield s
     s.stop()
+
+
+@pytest.fixture()
+def attackers(accounts):
+    """Four attacking clients: on loopback a client is a machine account (the probe and the chat
+    come from the tests' own)."""
+    return [accounts(i) for i in range(4)]
 
 
 # -- the attacks' tools ---------------------------------------------------------------------------
@@ -124,13 +129,13 @@ async def _answer(r: asyncio.StreamReader) -> tuple[int | None, dict | None]:
     return status, body
 
 
-async def upload(port: int, local: str, declared: int, first: bytes, *, drip_every: float = 0.5,
+async def upload(port: int, account, declared: int, first: bytes, *, drip_every: float = 0.5,
                  seconds: float = 8.0, headers: bytes = b"", pace: float = 0.0) -> dict:
     """Send a head declaring ``declared`` bytes and ``first`` of them (in 256 KiB writes, ``pace``
     seconds apart), then one byte every ``drip_every`` seconds, until the service answers or closes
     the connection or ``seconds`` pass. Returns the answer and when it came, in seconds after the
     last write of ``first``."""
-    r, w = await asyncio.open_connection("127.0.0.1", port, local_addr=(local, 0))
+    r, w = await asyncio.open_connection(sock=account.sockets(port)[0])
     answer = asyncio.ensure_future(_answer(r))
     t0 = time.monotonic()
     burst_end = None
@@ -166,14 +171,13 @@ async def upload(port: int, local: str, declared: int, first: bytes, *, drip_eve
             "total_s": round(ended - t0, 2), "answered_during_first": during_first}
 
 
-def _post_from(local: str, server, body: bytes) -> httpx.Response:
-    with httpx.Client(transport=httpx.HTTPTransport(local_address=local), timeout=30) as client:
-        return client.post(f"{server.url}/v1/chat/completions", content=body,
-                           headers={"Content-Type": "application/json"})
+def _post_from(account, server, body: bytes) -> tuple[int, str]:
+    status, answer, _ = account.request(server.port, "POST", "/v1/chat/completions", body, timeout=30)
+    return status, answer.decode(errors="replace")
 
 
 # -- the attacks ----------------------------------------------------------------------------------
-def test_a_dripped_body_gets_408_soon_after_it_falls_behind_and_frees_its_memory(server):
+def test_a_dripped_body_gets_408_soon_after_it_falls_behind_and_frees_its_memory(server, attackers):
     """The finding's attack at one connection: all of a body but 64 KiB at once, then a byte every
     half second (never still for the 1 s stall timer). The body must arrive at the minimum rate
     once the grace has passed; falling 1 s behind it gets 408 body_too_slow."""
@@ -181,7 +185,7 @@ def test_a_dripped_body_gets_408_soon_after_it_falls_behind_and_frees_its_memory
     watch = Watch(server, 8)
 
     async def attack() -> dict:
-        return await upload(server.port, ATTACKERS[0], size, b'{"messages": "' + b"a" * (size - 64 * 1024 - 14))
+        return await upload(server.port, attackers[0], size, b'{"messages": "' + b"a" * (size - 64 * 1024 - 14))
 
     report = watch.run(attack)
     watch.check(report)
@@ -189,14 +193,14 @@ def test_a_dripped_body_gets_408_soon_after_it_falls_behind_and_frees_its_memory
     assert report["after_burst_s"] < CUT_WITHIN_S, report
     # its memory came back: another body of the same size from the same client is read whole (a
     # 400: it is not a chat request), not refused for the client's share of the budget
-    r = _post_from(ATTACKERS[0], server, b'{"x": "' + b"a" * (size - 9) + b'"}')
-    assert r.status_code == 400 and "messages" in r.text, r.text
+    status, text = _post_from(attackers[0], server, b'{"x": "' + b"a" * (size - 9) + b'"}')
+    assert status == 400 and "messages" in text, text
 
 
-def test_dripped_bodies_on_many_connections_hold_at_most_the_budget(server):
-    """24 connections from three addresses each send 8 MiB less 64 KiB at once and then drip: before
+def test_dripped_bodies_on_many_connections_hold_at_most_the_budget(server, attackers):
+    """24 connections from three clients each send 8 MiB less 64 KiB at once and then drip: before
     any limit that held 192 MiB for as long as the drip went on (the stall timer reset by each byte).
-    Now each address gets one body in (its share is 12 MiB), the rest get 429 before they are read,
+    Now each client gets one body in (its share is 12 MiB), the rest get 429 before they are read,
     and the ones let in get 408 once they fall behind: the service's RSS grows by about the budget
     (24 MiB), not by the bodies' sum."""
     size = MAX_BODY_MB * MiB
@@ -204,7 +208,7 @@ def test_dripped_bodies_on_many_connections_hold_at_most_the_budget(server):
     watch = Watch(server, 8)
 
     async def attack() -> dict:
-        runs = await asyncio.gather(*(upload(server.port, ATTACKERS[i % 3], size, first) for i in range(24)))
+        runs = await asyncio.gather(*(upload(server.port, attackers[i % 3], size, first) for i in range(24)))
         statuses: dict[str, int] = {}
         for run in runs:
             statuses[str(run["status"])] = statuses.get(str(run["status"]), 0) + 1
@@ -221,7 +225,7 @@ def test_dripped_bodies_on_many_connections_hold_at_most_the_budget(server):
     assert report["rss_peak_growth_mib"] < BUDGET_MB + 48, report
 
 
-def test_the_budget_refuses_uploads_past_it_before_reading_them(server):
+def test_the_budget_refuses_uploads_past_it_before_reading_them(server, attackers):
     """Uploads of 7 MiB kept arriving at a good rate: a client's second one passes its 12 MiB share
     (429 client_body_budget), and three clients' first ones fill the service's 24 MiB so that a
     fourth client's gets 503 body_budget; small requests of another client are still served. Once
@@ -233,15 +237,15 @@ def test_the_budget_refuses_uploads_past_it_before_reading_them(server):
 
     async def attack() -> dict:
         # each held upload sends 256 KiB every 0.25 s (1 MiB/s, well above the minimum rate) for 6 s
-        def held(local: str) -> asyncio.Future:
-            return asyncio.ensure_future(upload(server.port, local, size, steady, seconds=6, pace=0.25))
+        def held(account) -> asyncio.Future:
+            return asyncio.ensure_future(upload(server.port, account, size, steady, seconds=6, pace=0.25))
 
-        a = held(ATTACKERS[0])
+        a = held(attackers[0])
         await asyncio.sleep(0.5)
-        a2 = await upload(server.port, ATTACKERS[0], size, first, seconds=3)
-        b, c = held(ATTACKERS[1]), held(ATTACKERS[2])
+        a2 = await upload(server.port, attackers[0], size, first, seconds=3)
+        b, c = held(attackers[1]), held(attackers[2])
         await asyncio.sleep(0.5)
-        d = await upload(server.port, "127.0.0.6", size, first, seconds=3)
+        d = await upload(server.port, attackers[3], size, first, seconds=3)
         # while the budget is spent, another client's small body is still read (it is within the
         # bytes every connection may hold before the budget counts)
         async with httpx.AsyncClient(timeout=60) as client:
@@ -259,8 +263,8 @@ def test_the_budget_refuses_uploads_past_it_before_reading_them(server):
     assert report["small_while_spent"][0] == 400 and "messages" in report["small_while_spent"][1], report
     # let in, and not cut while they kept arriving (a 408 may come once they stop)
     assert all(run["status"] in ("held", 408) and not run["answered_during_first"] for run in report["held"]), report
-    after = _post_from("127.0.0.6", server, b'{"x": "' + b"a" * (size - 9) + b'"}')
-    assert after.status_code == 400 and "messages" in after.text, after.text
+    status, text = _post_from(attackers[3], server, b'{"x": "' + b"a" * (size - 9) + b'"}')
+    assert status == 400 and "messages" in text, text
 
 
 def _bomb(encoding: str, inflated: int) -> bytes:
@@ -274,7 +278,7 @@ def _bomb(encoding: str, inflated: int) -> bytes:
 
 
 @pytest.mark.parametrize("encoding", ["gzip", "deflate"])
-def test_a_compression_bomb_is_refused_at_the_body_limit_without_inflating_it(server, encoding):
+def test_a_compression_bomb_is_refused_at_the_body_limit_without_inflating_it(server, encoding, attackers):
     """A 254 KiB body inflating to 256 MiB, three at once from three clients: each gets 413 once
     its inflated bytes pass the 8 MiB limit, and the service never holds much more than that
     (before: the whole inflated body, 272 MiB, for one)."""
@@ -285,7 +289,7 @@ def test_a_compression_bomb_is_refused_at_the_body_limit_without_inflating_it(se
     async def attack() -> dict:
         headers = f"Content-Encoding: {encoding}\r\n".encode()
         runs = await asyncio.gather(*(upload(server.port, a, len(bomb), bomb, headers=headers, seconds=5)
-                                      for a in ATTACKERS))
+                                      for a in attackers[:3]))
         return {"compressed_kib": len(bomb) // 1024, "inflated_mib": 256, "runs": runs}
 
     report = watch.run(attack)

@@ -29,9 +29,6 @@ HEALTH_MS = 250.0
 MEMORY_SLACK = 64 * 2**20
 CHAT = {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4}
 HEAD = b"POST /v1/chat/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-#: the attacks come from another loopback address than the probe and the chat: one address is one
-#: client, and the per-client limit rightly holds a client to its share
-ATTACKER = ("127.0.0.3", 0)
 
 
 @pytest.fixture(scope="module")
@@ -95,10 +92,28 @@ class Attack:
         return report
 
 
-async def _open(port: int, n: int, first: bytes = b"") -> list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+@pytest.fixture()
+def attacker(accounts):
+    """The attacks come from another machine account than the probe and the chat: on loopback
+    one account is one client (``runtime.server.client_identity``), and the per-client limits
+    rightly hold a client to its share."""
+    return accounts(0)
+
+
+async def _connect(account, port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    return await asyncio.open_connection(sock=account.sockets(port)[0])
+
+
+async def _open(port: int, n: int, first: bytes = b"",
+                account=None) -> list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]:
+    """``n`` connections, of ``account`` (None: this process's)."""
     conns = []
+    socks = account.sockets(port, n) if account is not None else None
     for i in range(n):
-        r, w = await asyncio.open_connection("127.0.0.1", port, local_addr=ATTACKER)
+        if socks is not None:
+            r, w = await asyncio.open_connection(sock=socks[i])
+        else:
+            r, w = await asyncio.open_connection("127.0.0.1", port)
         if first:
             w.write(first)
         conns.append((r, w))
@@ -124,9 +139,9 @@ async def _closed_by_server(conns, within: float) -> int:
     return sum(1 for d in done if d is True)
 
 
-def test_a_thousand_idle_connections_lock_nobody_out(server):
+def test_a_thousand_idle_connections_lock_nobody_out(server, attacker):
     async def attack():
-        conns = await _open(server.port, 1000)
+        conns = await _open(server.port, 1000, account=attacker)
         t0 = time.monotonic()
         closed = await _closed_by_server(conns, HEADER_S + 8)
         return {"connections": len(conns), "closed_by_service": closed, "all_closed_s": round(time.monotonic() - t0, 1)}
@@ -135,10 +150,10 @@ def test_a_thousand_idle_connections_lock_nobody_out(server):
     assert report["closed_by_service"] == 1000
 
 
-def test_half_sent_heads_and_slowloris_are_dropped_after_the_head_timeout(server):
+def test_half_sent_heads_and_slowloris_are_dropped_after_the_head_timeout(server, attacker):
     async def slowloris(port: int) -> float:
         """Send a request head a byte a second; seconds until the service closes the connection."""
-        r, w = await asyncio.open_connection("127.0.0.1", port, local_addr=ATTACKER)
+        r, w = await _connect(attacker, port)
         t0 = time.monotonic()
         closed = asyncio.ensure_future(r.read())  # b"" once the service closes it
         for byte in HEAD + b"X-Pad: " + b"a" * 200:
@@ -156,7 +171,7 @@ def test_half_sent_heads_and_slowloris_are_dropped_after_the_head_timeout(server
         return took
 
     async def attack():
-        half = await _open(server.port, 500, HEAD)  # a head that never ends
+        half = await _open(server.port, 500, HEAD, account=attacker)  # a head that never ends
         lorises = await asyncio.gather(*(slowloris(server.port) for _ in range(20)))
         closed = await _closed_by_server(half, 2)
         return {"half_sent": len(half), "half_closed": closed, "slowloris": len(lorises),
@@ -167,11 +182,11 @@ def test_half_sent_heads_and_slowloris_are_dropped_after_the_head_timeout(server
     assert report["slowloris_dropped_after_s"] <= HEADER_S + 2.5  # one sweep (1 s) and a byte's wait
 
 
-def test_stalled_uploads_are_dropped_and_their_memory_freed(server):
+def test_stalled_uploads_are_dropped_and_their_memory_freed(server, attacker):
     size = 4 * 2**20
 
     async def stalled(port: int) -> float:
-        r, w = await asyncio.open_connection("127.0.0.1", port, local_addr=ATTACKER)
+        r, w = await _connect(attacker, port)
         w.write(HEAD + b"Content-Length: %d\r\n\r\n" % (size + 1) + b"{" + b" " * (size - 1))
         await w.drain()  # all but the last byte, then nothing
         t0 = time.monotonic()
@@ -191,10 +206,12 @@ def test_stalled_uploads_are_dropped_and_their_memory_freed(server):
     assert report["dropped_after_s"] <= BODY_S + 2.5
 
 
-def test_the_request_limit_counts_the_address_not_the_origin(server):
-    """Every header is the caller's to choose: the in-flight limit (2 here) holds for one
-    address whatever ``Origin`` each request claims. Two requests whose bodies are still
-    arriving hold the address's two places (a request counts from its head on)."""
+def test_the_request_limit_counts_the_client_not_the_origin_or_the_address(server, attacker):
+    """Every header is the caller's to choose, and on loopback so is the source address: the
+    in-flight limit (2 here) holds for one machine account whatever ``Origin`` each request
+    claims and whatever 127/8 address it comes from. Two requests whose bodies are still
+    arriving hold the client's two places (a request counts from its head on); another account
+    is another client."""
 
     async def run() -> list[tuple[str | None, int, str]]:
         held = []
@@ -205,19 +222,21 @@ def test_the_request_limit_counts_the_address_not_the_origin(server):
             held.append(w)
         await asyncio.sleep(0.3)
         out = []
-        async with httpx.AsyncClient(timeout=60) as c:
-            for origin in ("http://localhost:9100", "http://127.0.0.1:9101", None):
+        for i, origin in enumerate(("http://localhost:9100", "http://127.0.0.1:9101", None, None)):
+            source = f"127.0.0.{2 + i}"  # another address each time: still the same client
+            async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(local_address=source), timeout=60) as c:
                 r = await c.post(f"{server.url}/v1/completions", json={"prompt": "hi", "max_tokens": 2},
                                  headers={"Origin": origin} if origin else {})
-                out.append((origin, r.status_code, r.text))
+            out.append((origin, r.status_code, r.text))
         for w in held:
             w.close()
         return out
 
     for origin, status, text in asyncio.run(run()):
         assert status == 429 and "too_many_requests" in text, (origin, text)
-    other = httpx.Client(transport=httpx.HTTPTransport(local_address="127.0.0.2"), timeout=60)
-    assert other.post(f"{server.url}/v1/completions", json={"prompt": "hi", "max_tokens": 2}).status_code == 200
+    status, body, _ = attacker.request(server.port, "POST", "/v1/completions",
+                                       json.dumps({"prompt": "hi", "max_tokens": 2}).encode())
+    assert status == 200, body
 
 
 # -- the guard's rules, one by one, on a small app in this process -------------------------------
@@ -227,11 +246,13 @@ def _limits(**over) -> ConnectionLimits:
     return ConnectionLimits(**{**base, **over})
 
 
-async def _guarded(limits: ConnectionLimits, **config_over):
+async def _guarded(limits: ConnectionLimits, extra_routes=(), **config_over):
     from runtime.config import SecurityConfig, ServeConfig
     from runtime.server.app import create_app
 
     app = create_app(ServeConfig(preload=False, security=SecurityConfig(**config_over)))
+    for method, path, handler in extra_routes:
+        app.router.add_route(method, path, handler)
     runner = GuardedRunner(app, limits, handler_cancellation=True)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()

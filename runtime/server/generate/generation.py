@@ -9,12 +9,14 @@ from dataclasses import dataclass, replace
 from aiohttp import web
 
 from runtime.engine.client import RequestRefused, WorkerDied
+from runtime.engine.messages import Owner
 from runtime.engine.protocol import Engine, OutputStream, PromptCount, UpstreamFailed
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.generate.error_table import api_error
 from runtime.server.errors import ApiError
 from runtime.server.media_fetch import fetch_media, has_urls, refuse_unless_allowed
 from runtime.server.generate.request import GenerationRequest, template_messages
+from runtime.server.security import client_id
 from runtime.server.validation import token_ids
 from runtime.server.generate.reply import Reply
 from runtime.server.generate.reply_headers import DROPPED_MESSAGES
@@ -72,13 +74,22 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> Gene
         handles = await engine.submit(params, prompt=req.prompt, messages=template_messages(req.messages),
                                       tokens=req.tokens, n=req.n, constraint=req.constraint,
                                       template_vars=template_vars(req, plan), media=req.media,
-                                      tool_choice=req.tool_choice, overflow=req.overflow)
+                                      tool_choice=req.tool_choice, overflow=req.overflow,
+                                      owner=request_owner(request))
     except (RequestRefused, WorkerDied, UpstreamFailed) as e:
         raise engine_error(e) from None
     if handles and handles[0].dropped_messages:
         request[DROPPED_MESSAGES] = handles[0].dropped_messages  # (the reply's header says so)
     manager.requests_served += 1
     return Generation(engine, handles, plan)
+
+
+def request_owner(request: web.Request) -> Owner:
+    """Whose request it is, for the engine: its client (the queue's fair order), and the prefix
+    cache it shares, which is that client's own where the service isolates clients
+    (``SecurityConfig.cache_isolation``)."""
+    who = client_id(request)
+    return Owner(who, who if request.app[CONFIG].security.isolates_cache else "")
 
 
 def reply_length(asked: int | None, limit: int, loaded) -> int | None:

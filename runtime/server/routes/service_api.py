@@ -11,7 +11,7 @@ from runtime import __version__, identity
 from runtime.api_key import is_loopback, key_matches
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.errors import bad_request
-from runtime.server.security import host_is_loopback
+from runtime.server.security import LIMITER, host_is_loopback
 
 
 def _detailed(request: web.Request) -> bool:
@@ -39,7 +39,7 @@ async def health(request: web.Request) -> web.Response:
     from runtime.server.routes.remotes_api import health_summary
 
     body = {"status": "ok", "service": "hearth", "version": __version__, "engine": status,
-            "remotes": health_summary(request.app)}
+            "remotes": health_summary(request.app), "clients": request.app[LIMITER].stats()}
     rpc = request.app[CONFIG].engine.rpc
     if rpc:  # the RPC workers lending memory (hearth serve --rpc) and the models using them
         from runtime.hardware.rpc_workers import worker_states

@@ -32,6 +32,9 @@ from runtime.store.resolve import UnknownModel, resolve_model
 
 DOWNLOADS = web.AppKey("downloads", DownloadManager)
 HEARTBEAT_S = 15.0
+#: seconds an event stream stays open; then it ends with a ``retry:`` hint and its client
+#: opens another (an EventSource does so by itself): no stream holds a connection for good
+STREAM_LIFETIME_S = 600.0
 
 
 async def store_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -178,17 +181,28 @@ async def download_action(request: web.Request) -> web.Response:
         raise store_error(e) from None
 
 
+def _env_seconds(name: str, default: float) -> float:
+    try:
+        value = float(os.environ.get(name, default))
+    except ValueError:
+        return default
+    return value if 0.05 <= value <= 86400 else default
+
+
 def heartbeat_s() -> float:
     """Seconds between ``: ping`` comments on an idle event stream (``HEARTH_SSE_HEARTBEAT_S``)."""
-    try:
-        value = float(os.environ.get("HEARTH_SSE_HEARTBEAT_S", HEARTBEAT_S))
-    except ValueError:
-        return HEARTBEAT_S
-    return value if 0.05 <= value <= 3600 else HEARTBEAT_S
+    return min(_env_seconds("HEARTH_SSE_HEARTBEAT_S", HEARTBEAT_S), 3600.0)
+
+
+def stream_lifetime_s() -> float:
+    """Seconds an event stream stays open (``HEARTH_SSE_LIFETIME_S``)."""
+    return _env_seconds("HEARTH_SSE_LIFETIME_S", STREAM_LIFETIME_S)
 
 
 async def download_events(request: web.Request) -> web.StreamResponse:
-    """SSE: each download's state first, then every change; ``: ping`` comments keep it open.
+    """SSE: each download's state first, then every change; ``: ping`` comments keep it open
+    until its lifetime (``stream_lifetime_s``) ends it with ``retry:``, and its client reconnects
+    (and is sent every download's state again).
 
     The wait for the next event is one task that outlives each heartbeat: cancelling it on
     a timeout (``asyncio.wait_for``) would close the subscription and end the stream."""
@@ -196,13 +210,20 @@ async def download_events(request: web.Request) -> web.StreamResponse:
     events = request.app[DOWNLOADS].events()
     pending: asyncio.Future | None = None
     beat = heartbeat_s()
+    loop = asyncio.get_running_loop()
+    ends_at = loop.time() + stream_lifetime_s()
     try:
         while True:
+            left = ends_at - loop.time()
+            if left <= 0:
+                await response.write(b"retry: 1000\n\n")
+                break
             if pending is None:
                 pending = asyncio.ensure_future(anext(events))
-            done, _ = await asyncio.wait({pending}, timeout=beat)
+            done, _ = await asyncio.wait({pending}, timeout=min(beat, left))
             if not done:
-                await response.write(b": ping\n\n")
+                if loop.time() < ends_at:
+                    await response.write(b": ping\n\n")
                 continue
             finished, pending = pending, None
             try:

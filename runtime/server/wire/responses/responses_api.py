@@ -26,6 +26,7 @@ from runtime.engine.client import EngineError
 from runtime.server import sse
 from runtime.server.app_keys import CONFIG
 from runtime.server.errors import ApiError
+from runtime.server.security import client_id
 from runtime.server.media_input import without_media
 from runtime.server.generate.error_table import api_error
 from runtime.server.generate.generation import start_generation
@@ -150,7 +151,7 @@ async def _keep(request: web.Request, rreq: ResponsesRequest, body: dict, histor
     if rreq.store:
         turn = Message("assistant", items.text("message"), tool_calls=[_call(c) for c in items.calls])
         conversation = history + _without_media(rreq.input_messages) + [turn]
-        await asyncio.to_thread(request.app[RESPONSES].put, body["id"], body, conversation)
+        await asyncio.to_thread(request.app[RESPONSES].put, body["id"], body, conversation, client_id(request))
 
 
 def _without_media(messages: list[Message]) -> list[Message]:
