@@ -49,7 +49,11 @@ class Account:
         pid = os.fork()  # no new interpreter: the tests' Python may sit where the account cannot read
         if pid == 0:
             try:
-                mine.close()
+                # none of the tests' other connections stays open in here: a connection the
+                # tests close must close
+                keep = theirs.fileno()
+                os.closerange(3, keep)
+                os.closerange(keep + 1, 1 << 20)
                 os.setgroups([])
                 os.setgid(uid)
                 os.setuid(uid)
