@@ -19,12 +19,20 @@ from dataclasses import dataclass, field
 MARKER = "<__hearth_media_7c1e__>"
 
 IMAGE, AUDIO = "image", "audio"
-#: per request: media count, encoded bytes of one medium, decoded pixels of one image, and
-#: seconds of one clip; all checked before anything is decoded past its header
+#: per request: media count, encoded bytes of one medium, decoded pixels of one image (a
+#: 48-megapixel phone photo, 8064 x 6048, fits) and seconds of one clip; then pixels and
+#: seconds of all of them together. All are checked from the headers before anything is
+#: decoded (``runtime.media_costs``), in the service and again in the worker; what one client
+#: may have being prepared at once is ``runtime.server.media_budget``'s.
 MAX_MEDIA = 16
 MAX_MEDIA_BYTES = 20 << 20
-MAX_IMAGE_PIXELS = 100_000_000
+MAX_IMAGE_PIXELS = 50_000_000
 MAX_AUDIO_SECONDS = 600
+#: four 48-megapixel photos, or sixteen of 12 megapixels (4032 x 3024): 5.6 s of the worker's
+#: helper thread to decode and shrink as PNG, 2.1 s as JPEG, on a 2-core development machine
+MAX_REQUEST_PIXELS = 200_000_000
+#: one clip of the longest length
+MAX_REQUEST_AUDIO_SECONDS = 600
 
 
 @dataclass(slots=True, frozen=True)

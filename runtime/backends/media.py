@@ -10,6 +10,16 @@ Untrusted bytes are decoded here in the worker, never by the native library: ima
 Pillow (its decompression-bomb guard, and a pixel limit read from the header before any pixel
 is decoded), audio as WAV with the standard library (PCM 8/16/24/32-bit, any rate and channel
 count, resampled to the model's rate).
+
+Before any medium is decoded, every one's header is read as the decoders read it (Pillow's
+size, ``wave``'s frames) and checked against the limits of one medium and of a request
+(``runtime.media_costs``; the service checked its own reading of the same headers). Then the
+media are decoded one at a time, each shrunk to the longest side a projector looks at before
+the next is opened: a JPEG is decoded at 1/2, 1/4 or 1/8 scale where that still leaves
+``MAX_SIDE / 2`` pixels or more (libjpeg's scaled decoding), other formats are decoded whole
+and shrunk before any colour conversion copies them. So a request holds one image at full size
+at most, besides the shrunk ones. After a large request the heap's free pages go back to the
+system (``release_free_heap``).
 """
 
 from __future__ import annotations
@@ -27,15 +37,20 @@ import llama_cpp.mtmd_cpp as mt
 import numpy as np
 
 from runtime.backends.errors import ModelLoadError
+from runtime.backends.free_heap import release_free_heap
 from runtime.media import (
     AUDIO, IMAGE, MARKER, MAX_AUDIO_SECONDS, MAX_IMAGE_PIXELS, Media, MediaLayout, MediaSpan,
     media_token_ids,
 )
+from runtime.media_costs import MediaCost, MediaTooLarge, RequestCosts, image_size
 
 _TEXT, _IMAGE, _AUDIO = 0, 1, 2  # mtmd_input_chunk_type
 #: the longest side an image reaches the projector with (vision towers see 224-1,536 pixels, and
 #: tiling ones such as Idefics3 cut at most a few 512-pixel tiles from it)
 MAX_SIDE = 4096
+#: a request that decoded this much gives the heap's free pages back afterwards (a trim takes
+#: about 0.1 s when there is a gigabyte to give back)
+TRIM_PIXELS, TRIM_SECONDS = 4_000_000, 60.0
 
 
 def silence_media_log(callback) -> None:
@@ -113,8 +128,11 @@ class Projector:
         one decode, so it must fit one batch)."""
         if text.count(MARKER) != len(media):
             raise MediaError(f"the prompt has {text.count(MARKER)} media places for {len(media)} media")
-        bitmaps = [self._bitmap(m) for m in media]
+        cost = check_costs(media)
+        bitmaps: list = []
         try:
+            for medium in media:  # one at a time: each is at the projector's size before the next is opened
+                bitmaps.append(self._bitmap(medium))
             arr = (mt.mtmd_bitmap_p_ctypes * max(1, len(bitmaps)))(*bitmaps)
             data = text.encode("utf-8")
             inp = mt.mtmd_input_text(data, len(data), add_special, parse_special)
@@ -124,6 +142,8 @@ class Projector:
         finally:
             for b in bitmaps:
                 mt.mtmd_bitmap_free(b)
+            if cost.pixels >= TRIM_PIXELS or cost.seconds >= TRIM_SECONDS:
+                release_free_heap()
         if rc != 0:
             raise MediaError(f"the media could not be prepared for this model (libmtmd code {rc})")
         tokens: list[int] = []
@@ -188,8 +208,60 @@ class Projector:
         return bitmap
 
 
+#: modes shrunk before they are converted to RGB (``"P"`` and ``"1"`` resize only by nearest
+#: neighbour, and alpha ones through a premultiplied full-size copy: those are converted first)
+_SHRINK_FIRST = frozenset({"RGB", "L", "CMYK", "YCbCr"})
+#: formats whose header ``runtime.media_costs`` reads: one it cannot read in a bounded number of
+#: steps is refused before Pillow walks it a byte at a time
+_KNOWN = (b"\x89PNG", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"BM")
+
+
+def check_costs(media: list[Media]) -> MediaCost:
+    """The media's cost as their decoders read the headers (Pillow's size, ``wave``'s frames),
+    against the limits of one medium and of a request, before any is decoded; MediaError where
+    one passes them. Returns the request's total."""
+    costs = RequestCosts()
+    try:
+        for m in media:
+            costs.add_cost(m.kind, header_cost(m))
+    except MediaTooLarge as e:
+        raise MediaError(str(e)) from None
+    return costs.total
+
+
+def header_cost(m: Media) -> MediaCost:
+    """One medium's cost from its header as its decoder reads it; nothing where the decoder cannot
+    read it (``decode_image`` / ``decode_wav`` then say why, before decoding anything). MediaError
+    for a decompression bomb, and for a PNG, JPEG, GIF, WebP or BMP whose header
+    ``runtime.media_costs`` cannot read in its bounded steps (Pillow would walk it a byte or a
+    chunk at a time: 15 MB between a JPEG's segments took it 1.5 s)."""
+    if m.kind == AUDIO:
+        try:
+            with wave.open(io.BytesIO(m.data)) as w:
+                rate, frames = w.getframerate(), w.getnframes()
+        except (wave.Error, EOFError, OSError, ValueError):
+            return MediaCost()
+        return MediaCost(0, frames / rate, f"{frames / rate:,.0f} s") if rate > 0 else MediaCost()
+    from PIL import Image
+
+    if m.data.startswith(_KNOWN) or (m.data[:4] == b"RIFF" and m.data[8:12] == b"WEBP"):
+        if image_size(m.data) is None:
+            raise MediaError("the image is damaged or truncated: its header could not be read (it ends early, or has "
+                             "more segments before its pixels than an image has)")
+    Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS
+    try:
+        with Image.open(io.BytesIO(m.data)) as im:
+            w, h = im.size
+    except Image.DecompressionBombError as e:
+        raise MediaError(f"not an image that can be read: {e}") from None
+    except Exception:  # noqa: BLE001 - decode_image says what is wrong with it
+        return MediaCost()
+    return MediaCost(w * h, 0.0, f"{w}x{h} pixels")
+
+
 def decode_image(data: bytes) -> tuple[int, int, bytes]:
-    """Width, height and RGB bytes of an encoded image; MediaError for anything else."""
+    """Width, height and RGB bytes of an encoded image, its longest side at most ``MAX_SIDE``;
+    MediaError for anything else."""
     from PIL import Image, UnidentifiedImageError
 
     Image.MAX_IMAGE_PIXELS = MAX_IMAGE_PIXELS  # above it Pillow warns (twice it: DecompressionBombError)
@@ -197,13 +269,23 @@ def decode_image(data: bytes) -> tuple[int, int, bytes]:
         with Image.open(io.BytesIO(data)) as im:
             w, h = im.size  # from the header: nothing is decoded yet
             if w <= 0 or h <= 0 or w * h > MAX_IMAGE_PIXELS:
-                raise MediaError(f"the image is {w}x{h} pixels; the limit is {MAX_IMAGE_PIXELS:,} pixels")
+                raise MediaError(f"the image is {w}x{h} pixels; the limit is {MAX_IMAGE_PIXELS:,} pixels an image")
             im.seek(0)  # an animation: its first frame
             if max(w, h) > MAX_SIDE:
-                im.draft("RGB", (MAX_SIDE, MAX_SIDE))  # a JPEG decodes at 1/2, 1/4, 1/8 scale: far less memory
-            rgb = im.convert("RGB")
-            if max(rgb.size) > MAX_SIDE:  # no projector looks at more: its preprocessing shrinks it anyway
-                rgb.thumbnail((MAX_SIDE, MAX_SIDE), Image.Resampling.BICUBIC)
+                # a JPEG decodes at 1/2, 1/4 or 1/8 scale: the most it can that leaves MAX_SIDE / 2 or more
+                # (a 48-megapixel photo at 4032 x 3024: a quarter of the memory and time)
+                k = (MAX_SIDE // 2) / max(w, h)
+                im.draft("RGB", (max(1, int(w * k)), max(1, int(h * k))))
+            if im.mode in _SHRINK_FIRST:  # shrunk, then converted: no full-size copy
+                if max(im.size) > MAX_SIDE:  # no projector looks at more: its preprocessing shrinks it anyway
+                    im.thumbnail((MAX_SIDE, MAX_SIDE), Image.Resampling.BICUBIC)
+                else:
+                    im.load()
+                rgb = im if im.mode == "RGB" else im.convert("RGB")
+            else:
+                rgb = im.convert("RGB")
+                if max(rgb.size) > MAX_SIDE:
+                    rgb.thumbnail((MAX_SIDE, MAX_SIDE), Image.Resampling.BICUBIC)
             return rgb.size[0], rgb.size[1], rgb.tobytes()
     except MediaError:
         raise

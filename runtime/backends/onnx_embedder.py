@@ -15,15 +15,13 @@ configuration says (``runtime.store.onnx_model``).
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import sys
 from dataclasses import dataclass
 
 import numpy as np
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
+from runtime.backends.free_heap import release_free_heap
 from runtime.store.onnx_model import OnnxModelInfo
 
 
@@ -61,16 +59,6 @@ def pool(states: np.ndarray, mask: np.ndarray, how: str) -> np.ndarray:
 
 def l2_normalise(v: np.ndarray) -> np.ndarray:
     return v / np.maximum(np.linalg.norm(v, axis=-1, keepdims=True), 1e-12)
-
-
-def release_free_heap() -> None:
-    """Give the C heap's free pages back to the system (glibc's ``malloc_trim``; elsewhere nothing)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # another C library (musl has no malloc_trim)
-        pass
 
 
 def session_options(threads: int, spin: bool = False) -> ort.SessionOptions:

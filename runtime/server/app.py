@@ -14,6 +14,7 @@ from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.bodies import BUDGET, BodyTooSlow, budget_of
 from runtime.server.errors import ApiError, http_error
 from runtime.server.generate.reply_headers import reply_headers
+from runtime.server.media_budget import MEDIA_BUDGET, MediaBudget
 from runtime.server.models.keep_alive import KEEP_ALIVE, KeepAlive, keep_alive_ctx
 from runtime.server.models.model_manager import ModelManager
 from runtime.server.routes import hardware_api, models_api, quantize_api, service_api, store_api, template_api
@@ -97,6 +98,7 @@ def create_app(config: ServeConfig) -> web.Application:
     app[STOPPING] = {}
     app[LIMITER] = ClientLedger(config.security.max_client_requests, config.security.max_client_held)
     app[BUDGET] = budget_of(config.security)  # request-body bytes held at once (runtime/server/bodies.py)
+    app[MEDIA_BUDGET] = MediaBudget()  # media being prepared, per client (runtime/server/media_budget.py)
     app[responses_api.RESPONSES] = responses_api.store_for(app)
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)

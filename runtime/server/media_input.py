@@ -3,9 +3,12 @@
 Every format carries media as base64 (OpenAI's ``data:`` URLs and ``input_audio``, Anthropic's
 ``base64`` sources, Ollama's ``images``); a ``MediaInput`` takes them in message order, checks
 count and size from the string's length before decoding it, decodes the base64 (strict: C speed,
-about 1 ms a megabyte) and leaves ``runtime.media.MARKER`` where each one goes in the text.
-The pixels and samples are decoded in the model's worker, never here (``runtime.backends.media``).
-A web address is kept as such, for ``media_fetch`` (off unless the service allows it).
+about 1 ms a megabyte), reads each one's cost from its header (``runtime.media_costs``: pixels,
+seconds) against the limits of one medium and of the request, and leaves
+``runtime.media.MARKER`` where each one goes in the text. An error names the field of the
+medium that passed a limit. The pixels and samples are decoded in the model's worker, never
+here (``runtime.backends.media``). A web address is kept as such, for ``media_fetch`` (off
+unless the service allows it; its image's cost is read once it is fetched).
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ import binascii
 import re
 
 from runtime.media import AUDIO, IMAGE, MARKER, MAX_MEDIA, MAX_MEDIA_BYTES, Media
-from runtime.server.errors import bad_request
+from runtime.media_costs import MediaTooLarge, RequestCosts
+from runtime.server.errors import ApiError, bad_request
 
 _DATA_URL = re.compile(r"data:([\w.+-]+/[\w.+-]+)?((?:;[\w.+-]+=[\w.+-]+)*);base64,", re.ASCII)
 #: audio formats read here: PCM WAV (the worker decodes it with the standard library)
@@ -27,6 +31,7 @@ class MediaInput:
 
     def __init__(self) -> None:
         self.items: list[Media] = []
+        self.costs = RequestCosts()
 
     def image_url(self, url: object, where: str) -> str:
         """An OpenAI / Responses image URL: a ``data:`` URL with base64 data."""
@@ -84,7 +89,12 @@ class MediaInput:
                 raise bad_request(f"'{where}' is not valid base64", where) from None
         if not raw:
             raise bad_request(f"'{where}' is empty", where)
-        self.items.append(Media(kind, raw))
+        medium = Media(kind, raw)
+        try:
+            self.costs.add(medium)  # from its header: nothing is decoded
+        except MediaTooLarge as e:
+            raise ApiError(400, f"'{where}': {e}", param=where, code="invalid_media") from None
+        self.items.append(medium)
         return MARKER
 
     @property

@@ -17,6 +17,7 @@ from aiohttp import web
 from runtime.config import SecurityConfig, ServeConfig
 from runtime.server.app import create_app
 from runtime.server.bodies import BUDGET, FREE_BYTES, BodyBudget, budget_of
+from runtime.server.client_identity import identity_of
 from runtime.server.connections import GuardedRunner, limits_of
 from runtime.server.errors import ApiError
 
@@ -136,8 +137,10 @@ async def test_a_chunked_body_takes_the_budget_as_it_comes_and_is_refused_past_i
     runner, port = await _service(max_body_bytes=4 * MiB, body_budget_bytes=16 * MiB, client_body_bytes=4 * MiB)
     try:
         budget: BodyBudget = runner.app[BUDGET]
-        budget.take("127.0.0.1", 2 * MiB)  # this client already has a body arriving
         r, w = await asyncio.open_connection("127.0.0.1", port)
+        sock = w.get_extra_info("socket")
+        me = identity_of(sock.getsockname(), sock.getpeername())  # the client the service sees this as
+        budget.take(me, 2 * MiB)  # this client already has a body arriving
         w.write(_head("/v1/chat/completions", None))
         piece = b"a" * (256 * KiB)
         answer = asyncio.ensure_future(_answer(r, 10))
@@ -150,7 +153,7 @@ async def test_a_chunked_body_takes_the_budget_as_it_comes_and_is_refused_past_i
         status, text = await answer
         assert status == 429 and json.loads(text)["error"]["code"] == "client_body_budget", text
         w.close()
-        budget.give("127.0.0.1", 2 * MiB)
+        budget.give(me, 2 * MiB)
         assert budget.used == 0
 
         r, w = await asyncio.open_connection("127.0.0.1", port)

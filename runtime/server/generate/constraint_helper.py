@@ -1,12 +1,16 @@
 """The constraint compiler's helper process: where caller-chosen schemas, patterns and grammars
 meet native code.
 
-It reads jobs from its pipe one at a time and answers each with a ``CompileResult``. For every
-job the caps of ``schema_limits`` come first, then the JSON Schema meta-schema check (without a
-format checker, so no caller-chosen regular expression ever runs in Python's backtracking
-``re``), then the grammar library (``compile_constraint``) and a short walk of the compiled
-grammar (``check_matches``). A crash or a stack overflow in the library ends only this process;
-the service (``constraint_compiler``) answers that request with a 400 and starts another.
+The service runs a few of these (``constraint_compiler.HELPERS``) and hands each one job at a
+time, in its fair order between clients, after measuring the job against the size caps
+(``constraint_cost``). A helper reads jobs from its pipe one at a time and answers each with a
+``CompileResult``; it ends quietly when the service closes the pipe. For every job the caps of
+``schema_limits`` come first (again: the service measured only sizes), then the JSON Schema
+meta-schema check (without a format checker, so no caller-chosen regular expression ever runs in
+Python's backtracking ``re``), then the grammar library (``compile_constraint``) and a short walk
+of the compiled grammar (``check_matches``). A crash or a stack overflow in the library ends only
+this process; the service (``constraint_compiler``) answers that request with a 400 and starts
+another.
 """
 
 from __future__ import annotations
@@ -38,16 +42,16 @@ def helper_main(conn: Connection) -> None:
     notes = _Notes()
     logging.getLogger("hearth.constraint").addHandler(notes)
     logging.getLogger("hearth.constraint").setLevel(logging.INFO)
-    conn.send(HelperReady(os.getpid()))
-    while True:
-        try:
+    try:
+        conn.send(HelperReady(os.getpid()))
+        while True:
             job_id, payload = conn.recv()
-        except (EOFError, OSError):
-            return
-        notes.lines.clear()
-        result = run_job(pickle.loads(payload))
-        result.notes = list(notes.lines)
-        conn.send((job_id, result))
+            notes.lines.clear()
+            result = run_job(pickle.loads(payload))
+            result.notes = list(notes.lines)
+            conn.send((job_id, result))
+    except (EOFError, OSError):  # the service closed the pipe: it is ending this helper
+        return
 
 
 class _Notes(logging.Handler):

@@ -14,6 +14,7 @@ from runtime.engine.protocol import Engine, OutputStream, PromptCount, UpstreamF
 from runtime.server.app_keys import CONFIG, MANAGER
 from runtime.server.generate.error_table import api_error
 from runtime.server.errors import ApiError
+from runtime.server.media_budget import Held, media_held
 from runtime.server.media_fetch import fetch_media, has_urls, refuse_unless_allowed
 from runtime.server.generate.request import GenerationRequest, template_messages
 from runtime.server.security import client_id
@@ -49,7 +50,14 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> Gene
     """Pick (a resident one, or load, or restart) the engine and submit; raise ``ApiError`` on failure.
 
     Nothing is awaited between getting the engine and submitting to it, so the router cannot
-    unload it in between (an engine with a request in flight is never unloaded for room)."""
+    unload it in between (an engine with a request in flight is never unloaded for room).
+    The media's estimated cost is held for the client until the engine has accepted the
+    request, its media prepared (``media_budget``)."""
+    with media_held(request, req.media) as held:
+        return await _start_generation(request, req, held)
+
+
+async def _start_generation(request: web.Request, req: GenerationRequest, held: Held) -> Generation:
     manager = request.app[MANAGER]
     limit = request.app[CONFIG].security.max_tokens_limit
     params = req.params
@@ -59,6 +67,7 @@ async def start_generation(request: web.Request, req: GenerationRequest) -> Gene
     if has_urls(req.media):  # fetched once the model is known to read them (``media_fetch``); the
         # engine is then asked for again, so nothing is awaited between getting it and submitting
         req.media = await fetch_media(req.media or [], allowed, engine.loaded)
+        held.update(req.media)  # the fetched images' cost, from their headers
         engine = await _engine(request, req, req.num_ctx)
     loaded = engine.loaded
     local = loaded is not None and bool(loaded.pid)
@@ -109,16 +118,22 @@ def reply_length(asked: int | None, limit: int, loaded) -> int | None:
 
 async def count_prompt_tokens(request: web.Request, req: GenerationRequest) -> PromptCount:
     """The request's prompt length in the model's tokens (loading the model if needed), after its
-    context-overflow policy; nothing is generated."""
+    context-overflow policy; nothing is generated (the media are prepared: their cost is held)."""
+    with media_held(request, req.media) as held:
+        return await _count_prompt_tokens(request, req, held)
+
+
+async def _count_prompt_tokens(request: web.Request, req: GenerationRequest, held: Held) -> PromptCount:
     allowed = request.app[CONFIG].security.fetch_media_urls
     refuse_unless_allowed(req.media, allowed)
     engine = await _engine(request, req, None)
     if has_urls(req.media):
         req.media = await fetch_media(req.media or [], allowed, engine.loaded)
+        held.update(req.media)
         engine = await _engine(request, req, None)
     loaded = engine.loaded
     if loaded is not None:  # tools described in the prompt, earlier calls in the model's markup
-        await plan_output(req, loaded.contract)
+        await plan_output(req, loaded.contract, client=client_id(request))
     try:
         # the reply's room as a generation would leave it (the overflow policy keeps it free)
         max_tokens = reply_length(req.params.max_tokens, request.app[CONFIG].security.max_tokens_limit, loaded)

@@ -8,10 +8,11 @@
 
 Reading a body only checks shapes and sizes (cheap, on the event loop); the returned
 :class:`~runtime.server.generate.constraint_jobs.CompileJob` is compiled once the model is known
-(``tool_calls.plan_output``), in the constraint compiler's helper process: there the schema is
-checked against the JSON Schema meta-schema and the caps of ``schema_limits``, and compiled by
-the grammar library. An invalid, unsupported or oversized one is a 400 naming the field before
-any worker sees the request, never a silent fallback to free text. ``strict`` changes nothing:
+(``tool_calls.plan_output``) by the constraint compiler: its size is measured against the caps
+first (``constraint_cost``, before anything is pickled), then, in a helper process, the schema
+is checked against the JSON Schema meta-schema and the caps of ``schema_limits``, and compiled
+by the grammar library. An invalid, unsupported or oversized one is a 400 naming the field
+before any worker sees the request, never a silent fallback to free text. ``strict`` changes nothing:
 every schema is enforced by the grammar.
 """
 
@@ -20,7 +21,9 @@ from __future__ import annotations
 from typing import Any
 
 from runtime.engine.constraint_spec import GBNF, JSON_OBJECT, JSON_SCHEMA, LARK, REGEX, ConstraintError
-from runtime.server.generate.constraint_compiler import CRASHED, TIMEOUT, CompilerBusy, CompilerUnavailable, compiler
+from runtime.server.generate.constraint_compiler import (
+    CRASHED, TIMEOUT, ClientBusy, CompilerBusy, CompilerUnavailable, compiler,
+)
 from runtime.server.generate.constraint_jobs import CompileJob, CompileResult, ToolsJob
 from runtime.server.errors import ApiError
 from runtime.server.generate.schema_limits import MAX_GRAMMAR_BYTES, MAX_PATTERN_CHARS, MAX_SCHEMA_BYTES, TOO_LARGE
@@ -35,11 +38,16 @@ def constraint_error(e: ConstraintError) -> ApiError:
     return ApiError(400, str(e), param=e.param, code=code)
 
 
-async def compile_job(job: CompileJob | ToolsJob) -> CompileResult:
-    """The job compiled in the helper process; its error (a 400 naming the field and limit), or
-    a 503 when too many wait, raised as ``ApiError``."""
+async def compile_job(job: CompileJob | ToolsJob, client: str = "") -> CompileResult:
+    """The job compiled in a helper process, counted against ``client`` (``security.client_id``);
+    its error (a 400 naming the field and limit, a schema or tool list over the caps before any
+    work), a 429 when the client already holds its share of the compiler, or a 503 when too many
+    wait, raised as ``ApiError``."""
     try:
-        result = await compiler().compile(job)
+        result = await compiler().compile(job, client)
+    except ClientBusy as e:
+        raise ApiError(429, str(e), type="rate_limit_error", code="too_many_constraints",
+                       headers={"Retry-After": "2"}) from None
     except CompilerBusy as e:
         raise ApiError(503, str(e), type="server_error", code="compiler_busy", headers={"Retry-After": "2"}) from None
     except CompilerUnavailable as e:

@@ -35,6 +35,7 @@ from runtime.server.errors import bad_request
 from runtime.server.generate.request import GenerationRequest, Message, ToolSpec
 from runtime.server.generate.reply_headers import RELAXED_TOOLS
 from runtime.server.generate.structured_output import compile_job
+from runtime.server.security import client_id
 
 log = logging.getLogger("hearth.server")
 
@@ -90,16 +91,18 @@ def offered_tools(req: GenerationRequest) -> list[ToolSpec]:
 
 
 async def plan_output(req: GenerationRequest, contract: OutputContract | None,
-                      request: web.Request | None = None) -> OutputPlan | None:
+                      request: web.Request | None = None, client: str | None = None) -> OutputPlan | None:
     """``plan_prompt``, and ``req.constraint`` compiled (a response format's, or the tool calls'
-    in the model's call syntax). ``request``: where to note the relaxed tools for the reply's header."""
+    in the model's call syntax). ``request``: where to note the relaxed tools for the reply's header.
+    ``client``: who the compilation counts against (by default ``security.client_id(request)``)."""
+    who = client if client is not None else client_id(request) if request is not None else ""
     contract = contract or OutputContract()
     answer = req.constraint if isinstance(req.constraint, CompileJob) else None
     choice = req.tool_choice
     tools = offered_tools(req)
     if req.messages is None or not tools:
         if answer is not None:
-            req.constraint = (await compile_job(answer)).spec
+            req.constraint = (await compile_job(answer, who)).spec
         return plan_prompt(req, contract)
     if answer is not None and answer.answer_schema is None:
         raise bad_request(f"'{answer.param}' cannot be combined with 'tools' (a JSON response format can; or set "
@@ -114,7 +117,7 @@ async def plan_output(req: GenerationRequest, contract: OutputContract | None,
                    parallel=req.parallel_tool_calls and choice.kind != "function",
                    # a required call ignores the response format: it is for the answer after the results
                    lazy=choice.kind == "auto" and answer is None, answer=answer if choice.kind == "auto" else None)
-    result = await compile_job(job)
+    result = await compile_job(job, who)
     if result.relaxed:
         log.info("tool schemas relaxed to what the grammar can enforce: %s", ", ".join(result.relaxed))
         if request is not None:
