@@ -82,7 +82,7 @@ serve: $(VENV)/.llama-rpc
 
 test: $(VENV)/.test
 	@sh scripts/system-libs.sh
-	$(PY) -m ruff check runtime
+	$(PY) -m ruff check runtime app
 	$(PY) -m mypy
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -ra tests
 

@@ -55,7 +55,8 @@ class CatalogModel:
 
     @classmethod
     def from_api(cls, d: dict) -> CatalogModel:
-        sizes = d.get("sizes") if isinstance(d.get("sizes"), dict) else {}
+        sizes = d.get("sizes")
+        sizes = sizes if isinstance(sizes, dict) else {}
         return cls(str(d["id"]), _str(d, "name") or str(d["id"]), _str(d, "family"), _str(d, "repo"),
                    _str(d, "default_quant"), _str(d, "parameters"), _str(d, "license"), _int(d, "context_length"),
                    bool(d.get("embedded")), bool(d.get("local")), dict(sizes), _fit(d), _str(d, "task"),
@@ -132,5 +133,6 @@ class RunningModel:
 
     @classmethod
     def from_api(cls, d: dict) -> RunningModel:
-        memory = d.get("memory") if isinstance(d.get("memory"), dict) else {}
+        memory = d.get("memory")
+        memory = memory if isinstance(memory, dict) else {}
         return cls(str(d["id"]), _int(d, "n_ctx"), _int(d, "pid"), _int(memory, "rss_bytes"))

@@ -12,6 +12,9 @@ from typing import Any
 
 log = logging.getLogger("hearth.app")
 
+#: schedules a coroutine as one of the app's tasks and returns the task (``HearthApp.spawn``)
+Run = Callable[[Coroutine[Any, Any, Any]], "asyncio.Task[Any]"]
+
 
 def start(coro: Coroutine[Any, Any, Any], what: str,
           failed: Callable[[BaseException], None] | None = None) -> asyncio.Task:

@@ -9,7 +9,8 @@ token, cached prompt tokens and, when speculation ran, the draft acceptance rate
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import asyncio
 import time
@@ -27,6 +28,20 @@ from app.tool_loop import DENY, Permissions, ToolCall
 TITLE_CHARS = 48
 
 
+class ToolSource(Protocol):
+    """Where a chat's tools come from (``McpService``)."""
+
+    def api_tools(self) -> list[dict]: ...
+
+    async def call(self, name: str, arguments: dict, timeout_s: float) -> str: ...
+
+    def server_of(self, api_name: str) -> str: ...
+
+
+#: adds document context to a request and returns the citations (``DocumentsService.augment``)
+Augment = Callable[[Conversation, dict], Awaitable[list[dict]]]
+
+
 class ChatService(QObject):
     busy_changed = Signal(bool)
     error = Signal(object)  # UserError
@@ -37,21 +52,22 @@ class ChatService(QObject):
     variant_switched = Signal(object)  # the Conversation, after another version of a message was shown
 
     def __init__(self, client: ApiClient, store: ConversationStore, *, flush_ms: int = 50,
-                 tools=None, always_allowed: set[str] | None = None,
-                 decode_limit: Callable[[str], float | None] | None = None) -> None:
+                 tools: ToolSource | None = None, always_allowed: set[str] | None = None,
+                 decode_limit: Callable[[str], float | None] | None = None, augment: Augment | None = None) -> None:
         super().__init__()
         self.client, self.store = client, store
         #: the decode speed a model's placement allows at most (the service's memory-wall figure)
         self.decode_limit = decode_limit
-        #: where tools come from (``McpHub``: ``api_tools()``, ``call(name, args, timeout)``), or None
+        #: where tools come from (``McpService``: ``api_tools()``, ``call(name, args, timeout)``,
+        #: ``server_of(name)``), or None
         self.tools = tools
         #: asks the user about one tool call (the window sets it); no window: nothing runs
         self.ask = _deny
         self.always_allowed = always_allowed if always_allowed is not None else set()
         self.max_steps = tool_loop.DEFAULT_MAX_STEPS
         self.tool_timeout_s = tool_loop.DEFAULT_TOOL_TIMEOUT_S
-        #: adds document context to a request (``Documents.augment``), or None
-        self.augment = None
+        #: adds document context to a request (``DocumentsService.augment``), or None
+        self.augment = augment
         self.conversations = ConversationListModel()
         self.messages = MessageListModel()
         self.current: Conversation | None = None
@@ -83,6 +99,13 @@ class ChatService(QObject):
         self.reload()
         self.select(c.id)
         return c
+
+    def current_or_new(self) -> Conversation:
+        """The open chat; a new one, opened, when none is."""
+        if self.current is None:
+            self.new_conversation()
+        assert self.current is not None  # new_conversation opened it
+        return self.current
 
     def select(self, conversation_id: int | None) -> None:
         c = self.store.get(conversation_id) if conversation_id is not None else None
@@ -171,11 +194,9 @@ class ChatService(QObject):
         text = text.strip()
         if not (text or attachments) or self.busy:
             return False
-        if self.current is None:
-            self.new_conversation()
-        c = self.current
+        c = self.current_or_new()
         if not self.store.messages(c.id) and c.title == "New chat":
-            self.rename(c.id, _title(text or ", ".join(a["name"] for a in attachments)))
+            self.rename(c.id, _title(text or ", ".join(a["name"] for a in attachments or ())))
         meta = {"attachments": list(attachments)} if attachments else None
         self.messages.append(self.store.add_message(c.id, "user", text, meta))
         self._generate()
@@ -228,7 +249,7 @@ class ChatService(QObject):
         return True
 
     def stop(self) -> None:
-        if self.busy:
+        if self._task is not None and not self._task.done():  # busy
             self._task.cancel()
 
     def _request_body(self, c: Conversation, history: list[Message]) -> dict:
@@ -266,6 +287,8 @@ class ChatService(QObject):
 
     def _generate(self, parent_id: int | None = None) -> None:
         c = self.current
+        if c is None:  # every caller has a chat open
+            return
         body = self._request_body(c, self.messages.items())
         answer = self.store.add_message(c.id, "assistant", "", {"finish": "streaming"}, parent_id=parent_id)
         self.messages.append(answer)
@@ -306,15 +329,15 @@ class ChatService(QObject):
                 raw: list[dict] = []
                 finish, step_usage = await self._step(answer, body, raw, done_calls)
                 usage = _add_usage(usage, step_usage)
-                if not (tools and raw and finish == "tool_calls"):
+                if not (tools and raw and finish == "tool_calls") or self.tools is None:  # tools: it is set
                     break
                 calls = tool_loop.calls_from_deltas(raw)
                 for call in calls:
-                    call.server = self.tools.server_of(call.name) if hasattr(self.tools, "server_of") else ""
+                    call.server = self.tools.server_of(call.name)
                 self._flush()
 
-                def changed(call: ToolCall, calls=calls) -> None:
-                    answer.meta["tool_calls"] = done_calls + [x.to_meta() for x in calls]
+                def changed(call: ToolCall, calls: list[ToolCall] = calls, earlier: list[dict] = done_calls) -> None:
+                    answer.meta["tool_calls"] = earlier + [x.to_meta() for x in calls]
                     self.messages.changed(answer.id)
                     self.tool_call_changed.emit(call)
 

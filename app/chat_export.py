@@ -11,6 +11,7 @@ import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeGuard
 
 from app.conversations import Conversation, Message, Sampling
 from runtime.sampling_params import MAX_STOP_CHARS, MAX_STOPS
@@ -73,7 +74,7 @@ def to_json(c: Conversation, messages: list[Message], tree: list[Message] | None
             "messages": out}
 
 
-def write(path: Path, c: Conversation, messages: list[Message], fmt: str, tree: list[Message] | None = None) -> None:
+def write(path: str | Path, c: Conversation, messages: list[Message], fmt: str, tree: list[Message] | None = None) -> None:
     """Write the chat as ``fmt``: "markdown" (the ``messages`` shown) or "json" (with every
     version: ``tree``, all the chat's messages)."""
     text = to_markdown(c, messages) if fmt == "markdown" else json.dumps(to_json(c, messages, tree), indent=1,
@@ -81,7 +82,7 @@ def write(path: Path, c: Conversation, messages: list[Message], fmt: str, tree: 
     Path(path).write_text(text, encoding="utf-8")
 
 
-def read(path: Path) -> ChatFile:
+def read(path: str | Path) -> ChatFile:
     """Read a chat exported as JSON; ``ChatFileError`` names what is wrong."""
     p = Path(path)
     try:
@@ -128,7 +129,8 @@ def parse(data, name: str = "the file") -> ChatFile:
     for i, m in enumerate(msgs):
         if not isinstance(m, dict) or m.get("role") not in ROLES or not isinstance(m.get("content"), str):
             raise ChatFileError(f"{name}: message {i + 1} needs a \"role\" (user or assistant) and a text \"content\".")
-        meta = m.get("meta") if isinstance(m.get("meta"), dict) else {}
+        meta = m.get("meta")
+        meta = meta if isinstance(meta, dict) else {}
         out.messages.append((m["role"], m["content"], {k: meta[k] for k in META_KEYS if k in meta
                                                          and isinstance(meta[k], (str, int, float))}))
         if tree:
@@ -147,7 +149,7 @@ def parse(data, name: str = "the file") -> ChatFile:
     return out
 
 
-def _whole(v) -> bool:
+def _whole(v: object) -> TypeGuard[int]:
     return isinstance(v, int) and not isinstance(v, bool)
 
 

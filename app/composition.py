@@ -7,9 +7,10 @@ import asyncio
 import logging
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt
-from PySide6.QtWidgets import QApplication, QMessageBox
+from PySide6.QtWidgets import QApplication, QMessageBox, QWidget
 
 from app.api_client import ApiClient
 from runtime.api_key import load_key
@@ -24,25 +25,29 @@ from app.ui.main_window import MainWindow
 from app.ui.server_page import STATE_WORDS, ServerPage
 from app.ui.settings_page import SettingsPage
 
+if TYPE_CHECKING:
+    from app.ui.models_page import ModelsPage
+    from app.ui.style import Theme
+
 log = logging.getLogger("hearth.app")
 
 
 def autostart_setter() -> Callable[[bool], None] | None:
     """The platform's start-at-login switch, where this installation has one."""
     try:
-        from app import autostart  # type: ignore[attr-defined]
+        from app.autostart import set_enabled
     except ImportError:
         return None
-    return getattr(autostart, "set_enabled", None)
+    return set_enabled
 
 
 def autostart_state() -> Callable[[], bool] | None:
     """Whether starting at login is on, as the platform says (None where there is no switch)."""
     try:
-        from app import autostart  # type: ignore[attr-defined]
+        from app.autostart import is_enabled
     except ImportError:
         return None
-    return getattr(autostart, "is_enabled", None)
+    return is_enabled
 
 
 def connect_host(bind: str) -> str:
@@ -77,40 +82,43 @@ class HearthApp(QObject):
         from app.mcp_service import McpService
 
         self.mcp = McpService(data_dir / "mcp-servers.json")
-        self.chat = ChatService(self.client, self.store, tools=self.mcp, always_allowed=self.mcp.always_allowed,
-                                decode_limit=self._decode_limit)
-        self.chat.tool_call_changed.connect(lambda _: self.mcp.keep_allowed())
-        self._failed_servers: set[str] = set()
         from app.documents_service import DocumentsService
 
         self.documents = DocumentsService(self.client, data_dir / "documents.sqlite3", self.store)
         self.documents.error.connect(lambda p: self.show_error(p))
-        self.chat.augment = self.documents.augment
+        self.chat = ChatService(self.client, self.store, tools=self.mcp, always_allowed=self.mcp.always_allowed,
+                                decode_limit=self._decode_limit, augment=self.documents.augment)
+        self.chat.tool_call_changed.connect(lambda _: self.mcp.keep_allowed())
+        self._failed_servers: set[str] = set()
         self.closed = asyncio.get_event_loop().create_future()
         self._tasks: set[asyncio.Task] = set()
-        self.chat_page = ChatPage(self.chat, self.documents, self.spawn)
+        from app.models import ModelStoreService
         from app.presets import PresetStore
+        from app.remotes import RemotesService
 
         self.presets = PresetStore(data_dir / "prompt-presets.json")
-        self.chat_page.presets = self.presets
+        self.models = ModelStoreService(self.client, data_dir)
+        self.models.error.connect(self.show_error)
+        self.models.local_changed.connect(self._local_models)
+        self._local_ids: list[str] = []  #: the models on this computer (the last ``local_changed``)
+        self.remotes = RemotesService(self.client, data_dir)  # remote engines: widgets added to the pages' ends
+        self.chat_page = ChatPage(self.chat, self.documents, self.spawn, presets=self.presets, models=self.models)
         self.mcp.servers_changed.connect(self._mcp_changed)
         self.server_page = ServerPage(self.service, start=lambda: self.spawn(self.start_service()),
                                       stop=lambda: self.spawn(self.service.stop()),
                                       restart=lambda: self.spawn(self.restart_service()))
         self.settings_page = SettingsPage(self.settings, start_on_login)
         self.settings_page.saved.connect(self._settings_saved)
-        pages = {"Chat": self.chat_page, "Server": self.server_page, "Settings": self._settings_tabs()}
+        pages: dict[str, QWidget] = {"Chat": self.chat_page, "Server": self.server_page,
+                                     "Settings": self._settings_tabs()}
         self.models_page = self._models_page()
-        if self.models_page is not None:
-            pages["Models"] = self.models_page
-        from app.remotes import RemotesService
+        pages["Models"] = self.models_page
         from app.ui import remotes_box
 
-        self.remotes = RemotesService(self.client, data_dir)  # remote engines: widgets added to the pages' ends
         self.remote_widgets = remotes_box.attach(self.models_page, self.remotes_tab, self.server_page,
                                                  self.remotes, self.service.health_changed, self.spawn)
-        self.remotes_tab.layout().addStretch(1)
-        self.remotes.changed.connect(lambda _: self._local_models(getattr(self, "_local_ids", [])))
+        self.remotes_column.addStretch(1)
+        self.remotes.changed.connect(lambda _: self._local_models(self._local_ids))
         self.window = MainWindow(pages)
         self._restore_window()
         if self.store.problem:  # the damaged history was set aside: say so where the user looks
@@ -134,10 +142,11 @@ class HearthApp(QObject):
         self.chat.finished.connect(self._answer_finished)
         self.no_tray_notice: QMessageBox | None = None
         self._service_banner: UserError | None = None
+        self.theme: Theme | None = None  #: the theme applied (``apply_theme``)
         self.apply_theme()
         qapp.styleHints().colorSchemeChanged.connect(lambda _: self.apply_theme())
 
-    def _settings_tabs(self):
+    def _settings_tabs(self) -> QWidget:
         """Settings: the general page, the MCP servers and the remote engines."""
         from PySide6.QtWidgets import QTabWidget
 
@@ -159,7 +168,8 @@ class HearthApp(QObject):
         tabs.addTab(self.mcp_panel, "MCP servers")
         self.remotes_tab = QWidget()  # remote engines: their box is added when they are wired up
         self.remotes_tab.setMaximumWidth(760)
-        QVBoxLayout(self.remotes_tab).setContentsMargins(24, 20, 24, 20)  # the MCP tab's margins
+        self.remotes_column = QVBoxLayout(self.remotes_tab)
+        self.remotes_column.setContentsMargins(24, 20, 24, 20)  # the MCP tab's margins
         tabs.addTab(self.remotes_tab, "Remote engines")
         page = QWidget()
         pl = QHBoxLayout(page)
@@ -168,16 +178,11 @@ class HearthApp(QObject):
         self.settings_tabs = tabs
         return page
 
-    def _models_page(self):
-        """The model manager page (built in ``app.models``)."""
-        from app.models import ModelStoreService
-        from app.ui.models_page import ModelsPage
-
-        self.models = ModelStoreService(self.client, self.data_dir)
-        self.models.error.connect(self.show_error)
-        self.models.local_changed.connect(self._local_models)
-        self.chat_page.bind_models(self.models, self.spawn)
+    def _models_page(self) -> ModelsPage:
+        """The model manager page (``self.models`` is built in ``__init__``), the first-run
+        suggestion and the quantize jobs."""
         from app.first_run import FirstRun
+        from app.ui.models_page import ModelsPage
 
         self.first_run = FirstRun(self.chat_page.suggestion_card, self.models, self.spawn,
                                   use=self.chat_page.use_model, done=self._suggestion_done)
@@ -233,8 +238,8 @@ class HearthApp(QObject):
 
     def _task_done(self, task: asyncio.Task) -> None:
         self._tasks.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            e = task.exception()
+        e = task.exception() if not task.cancelled() else None
+        if e is not None:
             log.error("background task failed: %r", e)
             self.show_error(explain(e, port=self.settings.port))
 
@@ -269,7 +274,7 @@ class HearthApp(QObject):
 
     def _local_models(self, ids: list[str]) -> None:
         self._local_ids = list(ids)
-        remote = [m["id"] for m in self.remotes.state.get("models") or []] if hasattr(self, "remotes") else []
+        remote = [m["id"] for m in self.remotes.state.get("models") or []]
         chat_ids = self._local_ids + [r for r in remote if r not in self._local_ids]  # remote ones after
         self.chat_page.set_models(chat_ids, self.settings.default_model if self.service.owned else "")
         self.settings_page.set_models(ids)
@@ -329,20 +334,19 @@ class HearthApp(QObject):
             choice = self.settings.theme
             dark = choice == "dark" or (choice == "system"
                                         and self.qapp.styleHints().colorScheme() == Qt.ColorScheme.Dark)
-        if getattr(self, "theme", None) is not None and self.theme.dark == dark:
+        if self.theme is not None and self.theme.dark == dark:
             return  # no change: restyling every widget costs a visible pause
-        first = getattr(self, "theme", None) is None
+        first = self.theme is None
         if not first:
             self.chat_page.view.release_hidden(everything=True)  # rebuilt after, a few per turn
-        self.theme = theme_for(dark)
+        self.theme = theme = theme_for(dark)
         if first:
             if self.qapp.style().name().lower() != "fusion":  # setStyle repolishes every widget alive
                 self.qapp.setStyle("Fusion")  # the same widgets on every OS, so the theme's colours hold
             from app.ui.theme_apply import ThemeApplier
 
             self.theme_applier = ThemeApplier(self.qapp, self.window, self._theme_parts)
-        self.qapp.setPalette(palette(self.theme))
-        theme = self.theme
+        self.qapp.setPalette(palette(theme))
         self.chat_page.split.handle(1).setStyleSheet(f"background: {theme.border};")
         self.theme_applier.apply(stylesheet(theme), at_once=first, then=lambda: self.window.retheme(theme))
 

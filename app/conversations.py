@@ -237,7 +237,7 @@ class ConversationStore:
             cur = self.db.execute(
                 "INSERT INTO conversations (title, model, system_prompt, sampling, created, updated) "
                 "VALUES (?, ?, ?, ?, ?, ?)", (title, model, system_prompt, json.dumps(s.to_dict()), now, now))
-        return Conversation(cur.lastrowid, title, model, system_prompt, s, now)
+        return Conversation(inserted_id(cur), title, model, system_prompt, s, now)
 
     def conversations(self, search: str = "") -> list[Conversation]:
         """Newest first; ``search`` matches titles and message text, case-insensitively."""
@@ -315,7 +315,7 @@ class ConversationStore:
                             (now, cur.lastrowid, conversation_id))
         n = self.db.execute("SELECT COUNT(*) FROM messages WHERE conversation_id = ? AND parent_id = ?",
                             (conversation_id, parent_id)).fetchone()[0]
-        return Message(cur.lastrowid, role, content, dict(meta or {}), parent_id, n, n)
+        return Message(inserted_id(cur), role, content, dict(meta or {}), parent_id, n, n)
 
     def add_messages(self, conversation_id: int, rows: list[tuple[str, str, dict]]) -> None:
         """Add many messages (role, content, meta) in one transaction, each after the one before:
@@ -325,9 +325,9 @@ class ConversationStore:
         parent = path[-1].id if path else 0
         with self.db:
             for role, content, meta in rows:
-                parent = self.db.execute(
+                parent = inserted_id(self.db.execute(
                     "INSERT INTO messages (conversation_id, role, content, meta, created, parent_id) "
-                    "VALUES (?, ?, ?, ?, ?, ?)", (conversation_id, role, content, json.dumps(meta), now, parent)).lastrowid
+                    "VALUES (?, ?, ?, ?, ?, ?)", (conversation_id, role, content, json.dumps(meta), now, parent)))
             self.db.execute("UPDATE conversations SET updated = ?, leaf = ? WHERE id = ?",
                             (now, parent, conversation_id))
 
@@ -342,10 +342,10 @@ class ConversationStore:
             for (role, content, meta), parent in zip(rows, parents, strict=True):
                 if not 0 <= parent <= len(ids):
                     raise ValueError(f"message {len(ids) + 1} follows {parent}, which is not written before it")
-                ids.append(self.db.execute(
+                ids.append(inserted_id(self.db.execute(
                     "INSERT INTO messages (conversation_id, role, content, meta, created, parent_id) "
                     "VALUES (?, ?, ?, ?, ?, ?)", (conversation_id, role, content, json.dumps(meta), now,
-                                                  ids[parent - 1] if parent else 0)).lastrowid)
+                                                  ids[parent - 1] if parent else 0))))
             shown = ids[leaf - 1] if 0 < leaf <= len(ids) else (ids[-1] if ids else 0)
             self.db.execute("UPDATE conversations SET updated = ?, leaf = ? WHERE id = ?",
                             (now, shown, conversation_id))
@@ -398,6 +398,14 @@ class ConversationStore:
                                 [(conversation_id, n) for n in gone])
             parent = rows[message_id].parent_id if message_id in rows else 0
             self.db.execute("UPDATE conversations SET leaf = ? WHERE id = ?", (parent, conversation_id))
+
+
+def inserted_id(cur: sqlite3.Cursor) -> int:
+    """The id of the row an INSERT through ``cur`` just wrote (``lastrowid``, which sqlite3 types
+    as optional: it is None only before any INSERT)."""
+    row_id = cur.lastrowid
+    assert row_id is not None
+    return row_id
 
 
 def _path(rows: dict[int, Message], leaf: int) -> list[Message]:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from app.conversations import inserted_id
+
 EMBED_MODEL = "minilm-l6"
 CHUNK_CHARS = 900
 OVERLAP_CHARS = 150
@@ -174,11 +176,13 @@ class DocumentLibrary:
         with self.db:
             cur = self.db.execute("INSERT INTO documents (title, path, chars, pages, created) VALUES (?, ?, ?, ?, ?)",
                                   (title or path.name, str(path), sum(len(p) for p in pages), len(pages), time.time()))
-            doc_id = cur.lastrowid
+            doc_id = inserted_id(cur)
             self.db.executemany("INSERT INTO chunks (document_id, idx, page, start, text, vector) VALUES (?, ?, ?, ?, ?, ?)",
                                 [(doc_id, i, page, start, text, matrix[i].tobytes())
                                  for i, (page, start, text) in enumerate(chunks)])
-        return self.get(doc_id)
+        doc = self.get(doc_id)
+        assert doc is not None  # written just now
+        return doc
 
     def documents(self) -> list[Document]:
         return [Document(*r) for r in self.db.execute(
@@ -221,9 +225,10 @@ class DocumentLibrary:
         scores = matrix @ q
         out, seen = [], set()
         for i in np.argsort(-scores):  # best first; a passage repeated word for word counts once
-            if rows[i][5] not in seen:
-                seen.add(rows[i][5])
-                out.append(Chunk(*rows[i][:6], score=float(scores[i])))
+            r = rows[i]
+            if r[5] not in seen:
+                seen.add(r[5])
+                out.append(Chunk(r[0], r[1], r[2], r[3], r[4], r[5], score=float(scores[i])))
             if len(out) == k:
                 break
         return out

@@ -57,12 +57,12 @@ def suggest(entries: list[CatalogModel], min_tokens_per_s: float = COMFORTABLE_T
         return None
     comfortable = [e for e in fitting if (_speed(e) or 0) >= min_tokens_per_s]
     if comfortable:
-        best = max(comfortable, key=lambda e: (_size_key(e), e.fit.get("verdict") == "gpu", _speed(e) or 0))
+        best = max(comfortable, key=lambda e: (_size_key(e), (e.fit or {}).get("verdict") == "gpu", _speed(e) or 0))
         why = "the largest model that fits this computer's memory and still answers at a comfortable speed"
     else:
         best = max(fitting, key=lambda e: (_speed(e) or 0, -_size_key(e)))
         why = "no model runs fast here; this one is the quickest that fits this computer's memory"
-    where = _WHERE[best.fit["verdict"]]
+    where = _WHERE[(best.fit or {})["verdict"]]  # a fitting entry has its verdict
     speed = _speed(best)
     said = f"It runs {where}" + (f", about {speed:.0f} tokens per second" if speed else "") + "."
     return Suggestion(best, f"{why[0].upper()}{why[1:]}. {said}")

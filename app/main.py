@@ -24,6 +24,7 @@ def run(port: int | None = None, *, tray: bool = False, smoke_test: bool = False
     from app.composition import HearthApp, autostart_setter, autostart_state
 
     qapp = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(qapp, QApplication)  # the window needs a widget application, not a core one
     qapp.setApplicationName("Hearth")
     qapp.setOrganizationName("Hearth")
     qapp.setDesktopFileName("hearth")  # matches hearth.desktop: Wayland shells find the icon there
@@ -41,7 +42,7 @@ def run(port: int | None = None, *, tray: bool = False, smoke_test: bool = False
     with loop:
         hearth = HearthApp(qapp, data_dir(), port=port, start_on_login=autostart_setter(),
                            start_on_login_state=autostart_state())
-        if smoke_test:
+        if smoke_test or instance is None:  # the smoke test claims no instance
             return loop.run_until_complete(_smoke_test(hearth))
         instance.activated.connect(hearth.open_window)  # a second launch shows this window
         hearth.spawn(hearth.start(show_window=not tray))

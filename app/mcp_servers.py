@@ -17,8 +17,12 @@ from collections.abc import Callable
 from contextlib import asynccontextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from app.tool_loop import ToolFailed
+
+if TYPE_CHECKING:
+    from mcp import ClientSession  # at run time it is imported where a server starts
 
 log = logging.getLogger("hearth.app")
 STDIO, HTTP = "stdio", "http"
@@ -144,7 +148,7 @@ class Connection:
         self.error = ""
         self.tools: list[Tool] = []
         self._changed = changed
-        self._session = None
+        self._session: ClientSession | None = None
         self._task: asyncio.Task | None = None
         self._stop: asyncio.Event | None = None
         #: how often a running server is pinged (an exited one is noticed within this)
@@ -162,10 +166,10 @@ class Connection:
         if problem:
             self._set(FAILED, problem)
             return False
-        self._stop = asyncio.Event()
+        self._stop = stop = asyncio.Event()
         ready: asyncio.Future = asyncio.get_running_loop().create_future()
         self._set(STARTING)
-        self._task = asyncio.ensure_future(self._hold(ready))
+        self._task = asyncio.ensure_future(self._hold(ready, stop))
         try:
             await asyncio.wait_for(asyncio.shield(ready), timeout_s)
         except TimeoutError:
@@ -188,7 +192,8 @@ class Connection:
         return stdio_client(StdioServerParameters(command=c.command, args=c.args, env=env),
                             errlog=open(os.devnull, "w"))
 
-    async def _hold(self, ready: asyncio.Future) -> None:
+    async def _hold(self, ready: asyncio.Future, stop: asyncio.Event) -> None:
+        """Hold the connection until ``stop`` is set (the server's own ``_stop``)."""
         from mcp import ClientSession
 
         try:
@@ -201,7 +206,7 @@ class Connection:
                                        t.description or "", dict(t.inputSchema or {})) for t in listed.tools]
                     if not ready.done():
                         ready.set_result(True)
-                    await self._watch(session)
+                    await self._watch(session, stop)
         except asyncio.CancelledError:
             pass
         except BaseException as e:  # noqa: BLE001 - the server exited or the transport broke
@@ -211,14 +216,14 @@ class Connection:
                 self._set(FAILED, _lost_words(self.config, e))
         finally:
             self._session = None
-            if self.state == RUNNING and not self._stop.is_set():
+            if self.state == RUNNING and not stop.is_set():
                 self._set(FAILED, f"{self.config.name} exited.")
 
-    async def _watch(self, session) -> None:
+    async def _watch(self, session: ClientSession, stop: asyncio.Event) -> None:
         """Wait for stop; meanwhile ping the server, so one that exits or hangs shows as failed."""
-        while not self._stop.is_set():
+        while not stop.is_set():
             try:
-                await asyncio.wait_for(self._stop.wait(), self.ping_every_s)
+                await asyncio.wait_for(stop.wait(), self.ping_every_s)
                 return
             except TimeoutError:
                 pass
@@ -238,7 +243,9 @@ class Connection:
 
         call = asyncio.ensure_future(session.call_tool(name, arguments,
                                                        read_timeout_seconds=timedelta(seconds=timeout_s)))
-        done, _ = await asyncio.wait({call, self._task}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        held = self._task  # the connection's task: it ends when the server exits
+        watched: set[asyncio.Future] = {call} if held is None else {call, held}
+        done, _ = await asyncio.wait(watched, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
         if call not in done:
             call.cancel()
             if self._task in done:

@@ -352,10 +352,11 @@ class ModelStoreService(QObject):
 
     async def unload(self) -> bool:
         """Unload every resident model."""
+        ids = [m.get("id") for m in self.residents] or ([self.running.id] if self.running is not None else [])
         try:
-            for m in self.residents or [self.running]:
-                if m.get("id"):
-                    await self.client.post(f"/hearth/models/{quote(m['id'], safe='')}/unload")
+            for mid in ids:
+                if mid:
+                    await self.client.post(f"/hearth/models/{quote(mid, safe='')}/unload")
         except ApiProblem as e:
             self.error.emit(explain(e))
             return False

@@ -18,6 +18,8 @@ T = TypeVar("T")
 ObjectRole = Qt.ItemDataRole.UserRole + 1
 KeyRole = Qt.ItemDataRole.UserRole + 2
 _Index = QModelIndex | QPersistentModelIndex
+#: the invalid index: a list's root, the default parent of Qt's model methods (never modified)
+_ROOT = QModelIndex()
 
 
 class ObjectListModel(QAbstractListModel, Generic[T]):
@@ -28,7 +30,7 @@ class ObjectListModel(QAbstractListModel, Generic[T]):
         self._items: list[T] = []
         self._display, self._key = display, key
 
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:
+    def rowCount(self, parent: _Index = _ROOT) -> int:
         return 0 if parent.isValid() else len(self._items)
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
@@ -127,10 +129,11 @@ class MessageListModel(ObjectListModel[Message]):
 def _size(n: int | None) -> str:
     if not n:
         return ""
+    x: float = n
     for unit in ("B", "KB", "MB", "GB", "TB"):
-        if n < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit in ("B", "KB") else f"{n:.1f} {unit}"
-        n /= 1000
+        if x < 1000 or unit == "TB":
+            return f"{x:.0f} {unit}" if unit in ("B", "KB") else f"{x:.1f} {unit}"
+        x /= 1000
     return ""
 
 

@@ -136,6 +136,7 @@ class ServiceController(QObject):
         return False
 
     def _pump(self, proc: subprocess.Popen, loop: asyncio.AbstractEventLoop) -> None:
+        assert proc.stdout is not None  # started with stdout=PIPE
         for line in proc.stdout:
             try:
                 loop.call_soon_threadsafe(self._append_log, line.rstrip("\n"))

@@ -36,7 +36,7 @@ def state_icon(state: str, size: int = 64) -> QIcon:
 
 class Tray(QObject):
     def __init__(self, service: ServiceController, *, open_window: Callable[[], None],
-                 start: Callable[[], None], stop: Callable[[], None], quit: Callable[[], None]) -> None:
+                 start: Callable[[], object], stop: Callable[[], object], quit: Callable[[], None]) -> None:
         super().__init__()
         self.service = service
         self.available = QSystemTrayIcon.isSystemTrayAvailable()

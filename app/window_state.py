@@ -35,7 +35,9 @@ class WindowStateStore:
         state = WindowState()
         for f in fields(WindowState):
             value = raw.get(f.name) if isinstance(raw, dict) else None
-            if type(value) is type(getattr(state, f.name)) and (isinstance(value, bool) or value >= 0):
+            # every field is a bool or a count (never negative)
+            if type(value) is type(getattr(state, f.name)) and (isinstance(value, bool)
+                                                                or isinstance(value, int) and value >= 0):
                 setattr(state, f.name, value)
         return state
 

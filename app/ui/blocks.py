@@ -9,7 +9,7 @@ import json
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QGuiApplication, QPalette
 from PySide6.QtWidgets import (
-    QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout, QWidget,
+    QFrame, QHBoxLayout, QLabel, QLayout, QPushButton, QScrollArea, QSizePolicy, QVBoxLayout, QWidget,
 )
 
 from app.ui.highlight import as_json, highlight_html, split_fences
@@ -40,6 +40,15 @@ class ElidedLabel(QLabel):
     def _elide(self) -> None:
         shown = self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, max(self.width(), 40))
         super().setText(shown)
+
+
+def clear_layout(layout: QLayout) -> None:
+    """Take every item out of ``layout``; the widgets among them are deleted (later)."""
+    while layout.count():
+        item = layout.takeAt(0)
+        w = item.widget() if item is not None else None
+        if w is not None:
+            w.deleteLater()
 
 
 def is_dark() -> bool:
@@ -124,9 +133,9 @@ class CodeBlock(QFrame):
         self.code.setContentsMargins(12, 8, 12, 10)
         self.code.setWordWrap(False)
         self.code.setAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop)
-        self.scroll = CodeScroll(self.code)
+        self.code_scroll = CodeScroll(self.code)  # not ``scroll``: that is QWidget.scroll()
         lay.addWidget(head)
-        lay.addWidget(self.scroll)
+        lay.addWidget(self.code_scroll)
         self.source = ""
 
     def set_code(self, code: str, language: str) -> None:
@@ -135,7 +144,7 @@ class CodeBlock(QFrame):
         self.source = code
         self.language.setText(language or "code")
         self.code.setText("<pre style='margin:0'>" + highlight_html(code, language, is_dark()) + "</pre>")
-        self.scroll.updateGeometry()
+        self.code_scroll.updateGeometry()
 
     def copy(self) -> None:
         QGuiApplication.clipboard().setText(self.source)
@@ -151,7 +160,7 @@ class MessageBody(QWidget):
         self.lay = QVBoxLayout(self)
         self.lay.setContentsMargins(0, 0, 0, 0)
         self.lay.setSpacing(8)
-        self.parts: list[QWidget] = []
+        self.parts: list[CodeBlock | RichText] = []
         self._kinds: list[str] = []
         self._html = ""
 
@@ -177,7 +186,7 @@ class MessageBody(QWidget):
                 self.lay.addWidget(p)
             self._kinds = kinds
         for part, (kind, lang, body) in zip(self.parts, pieces):
-            if kind == "code":
+            if isinstance(part, CodeBlock):  # the parts follow the kinds: a code piece has a CodeBlock
                 part.set_code(body, lang)
             elif kind == "plain":
                 part.set_plain(body)

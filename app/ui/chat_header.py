@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (
 
 from app.models import capability_badges, is_chat_model
 from app.qt_models import format_size
-from app.ui.blocks import ElidedLabel
+from app.ui.blocks import ElidedLabel, clear_layout
 from app.ui.style import badge_style
 
 SERVER_DEFAULT = "Default model"
@@ -70,8 +70,8 @@ class StepSpin(QSpinBox):
             r = self.style().subControlRect(QStyle.ComplexControl.CC_SpinBox, opt, sub, self)
             if r.width() < 6:
                 continue
-            c = r.center()
-            c = QPointF(c.x() - 1, c.y() + (2 if up else -2))  # the pair sits together near the middle
+            mid = r.center()
+            c = QPointF(mid.x() - 1, mid.y() + (2 if up else -2))  # the pair sits together near the middle
             dy = -1.8 if up else 1.8
             p.drawPolyline([QPointF(c.x() - 3.5, c.y() - dy), QPointF(c.x(), c.y() + dy),
                             QPointF(c.x() + 3.5, c.y() - dy)])
@@ -87,7 +87,7 @@ class ChatHeader(QWidget):
         super().__init__()
         self.setObjectName("chatHeader")
         self.setAttribute(Qt.WidgetAttribute.WA_StyledBackground)  # its border line comes from the style sheet
-        hl = QHBoxLayout(self)
+        self._row = hl = QHBoxLayout(self)
         hl.setContentsMargins(20, 8, 14, 8)
         hl.setSpacing(8)
         self.title = ElidedLabel("New chat")
@@ -197,10 +197,7 @@ class ChatHeader(QWidget):
 
     def show_badges(self) -> None:
         """The capabilities of the chat's model: never those of another model that happens to be loaded."""
-        while self.badge_row.count():
-            w = self.badge_row.takeAt(0).widget()
-            if w is not None:
-                w.deleteLater()
+        clear_layout(self.badge_row)
         caps = capability_badges((self._available.get(self.chat_model()) or {}).get("capabilities"))
         for cap in caps:
             b = QLabel(cap)
@@ -224,10 +221,10 @@ class ChatHeader(QWidget):
 
     def _fit_width(self) -> None:
         """Show the optional pieces that fit beside the title, the most useful first."""
-        lay = self.layout()
+        lay = self._row
         m = lay.contentsMargins()
         room = self.width() - m.left() - m.right() - TITLE_MIN
-        fixed = (self.model_picker, self.ctx_spin, self.settings_button)
+        fixed: tuple[QWidget, ...] = (self.model_picker, self.ctx_spin, self.settings_button)
         room -= sum(w.sizeHint().width() + lay.spacing() for w in fixed)
         has_badges = self.badge_row.count() > 0
         for w, wanted in ((self.fit_label, self.fit_wanted), (self.badges, has_badges)):

@@ -4,24 +4,33 @@
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QSize, Qt, QTimer
+from PySide6.QtCore import QSize, QTimer
 from PySide6.QtGui import QGuiApplication, QKeySequence, QShortcut
 from PySide6.QtWidgets import (
-    QDialog, QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSplitter, QVBoxLayout, QWidget,
+    QDialog, QFrame, QHBoxLayout, QPushButton, QSizePolicy, QSplitter, QVBoxLayout, QWidget,
 )
 
 from app import background
+from app.background import Run
 from app.chat import ChatService
 from app.conversations import Conversation
-from app.ui.blocks import ElidedLabel
+from app.ui.blocks import ElidedLabel, clear_layout
 from app.ui.chat_header import SERVER_DEFAULT, ChatHeader  # noqa: F401 - SERVER_DEFAULT: the picker's words
 from app.ui.chat_settings import ConversationSettingsDialog
 from app.ui.composer import ComposerInput
 from app.ui.context_meter import ContextMeter
 from app.ui.conversation_sidebar import ConversationSidebar
 from app.ui.message_view import MessageView
-from app.ui.tool_approval import ask_user
+from app.ui.tool_approval import ToolApprovalDialog, ask_user
+
+if TYPE_CHECKING:
+    from app.attachments import Attachment
+    from app.documents_service import DocumentsService
+    from app.models import ModelStoreService
+    from app.presets import PresetStore
+    from app.ui.documents_ui import DocumentStrip, PassageDialog
 
 
 HINT = "Enter sends · Shift+Enter new line"
@@ -29,13 +38,14 @@ HINT = "Enter sends · Shift+Enter new line"
 
 class ChatPage(QWidget):
 
-    def __init__(self, chat: ChatService, documents=None, run=None) -> None:
+    def __init__(self, chat: ChatService, documents: DocumentsService | None = None, run: Run | None = None, *,
+                 presets: PresetStore | None = None, models: ModelStoreService | None = None) -> None:
         super().__init__()
         self.chat, self.documents, self.run = chat, documents, run
-        self.models = None
-        self.presets = None  #: system-prompt presets (a ``PresetStore``), offered in the chat's settings
-        self.sidebar = ConversationSidebar(chat)
-        self.sidebar.run = run
+        self.models: ModelStoreService | None = None  #: bound at the end (``bind_models``)
+        self.presets = presets  #: system-prompt presets, offered in the chat's settings
+        self._loads: set[str] = set()  #: the models being loaded
+        self.sidebar = ConversationSidebar(chat, run)
         right = QWidget()
         right.setObjectName("chatPane")
         rl = QVBoxLayout(right)
@@ -79,7 +89,7 @@ class ChatPage(QWidget):
         self.input.focus_changed.connect(show_focus)
         self.input.drag_active.connect(lambda on: show_focus(on or self.input.hasFocus()))
         self.input.files_dropped.connect(self.attach_files)
-        self.pending: list = []  # files dropped on the composer, sent with the next message
+        self.pending: list[Attachment] = []  # files dropped on the composer, sent with the next message
         self.attachments = QWidget()
         self.attachments.setObjectName("attachmentStrip")
         self._attach_row = QHBoxLayout(self.attachments)
@@ -131,14 +141,14 @@ class ChatPage(QWidget):
         cl.addWidget(self.send_button)
         cl.addWidget(self.stop_button)
         # window-wide: new chat, search, stop, back to the composer
-        QShortcut(QKeySequence("Ctrl+N"), self, activated=self.new_chat)
-        QShortcut(QKeySequence("Ctrl+F"), self, activated=self._focus_search)
-        QShortcut(QKeySequence("Escape"), self, activated=lambda: self.chat.stop())
-        QShortcut(QKeySequence("Ctrl+L"), self, activated=self.input.setFocus)
-        QShortcut(QKeySequence("Ctrl+R"), self, activated=lambda: self.chat.regenerate())
-        QShortcut(QKeySequence("Ctrl+Shift+C"), self, activated=self.copy_last_answer)
-        self.approval = None  # the open tool-approval dialog, if any
-        chat.ask = lambda call: ask_user(self, call, call.server)
+        QShortcut(QKeySequence("Ctrl+N"), self).activated.connect(self.new_chat)
+        QShortcut(QKeySequence("Ctrl+F"), self).activated.connect(self._focus_search)
+        QShortcut(QKeySequence("Escape"), self).activated.connect(lambda: self.chat.stop())
+        QShortcut(QKeySequence("Ctrl+L"), self).activated.connect(self.input.setFocus)
+        QShortcut(QKeySequence("Ctrl+R"), self).activated.connect(lambda: self.chat.regenerate())
+        QShortcut(QKeySequence("Ctrl+Shift+C"), self).activated.connect(self.copy_last_answer)
+        self.approval: ToolApprovalDialog | None = None  # the open tool-approval dialog, if any
+        chat.ask = lambda call: ask_user(self, call, call.server, opened=self._approval_opened)
         rl.addWidget(self.header)
         from app.ui.suggestion_card import SuggestionCard
 
@@ -149,6 +159,7 @@ class ChatPage(QWidget):
         card_row.addWidget(self.suggestion_card)
         rl.addLayout(card_row)
         rl.addWidget(self.view, 1)
+        self.document_strip: DocumentStrip | None = None  # the chat's documents, where there is a library
         if documents is not None:
             from app.ui.documents_ui import DocumentStrip
 
@@ -156,7 +167,7 @@ class ChatPage(QWidget):
             rl.addWidget(self.document_strip)
         rl.addWidget(composer)
         self.view.citation_clicked.connect(self.show_citation)
-        self.passage = None
+        self.passage: PassageDialog | None = None
         self.split = QSplitter()
         self.split.addWidget(self.sidebar)
         self.split.addWidget(right)
@@ -165,7 +176,7 @@ class ChatPage(QWidget):
         self.split.setCollapsible(0, True)  # the chat list folds away (drag, or Ctrl+B)
         self.split.setCollapsible(1, False)
         self.split.setHandleWidth(1)
-        QShortcut(QKeySequence("Ctrl+B"), self, activated=self.toggle_sidebar)
+        QShortcut(QKeySequence("Ctrl+B"), self).activated.connect(self.toggle_sidebar)
         lay = QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.split)
@@ -183,6 +194,8 @@ class ChatPage(QWidget):
                     chat.messages.dataChanged, self.input.textChanged):
             sig.connect(lambda *_: self._meter_timer.start())
         self._current(chat.current)
+        if models is not None:
+            self.bind_models(models, run)
 
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
         super().resizeEvent(event)
@@ -204,12 +217,17 @@ class ChatPage(QWidget):
     def open_library(self) -> None:
         from app.ui.documents_ui import LibraryDialog
 
+        if self.documents is None or self.run is None:  # no library: the button is hidden
+            return
         if self.chat.current is None:
             self.chat.new_conversation()
         d = LibraryDialog(self.chat, self.documents, self.run, self)
         if not self.documents.library.documents():
             d.add_files()
         d.exec()
+
+    def _approval_opened(self, dialog: ToolApprovalDialog) -> None:
+        self.approval = dialog  # the open question, for the window (and its tests) to find
 
     def show_citation(self, citation: dict) -> None:
         from app.ui.documents_ui import PassageDialog
@@ -228,7 +246,7 @@ class ChatPage(QWidget):
         self.tools_button.setIcon(icon("tools", theme.muted))
         self.settings_button.setIcon(icon("sliders", theme.muted))
         self.view.retheme(theme)
-        if hasattr(self, "document_strip"):
+        if self.document_strip is not None:
             self.document_strip.refresh()  # its chips' icons in the new colours
 
     def set_tool_count(self, n: int) -> None:
@@ -340,10 +358,7 @@ class ChatPage(QWidget):
         from app.ui.documents_ui import file_icon
         from app.ui.thumbnails import thumbnail_icon
 
-        while self._attach_row.count():
-            w = self._attach_row.takeAt(0).widget()
-            if w is not None:
-                w.deleteLater()
+        clear_layout(self._attach_row)
         for a in self.pending:
             chip = QPushButton(f"{a.name} · {format_size(a.size)}   ×")
             chip.setObjectName("chip")
@@ -405,14 +420,13 @@ class ChatPage(QWidget):
             self._counted = (key, int(got.get("prompt_tokens") or 0), int(got.get("dropped_messages") or 0))
             self.update_meter()
 
-    def bind_models(self, models, run) -> None:
+    def bind_models(self, models: ModelStoreService, run: Run | None) -> None:
         """The model service: loaded state, capabilities, loading on demand, fit verdicts."""
         self.models, self.run = models, run
         models.available_changed.connect(self.set_available)
         models.loading.connect(self._loading)
 
     def _loading(self, mid: str, on: bool) -> None:
-        self._loads = getattr(self, "_loads", set())
         (self._loads.add if on else self._loads.discard)(mid)
         if self._loads:
             self.load_progress.start(f"Loading {', '.join(sorted(self._loads))} into memory…")
@@ -444,7 +458,7 @@ class ChatPage(QWidget):
         """The planner's verdict for the chat's model at the chat's context (none when the app
         cannot tell which model answers)."""
         mid = self.header.chat_model()
-        if self.models is None or not mid:
+        if self.models is None or self.run is None or not mid:
             self.header.set_fit("", "", "")
             return
         ctx = self.ctx_spin.value() or None
@@ -463,8 +477,8 @@ class ChatPage(QWidget):
     def _model_picked(self, mid: str) -> None:
         self.chat.configure(model=mid)
         row = self.header.row(mid)
-        if self.models is not None and mid and row is not None and not row.get("loaded"):
-            self.run(self._load(mid))  # load on demand, while the user types
+        if self.models is not None and self.run is not None and mid and row is not None and not row.get("loaded"):
+            self.run(self._load(self.models, mid))  # load on demand, while the user types
         self.header.show_badges()
         self._ask_fit()
         self._meter_timer.start()
@@ -476,11 +490,11 @@ class ChatPage(QWidget):
         self.header.choose(mid)
         self._model_picked(mid)
 
-    async def _load(self, mid: str) -> None:
+    async def _load(self, models: ModelStoreService, mid: str) -> None:
         """Load the picked model; the line under the message box says so until it is ready."""
         self.hint.setText(f"Loading {mid}…")
         try:
-            await self.models.load(mid)
+            await models.load(mid)
         finally:
             self.hint.setText(HINT)
 
@@ -499,9 +513,7 @@ class ChatPage(QWidget):
         self.view.set_busy(busy)
 
     def open_settings(self) -> None:
-        if self.chat.current is None:
-            self.chat.new_conversation()
-        d = ConversationSettingsDialog(self.chat.current, self, self.presets)
+        d = ConversationSettingsDialog(self.chat.current_or_new(), self, self.presets)
         if d.exec() == QDialog.DialogCode.Accepted:
             self.chat.configure(system_prompt=d.system.toPlainText(), sampling=d.sampling())
 

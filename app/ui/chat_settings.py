@@ -151,8 +151,9 @@ class ConversationSettingsDialog(QDialog):
 
     def _apply(self, settings: dict) -> None:
         """A preset's other settings into the fields (those it does not set stay as they are)."""
-        boxes = {"top_p": self.top_p, "top_k": self.top_k, "min_p": self.min_p,
-                 "repeat_penalty": self.repeat_penalty, "max_tokens": self.max_tokens}
+        boxes: dict[str, QSpinBox | QDoubleSpinBox] = {
+            "top_p": self.top_p, "top_k": self.top_k, "min_p": self.min_p, "repeat_penalty": self.repeat_penalty,
+            "max_tokens": self.max_tokens}
         for name, box in boxes.items():
             if name in settings:
                 box.setValue(settings[name])

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 
-def confirm(parent: QWidget, heading: str, detail: str, action: str, on_yes: Callable[[], None]) -> QMessageBox:
+def confirm(parent: QWidget, heading: str, detail: str, action: str, on_yes: Callable[[], object]) -> QMessageBox:
     """Open the question over ``parent`` (window-modal, without a nested event loop) and call
     ``on_yes`` when the user presses ``action``. The open box is ``parent.confirmation`` (the
     window's tests answer it)."""

@@ -8,6 +8,7 @@ from PySide6.QtWidgets import (
     QFileDialog, QInputDialog, QLabel, QLineEdit, QListView, QMenu, QPushButton, QVBoxLayout, QWidget,
 )
 
+from app.background import Run
 from app.chat import ChatService
 from app.conversations import Conversation
 from app.qt_models import KeyRole
@@ -33,10 +34,10 @@ class ChatList(QListView):
 
 
 class ConversationSidebar(QWidget):
-    def __init__(self, chat: ChatService) -> None:
+    def __init__(self, chat: ChatService, run: Run | None = None) -> None:
         super().__init__()
         self.chat = chat
-        self.run = None  # schedules a coroutine (the chat page sets it)
+        self.run = run  # schedules a coroutine
         self.confirmation = None  # the open delete question, if any
         self.setObjectName("sidebar")
         lay = QVBoxLayout(self)

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (
 
 from app.chat import ChatService
 from app.documents_service import DocumentsService
+from app.ui.blocks import clear_layout
 from app.ui.markdown import monospace
 
 FILE_FILTER = ("Documents (*.txt *.md *.markdown *.rst *.pdf *.py *.js *.ts *.c *.h *.cpp *.rs *.go *.java *.json "
@@ -68,10 +69,7 @@ class DocumentStrip(QWidget):
         self.setVisible(bool(self.docs.attached(self.chat.current)) or bool(self._indexing))
 
     def refresh(self) -> None:
-        while self.lay.count():
-            item = self.lay.takeAt(0)
-            if item.widget():
-                item.widget().deleteLater()
+        clear_layout(self.lay)
         attached = self.docs.attached(self.chat.current)
         self.lay.addStretch(1)
         label = QLabel("Attached:")
@@ -82,10 +80,14 @@ class DocumentStrip(QWidget):
             chip.setIcon(file_icon())
             chip.setObjectName("chip")
             chip.setToolTip(f"{d.path}\n{d.chars:,} characters. Click to detach it from this chat.")
-            chip.clicked.connect(lambda _=False, i=d.id: self.docs.detach(self.chat.current, i))
+            chip.clicked.connect(lambda _=False, i=d.id: self._detach(i))
             self.lay.addWidget(chip)
         self.lay.addStretch(1)
-        self.setVisible(bool(attached) or bool(getattr(self, "_indexing", None)))
+        self.setVisible(bool(attached) or bool(self._indexing))
+
+    def _detach(self, doc_id: int) -> None:
+        if self.chat.current is not None:  # a chip shows a document of the open chat
+            self.docs.detach(self.chat.current, doc_id)
 
 
 class LibraryDialog(QDialog):
@@ -135,13 +137,12 @@ class LibraryDialog(QDialog):
         self.list.blockSignals(False)
 
     def _ticked(self, item: QListWidgetItem) -> None:
-        if self.chat.current is None:
-            self.chat.new_conversation()
+        c = self.chat.current_or_new()
         doc_id = item.data(Qt.ItemDataRole.UserRole)
         if item.checkState() == Qt.CheckState.Checked:
-            self.docs.attach(self.chat.current, doc_id)
+            self.docs.attach(c, doc_id)
         else:
-            self.docs.detach(self.chat.current, doc_id)
+            self.docs.detach(c, doc_id)
 
     def _remove(self) -> None:
         item = self.list.currentItem()

@@ -31,7 +31,7 @@ def _count(n) -> str:
 def card_facts(hit: dict) -> list[tuple[str, str]]:
     """What the card shows of a search hit, from its tags and numbers."""
     tags = [t for t in hit.get("tags") or [] if isinstance(t, str)]
-    by = {}
+    by: dict[str, list[str]] = {}
     for t in tags:
         if ":" in t:
             k, v = t.split(":", 1)

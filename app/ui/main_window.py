@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSize, Qt
 from PySide6.QtGui import QCloseEvent, QKeySequence, QShortcut
@@ -13,6 +14,9 @@ from PySide6.QtWidgets import (
 )
 
 from app.errors import UserError
+
+if TYPE_CHECKING:
+    from app.ui.style import Theme
 
 
 def _sentence(text: str) -> str:
@@ -52,12 +56,13 @@ class Banner(QFrame):
         lay.addWidget(self.label, 1)
         lay.addWidget(self.action)
         lay.addWidget(self.close_button)
-        self._callback: Callable[[], None] | None = None
+        self._callback: Callable[[], object] | None = None
         self.action.clicked.connect(self._act)
         self.problem: UserError | None = None
         self.hide()
 
-    def show_problem(self, problem: UserError | None, action: str = "", callback: Callable[[], None] | None = None):
+    def show_problem(self, problem: UserError | None, action: str = "",
+                     callback: Callable[[], object] | None = None) -> None:
         self.problem = problem
         if problem is None:
             self.hide()
@@ -88,6 +93,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(title)
         self.resize(1180, 760)
         self.pages = pages
+        self._theme: Theme | None = None  #: the theme the icons are drawn in (``retheme``)
         self.nav = QListWidget()
         self.nav.setObjectName("nav")
         self.nav.setAccessibleName("Pages")
@@ -101,8 +107,8 @@ class MainWindow(QMainWindow):
             item.setToolTip(f"{name} (Ctrl+{i + 1})")
             self.nav.addItem(item)
             self.stack.addWidget(pages[name])
-            QShortcut(QKeySequence(f"Ctrl+{i + 1}"), self, activated=lambda n=name: self.show_page(n))
-        QShortcut(QKeySequence("Ctrl+Q"), self, activated=self._quit)
+            QShortcut(QKeySequence(f"Ctrl+{i + 1}"), self).activated.connect(lambda n=name: self.show_page(n))
+        QShortcut(QKeySequence("Ctrl+Q"), self).activated.connect(self._quit)
         self.nav.currentRowChanged.connect(self._nav_changed)
         self.banner = Banner()
         body = QWidget()
@@ -174,7 +180,7 @@ class MainWindow(QMainWindow):
         if compact != self.compact:
             self._set_compact(compact)
 
-    def retheme(self, theme) -> None:
+    def retheme(self, theme: Theme) -> None:
         """Icons in the theme's colours; pages that draw colours of their own follow."""
         from app.ui.icons import icon
 
@@ -190,7 +196,7 @@ class MainWindow(QMainWindow):
 
     def _nav_changed(self, row: int) -> None:
         self.stack.setCurrentIndex(row)
-        if getattr(self, "_theme", None) is not None:
+        if self._theme is not None:
             self.retheme(self._theme)
 
     def show_page(self, name: str) -> None:

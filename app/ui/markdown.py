@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import cast
+
 from PySide6.QtGui import (
-    QColor, QFont, QFontDatabase, QPalette, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument, QTextFormat,
+    QColor, QFont, QFontDatabase, QPalette, QTextBlock, QTextBlockFormat, QTextCharFormat, QTextCursor, QTextDocument,
+    QTextFormat,
 )
 from PySide6.QtWidgets import QApplication
 
@@ -68,20 +72,22 @@ def size_headings(doc: QTextDocument) -> None:
         level = block.blockFormat().headingLevel()
         if level > 0:
             scale = HEADING_SCALE.get(level, 1.0)
-
-            def sized(fmt: QTextCharFormat) -> QTextCharFormat:
-                fmt.clearProperty(QTextFormat.Property.FontSizeAdjustment)  # HTML's size step
-                if base.pointSizeF() > 0:
-                    fmt.setFontPointSize(base.pointSizeF() * scale)
-                else:
-                    fmt.setProperty(QTextFormat.Property.FontPixelSize, max(1, round(base.pixelSize() * scale)))
-                return fmt
-
             cursor = QTextCursor(block)
-            cursor.setBlockCharFormat(sized(block.charFormat()))
-            for frag in [it.fragment() for it in block]:
+            cursor.setBlockCharFormat(_sized(block.charFormat(), base, scale))
+            # PySide6's stubs type a block's iterator as ``object``; it yields QTextBlock.iterator
+            for frag in [it.fragment() for it in cast("Iterable[QTextBlock.iterator]", block)]:
                 if frag.isValid():
                     cursor.setPosition(frag.position())
                     cursor.setPosition(frag.position() + frag.length(), QTextCursor.MoveMode.KeepAnchor)
-                    cursor.setCharFormat(sized(frag.charFormat()))
+                    cursor.setCharFormat(_sized(frag.charFormat(), base, scale))
         block = block.next()
+
+
+def _sized(fmt: QTextCharFormat, base: QFont, scale: float) -> QTextCharFormat:
+    """``fmt`` at ``scale`` times the size of the ``base`` font (a heading's size)."""
+    fmt.clearProperty(QTextFormat.Property.FontSizeAdjustment)  # HTML's size step
+    if base.pointSizeF() > 0:
+        fmt.setFontPointSize(base.pointSizeF() * scale)
+    else:
+        fmt.setProperty(QTextFormat.Property.FontPixelSize, max(1, round(base.pixelSize() * scale)))
+    return fmt

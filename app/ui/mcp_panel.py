@@ -4,7 +4,6 @@ an ``mcpServers`` file, remove, restart; the tools each offers."""
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -12,10 +11,11 @@ from PySide6.QtWidgets import (
     QPlainTextEdit, QPushButton, QScrollArea, QVBoxLayout, QWidget,
 )
 
+from app.background import Run
 from app.mcp_servers import FAILED, HTTP, RUNNING, STARTING, STDIO, ServerConfig
 from app.mcp_service import McpService
+from app.ui.blocks import clear_layout
 
-Run = Callable[[object], object]
 STATE_WORDS = {RUNNING: "Running", STARTING: "Starting…", FAILED: "Failed", "stopped": "Stopped"}
 
 
@@ -134,7 +134,7 @@ class McpPanel(QWidget):
         self.import_button = QPushButton("Import mcpServers JSON…")
         self.import_button.clicked.connect(self.choose_import)
         self.forget_button = QPushButton("Forget “always allow”")
-        self.forget_button.clicked.connect(lambda: (mcp.forget_allowed(), self.refresh()))
+        self.forget_button.clicked.connect(self._forget_allowed)
         row.addWidget(self.add_button)
         row.addWidget(self.import_button)
         row.addStretch(1)
@@ -160,11 +160,12 @@ class McpPanel(QWidget):
         mcp.servers_changed.connect(self.refresh)
         self.refresh()
 
+    def _forget_allowed(self) -> None:
+        self.mcp.forget_allowed()
+        self.refresh()
+
     def refresh(self) -> None:
-        while self.rows.count():
-            item = self.rows.takeAt(0)
-            if item.widget():
-                item.widget().deleteLater()
+        clear_layout(self.rows)
         for s in self.mcp.servers:
             self.rows.addWidget(ServerRow(self, s))
         if not self.mcp.servers:

@@ -17,7 +17,7 @@ from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 from app.conversations import Message
-from app.ui.blocks import MessageBody, ToolCallsView, chevron, small_button as _small, theme_colours
+from app.ui.blocks import MessageBody, ToolCallsView, chevron, clear_layout, small_button as _small, theme_colours
 
 #: the finish reasons worth a word under an answer
 #: how long Copy says "Copied"
@@ -71,10 +71,7 @@ class MediaStrip(QWidget):
         if key == self._key:
             return
         self._key = key
-        while self._row.count():
-            w = self._row.takeAt(0).widget()
-            if w is not None:
-                w.deleteLater()
+        clear_layout(self._row)
         for a in media:
             label = QLabel()
             label.setObjectName("thumbnail")
@@ -152,47 +149,56 @@ class MessageWidget(QFrame):
         w = self._parts.get(name)
         if w is not None:
             return w
-        if name == "reasoning_toggle":
-            w = _small("Show reasoning")
-            w.setIcon(chevron(False))
-            w.setObjectName("blockToggle")
-            w.setCheckable(True)
-            w.toggled.connect(self._toggle_reasoning)
-        elif name == "reasoning":
-            w = _wrapping("reasoningBody")
-        elif name == "tool_calls":
-            w = ToolCallsView()
-        elif name == "attachments":
-            w = _wrapping("citations")
-        elif name == "media":
-            w = MediaStrip()
-        elif name == "citations":
-            w = _wrapping("citations", rich=True)
-            w.linkActivated.connect(self._citation)
-        elif name == "editor":
-            w = QPlainTextEdit()
-            w.setMaximumHeight(140)
-            w.setTabChangesFocus(True)
-        elif name == "error":
-            w = _wrapping("errorLabel")
+        w = self._new_part(name)
         w.hide()
         self._parts[name] = w
         later = [n for n in self._ORDER[self._ORDER.index(name) + 1:] if n in ("body", "stats") or n in self._parts]
-        at = self.lay.indexOf(getattr(self, later[0]) if later[0] in ("body", "stats") else self._parts[later[0]])
+        following = self.body if later[0] == "body" else self.stats if later[0] == "stats" else self._parts[later[0]]
+        at = self.lay.indexOf(following)
         if name == "reasoning_toggle":
             self.lay.insertWidget(at, w, 0, Qt.AlignmentFlag.AlignLeft)
         else:
             self.lay.insertWidget(at, w)
         return w
 
+    def _new_part(self, name: str) -> QWidget:
+        if name == "reasoning_toggle":
+            toggle = _small("Show reasoning")
+            toggle.setIcon(chevron(False))
+            toggle.setObjectName("blockToggle")
+            toggle.setCheckable(True)
+            toggle.toggled.connect(self._toggle_reasoning)
+            return toggle
+        if name == "reasoning":
+            return _wrapping("reasoningBody")
+        if name == "tool_calls":
+            return ToolCallsView()
+        if name == "attachments":
+            return _wrapping("citations")
+        if name == "media":
+            return MediaStrip()
+        if name == "citations":
+            citations = _wrapping("citations", rich=True)
+            citations.linkActivated.connect(self._citation)
+            return citations
+        if name == "editor":
+            editor = QPlainTextEdit()
+            editor.setMaximumHeight(140)
+            editor.setTabChangesFocus(True)
+            return editor
+        if name == "error":
+            return _wrapping("errorLabel")
+        raise ValueError(f"no part named {name!r}")
+
     def _button(self, name: str, text: str, slot) -> QPushButton:
         b = self._parts.get(name)
-        if b is None:
-            b = _small(text)
-            b.clicked.connect(slot)
-            b.hide()
-            self._parts[name] = b
-            self.buttons.insertWidget(self.buttons.count() - 1, b)
+        if isinstance(b, QPushButton):
+            return b
+        b = _small(text)
+        b.clicked.connect(slot)
+        b.hide()
+        self._parts[name] = b
+        self.buttons.insertWidget(self.buttons.count() - 1, b)
         return b
 
     reasoning_toggle = property(lambda self: self._make("reasoning_toggle"))
@@ -212,12 +218,13 @@ class MessageWidget(QFrame):
     def variant_switch(self) -> "VariantSwitch":
         """‹ 2 / 3 ›: the versions of this message (made when it has more than one)."""
         w = self._parts.get("variant_switch")
-        if w is None:
-            w = VariantSwitch()
-            w.step.connect(lambda step: self.variant_requested.emit(self.message.id, step))
-            self._parts["variant_switch"] = w
-            self.buttons.insertWidget(0, w)
-        return w
+        if isinstance(w, VariantSwitch):
+            return w
+        switch = VariantSwitch()
+        switch.step.connect(lambda step: self.variant_requested.emit(self.message.id, step))
+        self._parts["variant_switch"] = switch
+        self.buttons.insertWidget(0, switch)
+        return switch
 
     def refresh(self) -> None:
         m = self.message

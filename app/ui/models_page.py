@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt
@@ -11,6 +12,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.api_types import CatalogModel, LocalModel, RunningModel
+from app.background import Run
 from app.model_templates import ModelTemplates
 from app.models import ACTIVE_STATES, ModelStoreService, fit_badge
 from app.qt_models import format_size
@@ -18,8 +20,6 @@ from app.quantize_jobs import QuantizeService, describe, requantize_note, target
 from app.ui.row_list import RowList
 from app.ui.style import badge_style
 from app.ui.template_dialog import TemplateDialog
-
-Run = Callable[[object], object]  # schedules a coroutine
 
 
 def _badge() -> QLabel:
@@ -257,7 +257,7 @@ class ModelsPage(QWidget):
         from app.ui.hub_browser import HubBrowser
 
         self.hub = HubBrowser()  # Hugging Face, through the service's search
-        self._search_task = None  # the search on its way, if any
+        self._search_task: asyncio.Task | None = None  # the search on its way, if any
         self.hub.search_requested.connect(self._search_hub)
         self.hub.cancel_requested.connect(self._cancel_search)
         self.hub.repo_selected.connect(self._hub_files)

@@ -4,22 +4,13 @@ their health in one line (Server page)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from PySide6.QtWidgets import (
     QCheckBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton, QVBoxLayout, QWidget,
 )
 
+from app.background import Run
 from app.remotes import RemotesService, health_words, privacy_line
-
-Run = Callable[[object], object]
-
-
-def _clear(layout) -> None:
-    while layout.count():
-        item = layout.takeAt(0)
-        if item.widget() is not None:
-            item.widget().deleteLater()
+from app.ui.blocks import clear_layout
 
 
 class RemoteModelsBox(QGroupBox):
@@ -33,7 +24,7 @@ class RemoteModelsBox(QGroupBox):
         self.show_state(remotes.state)
 
     def show_state(self, state: dict) -> None:
-        _clear(self.rows)
+        clear_layout(self.rows)
         self.labels = []
         for m in state.get("models") or []:
             row = QWidget()
@@ -93,7 +84,7 @@ class UpstreamsBox(QGroupBox):
         self.show_state(remotes.state)
 
     def show_state(self, state: dict) -> None:
-        _clear(self.list)
+        clear_layout(self.list)
         self.remove_buttons = {}
         for u in state.get("upstreams") or []:
             row = QWidget()
@@ -139,14 +130,21 @@ class RemotesHealthLabel(QLabel):
 def attach(models_page: QWidget | None, settings_tab: QWidget, server_page: QWidget,
            remotes: RemotesService, health_changed, run: Run) -> dict:
     """Add the widgets at the end of each page's layout (the pages themselves stay as they are)."""
-    widgets = {"upstreams": UpstreamsBox(remotes, run), "health": RemotesHealthLabel()}
-    settings_tab.layout().addWidget(widgets["upstreams"])
-    server_page.layout().addWidget(widgets["health"])
-    health_changed.connect(widgets["health"].show_health)
+    upstreams, health = UpstreamsBox(remotes, run), RemotesHealthLabel()
+    widgets: dict = {"upstreams": upstreams, "health": health}
+    _add_at_end(settings_tab, upstreams)
+    _add_at_end(server_page, health)
+    health_changed.connect(health.show_health)
     if models_page is not None:
-        widgets["models"] = RemoteModelsBox(remotes)
-        models_page.layout().addWidget(widgets["models"])
+        widgets["models"] = models = RemoteModelsBox(remotes)
+        _add_at_end(models_page, models)
     return widgets
+
+
+def _add_at_end(page: QWidget, w: QWidget) -> None:
+    lay = page.layout()
+    assert lay is not None  # each page lays out its own widgets
+    lay.addWidget(w)
 
 
 def attach_tray(menu, health_changed):

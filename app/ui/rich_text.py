@@ -38,7 +38,7 @@ class RichText(QWidget):
         self._plain = True
         self._width = -1
         self._anchor: int | None = None
-        self.cursor = QTextCursor(self.doc)
+        self.text_cursor = QTextCursor(self.doc)
         self._setup(self.doc)
 
     def _setup(self, doc: QTextDocument) -> None:
@@ -72,7 +72,7 @@ class RichText(QWidget):
     def _replace(self, doc: QTextDocument) -> None:
         old, self.doc = self.doc, doc
         old.deleteLater()
-        self.cursor = QTextCursor(doc)
+        self.text_cursor = QTextCursor(doc)
         self._anchor = None
         self._width = -1
         self.updateGeometry()
@@ -82,8 +82,12 @@ class RichText(QWidget):
         """The source: Markdown (or plain text) as the message has it."""
         return self.source
 
+    def select_all(self) -> None:
+        self.text_cursor.select(QTextCursor.SelectionType.Document)
+        self.update()
+
     def selected_text(self) -> str:
-        return self.cursor.selectedText().replace("\u2029", "\n")
+        return self.text_cursor.selectedText().replace("\u2029", "\n")
 
     # size
     def _layout_at(self, width: int) -> None:
@@ -121,9 +125,9 @@ class RichText(QWidget):
         pal.setColor(QPalette.ColorRole.Text, self.palette().color(QPalette.ColorRole.WindowText))
         ctx.palette = pal
         ctx.clip = QRectF(event.rect())
-        if self.cursor.hasSelection():
+        if self.text_cursor.hasSelection():
             sel = QAbstractTextDocumentLayout.Selection()
-            sel.cursor = self.cursor
+            sel.cursor = self.text_cursor
             fmt = sel.format
             fmt.setBackground(self.palette().color(QPalette.ColorRole.Highlight))
             fmt.setForeground(self.palette().color(QPalette.ColorRole.HighlightedText))
@@ -142,7 +146,7 @@ class RichText(QWidget):
     def mousePressEvent(self, event) -> None:  # noqa: N802
         if event.button() == Qt.MouseButton.LeftButton:
             self._anchor = self._position(event.position())
-            self.cursor.setPosition(max(self._anchor, 0))
+            self.text_cursor.setPosition(max(self._anchor, 0))
             self.update()
         super().mousePressEvent(event)
 
@@ -152,13 +156,13 @@ class RichText(QWidget):
         if self._anchor is not None and event.buttons() & Qt.MouseButton.LeftButton:
             at = self._position(event.position())
             if at >= 0:
-                self.cursor.setPosition(max(self._anchor, 0))
-                self.cursor.setPosition(at, QTextCursor.MoveMode.KeepAnchor)
+                self.text_cursor.setPosition(max(self._anchor, 0))
+                self.text_cursor.setPosition(at, QTextCursor.MoveMode.KeepAnchor)
                 self.update()
 
     def mouseReleaseEvent(self, event) -> None:  # noqa: N802
         link = self._link(event.position())
-        if event.button() == Qt.MouseButton.LeftButton and link and not self.cursor.hasSelection():
+        if event.button() == Qt.MouseButton.LeftButton and link and not self.text_cursor.hasSelection():
             self.link_activated.emit(link)
             if QUrl(link).scheme() in OPENABLE:
                 QDesktopServices.openUrl(QUrl(link))
@@ -168,28 +172,27 @@ class RichText(QWidget):
     def mouseDoubleClickEvent(self, event) -> None:  # noqa: N802
         at = self._position(event.position())
         if at >= 0:
-            self.cursor.setPosition(at)
-            self.cursor.select(QTextCursor.SelectionType.WordUnderCursor)
+            self.text_cursor.setPosition(at)
+            self.text_cursor.select(QTextCursor.SelectionType.WordUnderCursor)
             self.update()
 
     def keyPressEvent(self, event) -> None:  # noqa: N802
-        if event.matches(QKeySequence.StandardKey.Copy) and self.cursor.hasSelection():
+        if event.matches(QKeySequence.StandardKey.Copy) and self.text_cursor.hasSelection():
             QGuiApplication.clipboard().setText(self.selected_text())
         elif event.matches(QKeySequence.StandardKey.SelectAll):
-            self.cursor.select(QTextCursor.SelectionType.Document)
-            self.update()
+            self.select_all()
         else:
             super().keyPressEvent(event)
 
     def focusOutEvent(self, event) -> None:  # noqa: N802
         super().focusOutEvent(event)
-        if event.reason() != Qt.FocusReason.PopupFocusReason and self.cursor.hasSelection():
-            self.cursor.clearSelection()
+        if event.reason() != Qt.FocusReason.PopupFocusReason and self.text_cursor.hasSelection():
+            self.text_cursor.clearSelection()
             self.update()
 
     def contextMenuEvent(self, event) -> None:  # noqa: N802
         menu = QMenu(self)
         copy = menu.addAction("Copy", lambda: QGuiApplication.clipboard().setText(self.selected_text()))
-        copy.setEnabled(self.cursor.hasSelection())
-        menu.addAction("Select all", lambda: (self.cursor.select(QTextCursor.SelectionType.Document), self.update()))
+        copy.setEnabled(self.text_cursor.hasSelection())
+        menu.addAction("Select all", self.select_all)
         menu.exec(event.globalPos())

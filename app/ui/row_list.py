@@ -3,17 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Generic, Protocol, TypeVar, cast
 
 from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from app.qt_models import ObjectListModel
 
+T = TypeVar("T")
+T_contra = TypeVar("T_contra", contravariant=True)
 
-class RowList(QScrollArea):
-    """``make(item)`` builds a row widget that has ``update_item(item)``; rows follow the model."""
 
-    def __init__(self, model: ObjectListModel, make: Callable[[object], QWidget], empty: str,
+class ItemRow(Protocol[T_contra]):
+    """What a row widget has besides being a widget: it shows an item again when it changes."""
+
+    def update_item(self, item: T_contra, /) -> None: ...
+
+
+class RowList(QScrollArea, Generic[T]):
+    """``make(item)`` builds a row widget that has ``update_item(item)`` (an ``ItemRow``); rows
+    follow the model."""
+
+    def __init__(self, model: ObjectListModel[T], make: Callable[[T], QWidget], empty: str,
                  no_match: Callable[[], str] | None = None) -> None:
         """``no_match``: the words for an empty list while a search is on (None: ``empty``)."""
         super().__init__()
@@ -68,4 +79,4 @@ class RowList(QScrollArea):
     def _changed(self, top: QModelIndex, bottom: QModelIndex) -> None:
         for row in range(top.row(), bottom.row() + 1):
             if row < len(self.rows):
-                self.rows[row].update_item(self.model.item(row))
+                cast("ItemRow[T]", self.rows[row]).update_item(self.model.item(row))

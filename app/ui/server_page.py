@@ -74,7 +74,8 @@ def rpc_workers(health: dict) -> str:
     for w in health.get("rpc") or ():
         if not isinstance(w, dict) or not isinstance(w.get("endpoint"), str):
             continue
-        line = f"{w['endpoint']}: {RPC_WORDS.get(w.get('state'), str(w.get('state')))}"
+        state = str(w.get("state"))
+        line = f"{w['endpoint']}: {RPC_WORDS.get(state, state)}"
         models = [m for m in w.get("models") or () if isinstance(m, str)]
         if models:
             line += f" ({', '.join(models)})"

@@ -16,6 +16,16 @@ from app.settings import KV_TYPES, OLLAMA_PORT, AppSettings
 THEME_WORDS = {"system": "System (follow the desktop)", "light": "Light", "dark": "Dark"}
 
 
+def _editable_combo(placeholder: str) -> QComboBox:
+    """A drop-down whose text can also be typed, showing ``placeholder`` while it is empty."""
+    box = QComboBox()
+    box.setEditable(True)
+    edit = box.lineEdit()
+    assert edit is not None  # an editable combo box has its line edit
+    edit.setPlaceholderText(placeholder)
+    return box
+
+
 class SettingsPage(QWidget):
     saved = Signal(object)  # the new AppSettings
 
@@ -31,12 +41,8 @@ class SettingsPage(QWidget):
         self.port = QSpinBox(minimum=1, maximum=65535)
         self.host = QLineEdit()
         self.host.setToolTip("127.0.0.1 keeps the API on this computer; 0.0.0.0 opens it to your network.")
-        self.model = QComboBox()
-        self.model.setEditable(True)
-        self.model.lineEdit().setPlaceholderText("catalog id or path to a .gguf file")
-        self.draft = QComboBox()
-        self.draft.setEditable(True)
-        self.draft.lineEdit().setPlaceholderText("none (no speculative decoding)")
+        self.model = _editable_combo("catalog id or path to a .gguf file")
+        self.draft = _editable_combo("none (no speculative decoding)")
         self.ctx = QSpinBox(minimum=0, maximum=1 << 20, singleStep=1024)
         self.ctx.setSpecialValueText("Automatic")  # 0: per model, as much as memory holds up to 32768
         self.ctx.setToolTip("Automatic: each model gets its trained context up to 32,768 tokens (room for a "

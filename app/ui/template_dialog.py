@@ -6,7 +6,6 @@ effect, sends a chosen file's text, and shows the service's reason when it refus
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from PySide6.QtGui import QFontDatabase
@@ -15,10 +14,10 @@ from PySide6.QtWidgets import (
 )
 
 from app.api_types import ModelTemplate
+from app.background import Run
 from app.errors import ApiProblem
 from app.model_templates import ModelTemplates
 
-Run = Callable[[object], object]  # schedules a coroutine
 
 ORIGINS = {
     "model": "The model's own template, from its file.",

@@ -26,6 +26,8 @@ PART_WIDGETS = 30
 _PLAIN = (QWidget, QStackedWidget, QTabWidget, QSplitter)
 #: the property that marks a widget styled as it showed as a window of its own
 _AS_WINDOW = "hearthStyledAsWindow"
+#: one step of a restyling: (the page or None for the window's own, a part), or (None, a step of its own)
+_Step = tuple[QWidget | None, QWidget | Callable[[], None]]
 
 
 def split_parts(w: QWidget, sheet: str, limit: int = PART_WIDGETS) -> list[QWidget]:
@@ -54,7 +56,7 @@ class ThemeApplier(QObject):
         self.qapp, self.window, self.parts = qapp, window, parts
         self.sheet = ""
         self.extra: Callable[[], None] | None = None  # restyling of its own after the sheets (icons)
-        self._pending: list[tuple[QWidget | None, QWidget]] = []
+        self._pending: list[_Step] = []  #: what is left to style
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.timeout.connect(self._next)
@@ -67,10 +69,11 @@ class ThemeApplier(QObject):
         turn once the visible parts are styled (the icons in the new colours)."""
         self.sheet = sheet
         current = self.window.stack.currentWidget()
-        parts = [(page, part) for page, w in self.parts() for part in split_parts(w, sheet)]
+        parts: list[_Step] = [(page, part) for page, w in self.parts() for part in split_parts(w, sheet)]
         order = sorted(parts, key=lambda pw: 0 if pw[0] is None else 1 if pw[0] is current else 2)
         visible = sum(1 for pw in order if pw[0] is None or pw[0] is current)
-        self._pending = order[:visible] + ([(None, then)] if then is not None else []) + order[visible:]
+        own: list[_Step] = [(None, then)] if then is not None else []
+        self._pending = order[:visible] + own + order[visible:]
         if at_once:
             while self._pending:
                 self._style(*self._pending.pop(0))
@@ -87,7 +90,7 @@ class ThemeApplier(QObject):
         self._pending.clear()
         self.qapp.removeEventFilter(self)
 
-    def _style(self, page, w) -> None:
+    def _style(self, page: QWidget | None, w: QWidget | Callable[[], None]) -> None:
         if not isinstance(w, QWidget):
             w()  # a step of its own
         elif w.styleSheet() != self.sheet:

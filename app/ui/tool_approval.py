@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 
 from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
@@ -73,11 +74,13 @@ class ToolApprovalDialog(QDialog):
         self.hide()
 
 
-async def ask_user(parent: QWidget | None, call: ToolCall, server: str = "") -> str:
-    """Show the dialog and wait for the user's answer; a cancelled wait (Stop) closes it."""
+async def ask_user(parent: QWidget | None, call: ToolCall, server: str = "",
+                   opened: Callable[[ToolApprovalDialog], None] | None = None) -> str:
+    """Show the dialog and wait for the user's answer; a cancelled wait (Stop) closes it.
+    ``opened`` hears of the dialog as it opens (the chat page keeps it for the window and its tests)."""
     d = ToolApprovalDialog(call, server, parent)
-    if parent is not None:
-        parent.approval = d  # the open question, for the window (and its tests) to find
+    if opened is not None:
+        opened(d)
     d.open()
     try:
         return await d.answer

@@ -97,7 +97,7 @@ def test_a_long_code_line_scrolls_inside_its_block(driver):
     copy = code.copy_button
     right = copy.mapTo(vp, QPoint(copy.width(), 0)).x()
     assert copy.isVisible() and right <= vp.width(), f"Copy ends at {right}, past the view's {vp.width()} px"
-    assert code.scroll.horizontalScrollBar().maximum() > 0, "the long line does not scroll in its block"
+    assert code.code_scroll.horizontalScrollBar().maximum() > 0, "the long line does not scroll in its block"
     assert code.width() <= w.width()
 
 
