@@ -194,7 +194,9 @@ def serve_config(args: Namespace, data_dir: Path, api_key: str | None = None) ->
         max_body_bytes=int(args.max_body_mb * 1024 * 1024), header_timeout=args.header_timeout,
         fetch_media_urls=bool(getattr(args, "fetch_media_urls", False)),
         body_timeout=args.body_timeout, keepalive_timeout=args.idle_connection_timeout,
-        max_connections=args.max_connections)
+        max_connections=args.max_connections, body_min_rate=max(0, int(args.body_min_rate * 1024)),
+        body_budget_bytes=int(max(0.0, args.body_budget_mb) * 2**20),
+        client_body_bytes=int(max(0.0, args.client_body_budget_mb) * 2**20), write_timeout=args.write_timeout)
     return ServeConfig(port=args.port, model=args.model, preload=False, data_dir=data_dir,
                        ollama_port=args.ollama_port, shutdown_grace=args.shutdown_grace,
                        engine=engine, residency=residency, security=security,

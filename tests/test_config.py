@@ -22,7 +22,9 @@ def test_every_option_lands_in_its_sub_config(tmp_path):
                 "--cache-disk", "512", "--draft", "ngram", "--load-timeout", "30", "--max-models", "2",
                 "--memory-budget", "1G", "--load-wait", "5", "--keep-alive", "30s", "--cors-origin", "https://a.example",
                 "--models-dir", str(tmp_path), "--max-tokens-limit", "99", "--max-client-requests", "3",
-                "--max-body-mb", "1", "--ollama-port", "--shutdown-grace", "2", key="k" * 16, tmp_path=tmp_path)
+                "--max-body-mb", "1", "--ollama-port", "--shutdown-grace", "2", "--max-client-held", "20",
+                "--cache-isolation", "client", "--body-min-rate", "8", "--body-budget-mb", "64",
+                "--client-body-budget-mb", "16", "--write-timeout", "30", key="k" * 16, tmp_path=tmp_path)
     assert c.engine == EngineConfig(ctx=4096, parallel=2, n_batch=256, threads=3, kv_type="q8_0", flash_attn=False,
                                     block_size=32, prefix_cache=False, cache_fraction=0.25, cache_ram=64,
                                     cache_dir=tmp_path / "prompt-cache", cache_disk=512, draft="ngram",
@@ -30,7 +32,10 @@ def test_every_option_lands_in_its_sub_config(tmp_path):
     assert c.residency == ResidencyConfig(max_models=2, memory_budget=1024 ** 3, load_wait=5.0, keep_alive=30.0)
     assert c.security == SecurityConfig(host="0.0.0.0", api_key="k" * 16, cors_origins=("https://a.example",),
                                         models_dirs=(tmp_path.resolve(),), max_tokens_limit=99,
-                                        max_client_requests=3, max_body_bytes=1024 * 1024)
+                                        max_client_requests=3, max_body_bytes=1024 * 1024, max_client_held=20,
+                                        cache_isolation="client", body_min_rate=8 * 1024,
+                                        body_budget_bytes=64 * 2**20, client_body_bytes=16 * 2**20,
+                                        write_timeout=30.0)
     assert (c.port, c.model, c.data_dir, c.ollama_port, c.shutdown_grace) == (9, "m", tmp_path, 11434, 2.0)
 
 

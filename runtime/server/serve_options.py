@@ -64,6 +64,19 @@ def add_api_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--body-timeout", type=_positive, default=sec.body_timeout, metavar="SECONDS",
                    help="a request body that stops arriving for this long is dropped with its connection "
                         "(default %(default)s)")
+    g.add_argument("--body-min-rate", type=float, default=sec.body_min_rate / 1024, metavar="KIB_S",
+                   help="KiB a second a request body must keep up once its first --body-timeout seconds have "
+                        "passed; one that falls behind gets 408 (0: off; default %(default)g, $HEARTH_BODY_MIN_RATE "
+                        "in bytes/s)")
+    g.add_argument("--body-budget-mb", type=float, default=sec.body_budget_bytes / 2**20, metavar="MB",
+                   help="request-body bytes all requests together may hold while they arrive; past it 503 "
+                        "(default %(default)g, $HEARTH_BODY_BUDGET_MB)")
+    g.add_argument("--client-body-budget-mb", type=float, default=sec.client_body_bytes / 2**20, metavar="MB",
+                   help="the part of that budget one client may hold; past it 429 "
+                        "(default %(default)g, $HEARTH_CLIENT_BODY_BUDGET_MB)")
+    g.add_argument("--write-timeout", type=_positive, default=sec.write_timeout, metavar="SECONDS",
+                   help="a response its client reads none of for this long closes its connection "
+                        "(default %(default)g, $HEARTH_WRITE_TIMEOUT)")
     g.add_argument("--idle-connection-timeout", type=_positive, default=sec.keepalive_timeout, metavar="SECONDS",
                    help="how long an idle connection is kept open for its next request (default %(default)s)")
     g.add_argument("--max-connections", type=_count, default=sec.max_connections, metavar="N",
