@@ -19,7 +19,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from app import background
 from app.api_client import ApiClient
-from app.conversations import Conversation, ConversationStore, Message, Sampling
+from app.conversations import Conversation, ConversationStore, Message, Sampling, SearchHit
 from app.errors import MODEL_PROBLEMS, ApiProblem, ServiceUnreachable, UserError, explain
 from app.qt_models import ConversationListModel, MessageListModel
 from app import tool_loop
@@ -72,6 +72,8 @@ class ChatService(QObject):
         self.messages = MessageListModel()
         self.current: Conversation | None = None
         self._search = ""
+        #: chat id -> where the search matched in its messages (``ConversationStore.search_hits``)
+        self.search_hits: dict[int, SearchHit] = {}
         self._task: asyncio.Task | None = None
         self._live: Message | None = None
         self._live_conversation: int | None = None
@@ -87,11 +89,19 @@ class ChatService(QObject):
         return self._task is not None and not self._task.done()
 
     def reload(self) -> None:
+        self.search_hits = self.store.search_hits(self._search)
         self.conversations.reset(self.store.conversations(self._search))
 
     def search(self, text: str) -> None:
+        """Show only the chats whose title or messages contain ``text``; ``search_hits`` says
+        where each matched in its messages (a snippet of the first message that does)."""
         self._search = text.strip()
         self.reload()
+
+    @property
+    def search_text(self) -> str:
+        """What the chat list is filtered by now ("" when it shows every chat)."""
+        return self._search
 
     def new_conversation(self, model: str = "") -> Conversation:
         c = self.store.create(model=model)

@@ -128,6 +128,71 @@ class Message:
     variants: int = 1
 
 
+@dataclass(slots=True)
+class SearchHit:
+    """Where a chat search matched a chat's messages: the first message that contains the
+    text, and a one-line snippet around the match, cut in three (before, match, after)."""
+
+    message_id: int
+    before: str
+    match: str
+    after: str
+
+    @property
+    def snippet(self) -> str:
+        return self.before + self.match + self.after
+
+
+#: about how many characters a search hit's snippet shows
+SNIPPET_CHARS = 80
+
+
+def _like(text: str) -> str:
+    """A LIKE pattern that finds ``text`` anywhere (its own ``%`` and ``_`` taken literally)."""
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def _collapse(text: str) -> str:
+    """Runs of whitespace (newlines too) as one space, keeping a space at either end."""
+    inner = " ".join(text.split())
+    if not inner:
+        return " " if text else ""
+    return (" " if text[:1].isspace() else "") + inner + (" " if text[-1:].isspace() else "")
+
+
+def snippet(content: str, query: str, width: int = SNIPPET_CHARS) -> tuple[str, str, str] | None:
+    """A one-line snippet of ``content`` around the first case-insensitive match of ``query``,
+    about ``width`` characters, whitespace collapsed, "…" where it was cut: (before, match,
+    after); None where ``query`` is not in it (SQLite's LIKE folds only ASCII letters' case)."""
+    import re
+
+    m = re.search(re.escape(query), content, re.IGNORECASE)
+    if m is None:
+        return None
+    # only the neighbourhood matters: a long message is not collapsed whole
+    lo, hi = max(0, m.start() - 4 * width), min(len(content), m.end() + 4 * width)
+    before = _collapse(content[lo:m.start()]).lstrip() if lo == 0 else _collapse(content[lo:m.start()])
+    match = _collapse(m.group())
+    after = _collapse(content[m.end():hi])
+    after = after.rstrip() if hi == len(content) else after
+    room = max(0, width - len(match))
+    lead = min(len(before), max(room // 3, room - len(after)))
+    cut_before, cut_after = lead < len(before) or lo > 0, False
+    if lead < len(before):
+        before = before[len(before) - lead:]
+        space = before.find(" ")
+        if 0 <= space < lead // 2:  # not half a word
+            before = before[space + 1:]
+    tail = room - len(before)
+    if tail < len(after) or hi < len(content):
+        cut_after = True
+        after = after[:max(0, tail)]
+        space = after.rfind(" ")
+        if space > tail // 2:
+            after = after[:space]
+    return ("…" + before.lstrip() if cut_before else before), match, (after.rstrip() + "…" if cut_after else after)
+
+
 log = logging.getLogger("hearth.app")
 _TABLES = {"conversations": ("id", "title", "model", "system_prompt", "sampling", "created", "updated"),
            "messages": ("id", "conversation_id", "role", "content", "meta", "created")}
@@ -244,11 +309,30 @@ class ConversationStore:
         sql = f"SELECT {_COLUMNS} FROM conversations"
         args: tuple = ()
         if search:
-            like = f"%{search}%"
-            sql += (" WHERE title LIKE ? OR id IN (SELECT conversation_id FROM messages WHERE content LIKE ?)")
+            like = _like(search)
+            sql += (" WHERE title LIKE ? ESCAPE '\\' OR id IN "
+                    "(SELECT conversation_id FROM messages WHERE content LIKE ? ESCAPE '\\')")
             args = (like, like)
         rows = self.db.execute(sql + " ORDER BY updated DESC, id DESC", args).fetchall()
         return [_conversation(r) for r in rows]
+
+    def search_hits(self, search: str) -> dict[int, SearchHit]:
+        """Where ``search`` matches in the messages: for each chat with a message that contains
+        it, the first such message and a one-line snippet around the match (a chat that matches
+        by its title alone has none). One query: the first match per chat, then only those
+        messages' text."""
+        if not search:
+            return {}
+        rows = self.db.execute(
+            "SELECT m.conversation_id, m.id, m.content FROM messages m JOIN "
+            "(SELECT MIN(id) AS id FROM messages WHERE content LIKE ? ESCAPE '\\' GROUP BY conversation_id) f "
+            "ON m.id = f.id", (_like(search),)).fetchall()
+        hits = {}
+        for cid, mid, content in rows:
+            hit = snippet(content, search)
+            if hit is not None:
+                hits[cid] = SearchHit(mid, *hit)
+        return hits
 
     def get(self, conversation_id: int) -> Conversation | None:
         r = self.db.execute(f"SELECT {_COLUMNS} FROM conversations WHERE id = ?", (conversation_id,)).fetchone()

@@ -59,6 +59,7 @@ class ChatPage(QWidget):
         self.header.ctx_changed.connect(self._ctx_changed)
         self.header.settings_requested.connect(self.open_settings)
         self.view = MessageView(chat.messages)
+        self.sidebar.match_opened.connect(self.view.bring_into_sight)  # a search hit opens at its message
         self.view.edit_submitted.connect(chat.edit_and_resend)
         self.view.regenerate_requested.connect(chat.regenerate)
         self.view.variant_requested.connect(chat.switch_variant)
@@ -324,14 +325,20 @@ class ChatPage(QWidget):
             self.attach_files(paths)
 
     def attach_files(self, paths: list[str]) -> None:
-        """Read dropped files off the event loop; each becomes a chip above the message box."""
+        """Read dropped files off the event loop; each becomes a chip above the message box. A
+        dropped folder is added to the chat's documents, as "Add folder…" does."""
         import asyncio
+        import os
 
         from app.attachments import MAX_FILES, AttachmentError, read_attachment
         from app.errors import UserError
 
         async def read() -> None:
             for path in paths:
+                if self.documents is not None and os.path.isdir(path):
+                    # a folder goes to the chat's documents, file by file (``DocumentsService.add_folder``)
+                    await self.documents.add_folder(path, self.chat.current_or_new())
+                    continue
                 if len(self.pending) >= MAX_FILES:
                     self.chat.error.emit(UserError("Too many files for one message.",
                                                    f"A message carries at most {MAX_FILES} files.",

@@ -4,6 +4,7 @@ passage a citation points at."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -12,7 +13,7 @@ from PySide6.QtWidgets import (
 )
 
 from app.chat import ChatService
-from app.documents_service import DocumentsService
+from app.documents_service import MAX_FOLDER_FILE_BYTES, MAX_FOLDER_FILES, DocumentsService
 from app.ui.blocks import clear_layout
 from app.ui.markdown import monospace
 
@@ -110,9 +111,15 @@ class LibraryDialog(QDialog):
         add = QPushButton("Add files…")
         add.setObjectName("primaryButton")
         add.clicked.connect(self.add_files)
+        self.add_folder_button = QPushButton("Add folder…")
+        self.add_folder_button.setToolTip(
+            f"Add every text, Markdown, code and PDF file in a folder and its subfolders (at most "
+            f"{MAX_FOLDER_FILES}; hidden files and files over {MAX_FOLDER_FILE_BYTES // 1_000_000} MB are skipped)")
+        self.add_folder_button.clicked.connect(self.add_folder)
         remove = QPushButton("Remove from library")
         remove.clicked.connect(self._remove)
         row.addWidget(add)
+        row.addWidget(self.add_folder_button)
         row.addWidget(remove)
         row.addStretch(1)
         done = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
@@ -120,8 +127,14 @@ class LibraryDialog(QDialog):
         row.addWidget(done)
         lay.addWidget(intro)
         lay.addWidget(self.list, 1)
+        self.status = QLabel("")  # what the last folder added, and what it skipped and why
+        self.status.setObjectName("settingsMessage")
+        self.status.setWordWrap(True)
+        self.status.hide()
+        lay.addWidget(self.status)
         lay.addLayout(row)
         docs.library_changed.connect(self.refresh)
+        docs.folder_added.connect(self._folder_added)
         self.refresh()
 
     def refresh(self) -> None:
@@ -155,6 +168,24 @@ class LibraryDialog(QDialog):
             self.chat.new_conversation()
         for p in paths:
             self.run(self.docs.add(p, self.chat.current))
+
+
+    def add_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Add a folder of documents")
+        if folder:
+            self.add_folder_path(folder)
+
+    def add_folder_path(self, folder: str) -> None:
+        """Add every supported file in ``folder`` (what "Add folder…" does once one is picked)."""
+        if self.chat.current is None:
+            self.chat.new_conversation()
+        self.status.setText(f"Adding the documents in “{Path(folder).name or folder}”…")
+        self.status.show()
+        self.run(self.docs.add_folder(folder, self.chat.current))
+
+    def _folder_added(self, summary: str) -> None:
+        self.status.setText(summary)
+        self.status.show()
 
 
 class PassageDialog(QDialog):
