@@ -17,7 +17,9 @@ from runtime.server.generate.reply_headers import reply_headers
 from runtime.server.media_budget import MEDIA_BUDGET, MediaBudget
 from runtime.server.models.keep_alive import KEEP_ALIVE, KeepAlive, keep_alive_ctx
 from runtime.server.models.model_manager import ModelManager
-from runtime.server.routes import hardware_api, models_api, quantize_api, service_api, store_api, template_api
+from runtime.server.routes import (
+    hardware_api, load_settings_api, models_api, quantize_api, service_api, store_api, template_api,
+)
 from runtime.server.client_ledger import ClientLedger
 from runtime.server.security import LIMITER, STOPPING, cors_middleware, grant_on_prepare, guard_middleware
 from runtime.server.wire.anthropic import anthropic_api
@@ -38,6 +40,7 @@ ROUTES = [
     ("GET", "/hearth/fit", hardware_api.fit),
     *models_api.ROUTES,
     *template_api.ROUTES,  # before the store's DELETE /hearth/models/{id:.+}, which would match it
+    *load_settings_api.ROUTES,  # likewise
     ("POST", "/v1/chat/completions", openai_api.chat_completions),
     ("POST", "/hearth/count_tokens", openai_api.count_tokens),
     ("POST", "/v1/completions", openai_api.completions),

@@ -149,6 +149,15 @@ def _schemas(max_tokens: int) -> dict:
                                          "origin": {"enum": ["model", "stored", "file"]}, "bos": STR, "eos": STR,
                                          "contract": {"type": ["object", "null"]},
                                          "unloaded": {"type": "array", "items": STR}, "removed": BOOL}},
+        "LoadSettings": {"type": "object", "additionalProperties": False, "properties": {
+            "ctx": {"type": ["integer", "null"], "minimum": 256, "maximum": 1 << 22},
+            "gpu_layers": {"type": ["integer", "null"], "minimum": 0, "maximum": 1000},
+            "kv_type": {"enum": ["f16", "q8_0", "q4_0", None]}},
+            "examples": [{"ctx": 32768, "gpu_layers": None, "kv_type": "q8_0"}]},
+        "ModelLoadSettings": {"type": "object", "required": ["id", "settings", "loaded"], "properties": {
+            "id": STR, "settings": _ref("LoadSettings"),
+            "loaded": {"type": ["object", "null"], "description": "what the loaded model was loaded with"},
+            "unloaded": {"type": "array", "items": STR}, "removed": BOOL}},
         "StorePathRequest": {"type": "object", "required": ["path"], "properties": {"path": {**STR, "minLength": 1}}},
         "QuantizeRequest": {"type": "object", "required": ["model", "to"], "properties": {
             "model": {**STR, "minLength": 1, "description": "a local model's id"},
@@ -330,6 +339,15 @@ OPERATIONS = {
                                                  path_params=("id",)),
     ("DELETE", "/hearth/models/{id}/template"): _op("Go back to the model's own chat template; the user's act, as PUT",
                                                     _ref("ModelTemplate"), path_params=("id",)),
+    ("GET", "/hearth/models/{id}/settings"): _op("A model's stored load settings (context, GPU layers, KV cache "
+                                                 "type; null: the service's choice) and what it is loaded with",
+                                                 _ref("ModelLoadSettings"), path_params=("id",)),
+    ("PUT", "/hearth/models/{id}/settings"): _op("Store a model's load settings (a request's own context still wins); "
+                                                 "an idle loaded model is unloaded; the user's act: needs the key or "
+                                                 "the confirmation token", _ref("ModelLoadSettings"), body="LoadSettings",
+                                                 path_params=("id",)),
+    ("DELETE", "/hearth/models/{id}/settings"): _op("Forget a model's load settings; the user's act, as PUT",
+                                                    _ref("ModelLoadSettings"), path_params=("id",)),
     ("GET", "/hearth/hardware"): _op("This machine: CPU, RAM, GPUs, llama.cpp backends", OBJ),
     ("GET", "/hearth/fit"): _op("Will a model fit, at which context, how fast", OBJ, query=[
         _q("model", STR), _q("ctx", {**STR, "pattern": "^[0-9]+$"}), _q("kv_type", {"enum": ["f16", "q8_0", "q4_0"]})]),

@@ -62,12 +62,18 @@ def template_for(data_dir: Path, model_id: str, path: str | Path, given: str | N
     return replace(own, source=stored, origin=STORED) if stored is not None else own
 
 
+def model_file_name(model_id: str) -> str:
+    """A model's id as one file name on every platform (percent-encoded; a long path's id is cut
+    and told apart by a hash, within any file system's name limit)."""
+    name = quote(model_id, safe="-_.")
+    if len(name) > 160:
+        name = f"{name[:100]}-{hashlib.sha256(model_id.encode()).hexdigest()[:24]}"
+    return name
+
+
 def template_path(data_dir: Path, model_id: str) -> Path:
     """Where the override of ``model_id`` is kept (whether or not there is one)."""
-    name = quote(model_id, safe="-_.")
-    if len(name) > 160:  # a long path's id: within any file system's name limit, still one per id
-        name = f"{name[:100]}-{hashlib.sha256(model_id.encode()).hexdigest()[:24]}"
-    return data_dir / TEMPLATES_DIR / f"{name}.jinja"
+    return data_dir / TEMPLATES_DIR / f"{model_file_name(model_id)}.jinja"
 
 
 def stored_template(data_dir: Path, model_id: str) -> str | None:

@@ -23,6 +23,7 @@ from runtime.server.models.embed_engines import GENERATE, EmbedPlan, model_task,
 from runtime.server.models.model_refs import resolve_request_model
 from runtime.server.models.residency import Budget, default_budget
 from runtime.server.models.router import ModelDoesNotFit, NoRoom, Router  # noqa: F401  (errors re-exported)
+from runtime.store.model_settings import LoadSettings, stored_settings
 from runtime.store.model_templates import stored_template
 from runtime.store.projector import projector_for
 from runtime.store.resolve import InvalidModelFile, ModelPathRefused, ResolvedModel, UnknownModel  # noqa: F401
@@ -51,6 +52,8 @@ class ModelManager:
         self._resolved: dict[str, ResolvedModel] = {}
         self._tasks: dict[str, str] = {}  # model file -> the task it serves
         self._hardware = None
+        #: each model's stored load settings (``runtime.store.model_settings``), read once
+        self._load_settings: dict[str, LoadSettings] = {}
         self._hardware_lock = asyncio.Lock()
         self._budget: Budget | None = None
         #: the hardware probe started with the service (``hearth serve``), a concurrent future
@@ -110,6 +113,7 @@ class ModelManager:
         c = self.config.engine
         if await self.task_of(model) != GENERATE:  # an encoder: the embedding worker
             return EmbedPlan.for_file(model.path)
+        kv_type = (await self.load_settings(model)).kv_type or c.kv_type
 
         def blocking(hw):  # headers are read in a thread: the event loop keeps answering
             try:
@@ -117,7 +121,7 @@ class ModelManager:
             except DraftRefused:
                 draft_path = None  # the load reports it
             draft = shape_of_file(draft_path) if draft_path and draft_path != "ngram" else None
-            return plan_fit(shape_of_file(model.path), hw, ctx=ctx or c.ctx, kv_type=c.kv_type,
+            return plan_fit(shape_of_file(model.path), hw, ctx=ctx or c.ctx, kv_type=kv_type,
                             n_seq=c.parallel, n_batch=c.n_batch, draft=draft)
 
         try:
@@ -195,7 +199,21 @@ class ModelManager:
             return remote
         if task is not None:
             refuse_unless(model.id, await self.task_of(model), task)
+        if ctx is None:  # the request's context wins; else the one the user stored for the model
+            ctx = (await self.load_settings(model)).ctx
         return (await self.router.acquire(model, ctx, keep_alive, pin)).engine
+
+    async def load_settings(self, model: ResolvedModel | LocalModel) -> LoadSettings:
+        """The load settings stored for ``model`` (read once; ``forget_load_settings`` after a
+        change). Two first reads at once read the same file: no lock needed."""
+        known = self._load_settings.get(model.id)
+        if known is None:
+            known = self._load_settings[model.id] = await asyncio.to_thread(
+                stored_settings, self.config.data_dir, model.id)
+        return known
+
+    def forget_load_settings(self, model_id: str) -> None:
+        self._load_settings.pop(model_id, None)
 
     def draft_for(self, model: ResolvedModel | LocalModel, catalog: dict | None = None) -> tuple[str | None, str | None]:
         """(draft file or "ngram", draft id) for ``model``: ``--draft``, else the catalog
@@ -259,8 +277,11 @@ class ModelManager:
             raise ModelLoadFailed(f"{model.id}'s stored chat template: {e}") from None
         projector = await asyncio.to_thread(projector_for, Path(model.path))
         n_ctx = min(ctx, plan.ctx) if plan is not None else ctx
-        kv_type = plan.kv_type if plan is not None else (c.kv_type or "f16")
-        gpu_layers = plan.gpu_layers if plan is not None else 0
+        stored = await self.load_settings(model)
+        kv_type = plan.kv_type if plan is not None else (stored.kv_type or c.kv_type or "f16")
+        # the user's layer count wins over the plan's (LM Studio's "GPU offload"); the plan's split
+        # of them between GPUs still applies
+        gpu_layers = stored.gpu_layers if stored.gpu_layers is not None else plan.gpu_layers if plan is not None else 0
         split = ({"split_mode": plan.split_mode, "tensor_split": plan.tensor_split or None, "main_gpu": plan.main_gpu,
                   "cpu_moe_layers": plan.cpu_moe_layers}
                  if plan is not None and gpu_layers else {})

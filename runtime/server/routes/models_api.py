@@ -114,6 +114,8 @@ async def load(request: web.Request) -> web.Response:
     manager = request.app[MANAGER]
     try:
         model = await manager.resolve_async(request.match_info["id"])
+        if ctx is None:  # the context the user stored for the model, if any
+            ctx = (await manager.load_settings(model)).ctx
         r = await manager.router.acquire(model, ctx, keep_alive, pin)
     except Exception as e:
         raise model_error(e) from None
