@@ -123,6 +123,29 @@ class ModelTemplate:
 
 
 @dataclass(slots=True)
+class ModelLoadSettings:
+    """``/hearth/models/{id}/settings``: what the user stored for a model's loading (None: the
+    service's choice), and what it is loaded with now (``loaded_*``; None: not loaded)."""
+
+    id: str
+    ctx: int | None = None
+    gpu_layers: int | None = None
+    kv_type: str | None = None
+    loaded: bool = False
+    loaded_ctx: int | None = None
+    loaded_gpu_layers: int | None = None
+    loaded_kv_type: str | None = None
+
+    @classmethod
+    def from_api(cls, d: dict) -> ModelLoadSettings:
+        stored, now = d.get("settings"), d.get("loaded")
+        s: dict = stored if isinstance(stored, dict) else {}
+        n: dict = now if isinstance(now, dict) else {}
+        return cls(str(d["id"]), _int(s, "ctx"), _int(s, "gpu_layers"), _str(s, "kv_type"), isinstance(now, dict),
+                   _int(n, "ctx"), _int(n, "gpu_layers"), _str(n, "kv_type"))
+
+
+@dataclass(slots=True)
 class RunningModel:
     """A loaded model, as ``GET /hearth/stats`` describes it (``models[]``)."""
 

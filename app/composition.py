@@ -190,9 +190,9 @@ class HearthApp(QObject):
 
         self.quantize = QuantizeService(self.client, self.data_dir, self.models.refresh_local)
         self.quantize.error.connect(self.show_error)
-        from app.model_templates import ModelTemplates
+        from app.model_settings import ModelSettings
 
-        return ModelsPage(self.models, self.spawn, self.quantize, ModelTemplates(self.client, self.data_dir))
+        return ModelsPage(self.models, self.spawn, self.quantize, ModelSettings(self.client, self.data_dir))
 
     def _restore_window(self) -> None:
         """The size the window had and the chat that was open when the app last closed; the

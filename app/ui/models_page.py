@@ -13,13 +13,13 @@ from PySide6.QtWidgets import (
 
 from app.api_types import CatalogModel, LocalModel, RunningModel
 from app.background import Run
-from app.model_templates import ModelTemplates
+from app.model_settings import ModelSettings
 from app.models import ACTIVE_STATES, ModelStoreService, fit_badge
 from app.qt_models import format_size
 from app.quantize_jobs import QuantizeService, describe, requantize_note, targets_for
 from app.ui.row_list import RowList
 from app.ui.style import badge_style
-from app.ui.template_dialog import TemplateDialog
+from app.ui.model_settings_dialog import ModelSettingsDialog
 
 
 def _badge() -> QLabel:
@@ -81,14 +81,14 @@ class CatalogRow(_Row):
 class LocalRow(_Row):
     def __init__(self, model: LocalModel, delete: Callable[[str], None],
                  shrink: Callable[[str, str], None] | None = None,
-                 template: Callable[[str], None] | None = None) -> None:
+                 settings: Callable[[str], None] | None = None) -> None:
         super().__init__()
-        self.template_button = QPushButton("Template")
-        self.template_button.setToolTip("The chat template that turns a conversation into this model's prompt: "
-                                        "see it, or load a replacement.")
-        self.template_button.clicked.connect(lambda: template and template(self.model.id))
-        self.template_button.setVisible(template is not None)
-        self.lay.addWidget(self.template_button)
+        self.settings_button = QPushButton("Settings")
+        self.settings_button.setToolTip("How this model is loaded (context length, GPU layers, KV cache type) "
+                                        "and the chat template that turns a conversation into its prompt")
+        self.settings_button.clicked.connect(lambda: settings and settings(self.model.id))
+        self.settings_button.setVisible(settings is not None)
+        self.lay.addWidget(self.settings_button)
         self.shrink_button = QPushButton("Make smaller")
         self.shrink_menu = QMenu(self.shrink_button)  # filled per model: only the targets smaller than it
         self._shrink = shrink
@@ -116,7 +116,7 @@ class LocalRow(_Row):
         from app.models import is_chat_model
 
         self._fill_shrink_menu(m, is_chat_model(m.capabilities))  # an encoder has no perplexity to keep
-        self.template_button.setEnabled(is_chat_model(m.capabilities))  # nor a chat template
+        self.settings_button.setEnabled(is_chat_model(m.capabilities))  # nor a chat template
 
     def _fill_shrink_menu(self, m: LocalModel, chat: bool) -> None:
         """The targets smaller than this file (bits per weight from its type), under a word on
@@ -216,10 +216,10 @@ class DownloadRow(QFrame):
 
 class ModelsPage(QWidget):
     def __init__(self, models: ModelStoreService, run: Run, quantize: QuantizeService | None = None,
-                 templates: ModelTemplates | None = None) -> None:
+                 settings: ModelSettings | None = None) -> None:
         super().__init__()
-        self.models, self.run, self.quantize, self.templates = models, run, quantize, templates
-        self.template_dialog: TemplateDialog | None = None  # the open one, if any
+        self.models, self.run, self.quantize, self.settings = models, run, quantize, settings
+        self.settings_dialog: ModelSettingsDialog | None = None  # the open one, if any
         self.confirmation = None  # the open delete question, if any
         lay = QVBoxLayout(self)
         lay.setContentsMargins(24, 20, 24, 16)
@@ -291,10 +291,10 @@ class ModelsPage(QWidget):
         row.addStretch(0 if self.quantize else 1)
         row.addWidget(self.import_button)
         shrink = self._shrink if self.quantize is not None else None
-        template = self.show_template if self.templates is not None else None
+        settings = self.show_settings if self.settings is not None else None
         if self.quantize is not None:
             self.quantize.changed.connect(self._job)
-        self.local_list = RowList(self.models.local, lambda m: LocalRow(m, self._delete, shrink, template),
+        self.local_list = RowList(self.models.local, lambda m: LocalRow(m, self._delete, shrink, settings),
                                   "No models yet. Download one on the Discover tab, or import a .gguf file.")
         lay.addLayout(row)
         lay.addWidget(self.local_list, 1)
@@ -385,18 +385,19 @@ class ModelsPage(QWidget):
                 "Delete model"
         confirm(self, f"Delete {m.name}?", detail, action, lambda: self.run(self.models.delete(model_id)))
 
-    def show_template(self, model_id: str) -> None:
-        """The model's chat template in a dialog of its own (read from the service)."""
-        if self.templates is None:
+    def show_settings(self, model_id: str) -> None:
+        """The model's settings (load settings, chat template) in a dialog of its own, read from
+        the service."""
+        if self.settings is None:
             return
         row = self.models.local.row_of(model_id)
         m = self.models.local.item(row) if row is not None else None
-        if self.template_dialog is not None:
-            self.template_dialog.close()
-        self.template_dialog = TemplateDialog(self.templates, model_id, m.name if m is not None else model_id,
+        if self.settings_dialog is not None:
+            self.settings_dialog.close()
+        self.settings_dialog = ModelSettingsDialog(self.settings, model_id, m.name if m is not None else model_id,
                                               self.run, self)
-        self.template_dialog.show()
-        self.run(self.template_dialog.refresh())
+        self.settings_dialog.show()
+        self.run(self.settings_dialog.refresh())
 
     def _shrink(self, model_id: str, to: str) -> None:
         if self.quantize is not None:

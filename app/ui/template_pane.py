@@ -1,6 +1,7 @@
-"""A model's chat template: shown read-only, replaced by a file the user chooses, or reset.
+"""A model's chat template: shown read-only, replaced by a file the user chooses, or reset (a
+tab of the model's settings, ``model_settings_dialog``).
 
-Everything goes through the service (``app.model_templates``): the dialog reads the template in
+Everything goes through the service (``app.model_settings``): the pane reads the template in
 effect, sends a chosen file's text, and shows the service's reason when it refuses one.
 """
 
@@ -9,14 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtGui import QFontDatabase
-from PySide6.QtWidgets import (
-    QDialog, QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget,
-)
+from PySide6.QtWidgets import QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 from app.api_types import ModelTemplate
 from app.background import Run
 from app.errors import ApiProblem
-from app.model_templates import ModelTemplates
+from app.model_settings import ModelSettings
 
 
 ORIGINS = {
@@ -29,13 +28,10 @@ NO_TEMPLATE = ("This model has no chat template: Hearth writes the conversation 
 APPLIES = "It is used from the model's next load (an idle model is reloaded with it)."
 
 
-class TemplateDialog(QDialog):
-    def __init__(self, templates: ModelTemplates, model_id: str, name: str, run: Run,
-                 parent: QWidget | None = None) -> None:
+class TemplatePane(QWidget):
+    def __init__(self, templates: ModelSettings, model_id: str, run: Run, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.templates, self.model_id, self.run = templates, model_id, run
-        self.setWindowTitle(f"Chat template · {name}")
-        self.resize(720, 520)
         lay = QVBoxLayout(self)
         self.origin = QLabel("Reading the template…")
         self.origin.setWordWrap(True)
@@ -54,12 +50,9 @@ class TemplateDialog(QDialog):
         self.load_button.clicked.connect(self.choose_file)
         self.reset_button = QPushButton("Use the model's own")
         self.reset_button.clicked.connect(lambda: self.run(self.reset()))
-        close = QPushButton("Close")
-        close.clicked.connect(self.accept)
         buttons.addWidget(self.load_button)
         buttons.addWidget(self.reset_button)
         buttons.addStretch(1)
-        buttons.addWidget(close)
         lay.addWidget(self.origin)
         lay.addWidget(self.text, 1)
         lay.addWidget(self.error)
