@@ -10,6 +10,7 @@ missing optional field.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypedDict, cast
 
 
 def _str(d: dict, key: str) -> str | None:
@@ -122,6 +123,34 @@ class ModelTemplate:
         return cls(str(d["id"]), _str(d, "template"), _str(d, "origin") or "model")
 
 
+class ModelMemory(TypedDict, total=False):
+    rss_bytes: int  #: what the model's worker holds, as the service measures it
+    planned: dict  #: the fit plan's parts
+
+
+class RemoteWhere(TypedDict, total=False):
+    upstream: str
+    host: str
+    url: str
+    model: str
+    health: str
+
+
+class AvailableModel(TypedDict, total=False):
+    """A row of ``/v1/models``: a model a chat can pick (kept as the JSON object it is; every key
+    but ``id`` may be missing from an older service or another server)."""
+
+    id: str
+    name: str
+    owned_by: str
+    capabilities: list[str]
+    loaded: bool
+    context_length: int | None
+    memory: ModelMemory
+    engine: str  #: "remote" for a model another machine serves
+    remote: RemoteWhere
+
+
 @dataclass(slots=True)
 class ModelLoadSettings:
     """``/hearth/models/{id}/settings``: what the user stored for a model's loading (None: the
@@ -159,3 +188,8 @@ class RunningModel:
         memory = d.get("memory")
         memory = memory if isinstance(memory, dict) else {}
         return cls(str(d["id"]), _int(d, "n_ctx"), _int(d, "pid"), _int(memory, "rss_bytes"))
+
+
+def available_models(rows: list[dict]) -> list[AvailableModel]:
+    """``/v1/models`` rows with an id, typed (nothing is copied)."""
+    return [cast(AvailableModel, r) for r in rows if isinstance(r.get("id"), str) and r["id"]]

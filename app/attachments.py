@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
+from collections.abc import Mapping
+from typing import Any
 from pathlib import Path
 
 from app.documents import DocumentError, read_pages
@@ -134,6 +136,6 @@ def needs(attachments: list[dict] | None) -> set[str]:
 MEDIA_CHARS = 1024
 
 
-def attachment_chars(meta: dict) -> int:
+def attachment_chars(meta: Mapping[str, Any]) -> int:
     return sum((len(a.get("text", "")) if a.get("kind", "text") == "text" else MEDIA_CHARS) + 40
                for a in meta.get("attachments") or () if isinstance(a, dict))

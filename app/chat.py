@@ -19,7 +19,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from app import background
 from app.api_client import ApiClient
-from app.conversations import Conversation, ConversationStore, Message, Sampling, SearchHit
+from app.conversations import Conversation, ConversationStore, Message, MessageMeta, Sampling, SearchHit
 from app.errors import MODEL_PROBLEMS, ApiProblem, ServiceUnreachable, UserError, explain
 from app.qt_models import ConversationListModel, MessageListModel
 from app import tool_loop
@@ -392,7 +392,8 @@ class ChatService(QObject):
         finish, usage = None, {}
         step_start = time.monotonic()
         async for chunk in self.client.chat_stream(body):
-            answer.meta["model"] = chunk.get("model", answer.meta.get("model"))
+            if isinstance(chunk.get("model"), str):
+                answer.meta["model"] = chunk["model"]
             for choice in chunk.get("choices") or ():
                 delta = choice.get("delta") or {}
                 _side_channels(answer, delta, raw)
@@ -454,9 +455,9 @@ def _title(text: str) -> str:
     return line if len(line) <= TITLE_CHARS else line[:TITLE_CHARS - 1].rstrip() + "…"
 
 
-def _numbers(t0: float, t_first: float | None, t_end: float, usage: dict) -> dict:
+def _numbers(t0: float, t_first: float | None, t_end: float, usage: dict) -> MessageMeta:
     """The figures shown under an answer."""
-    out: dict = {}
+    out = MessageMeta()
     n = usage.get("completion_tokens")
     if t_first is not None:
         out["ttft_s"] = round(t_first - t0, 3)

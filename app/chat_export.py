@@ -67,7 +67,7 @@ def to_json(c: Conversation, messages: list[Message], tree: list[Message] | None
     parent = ({m.id: m.parent_id for m in every} if tree else
               {m.id: (messages[i - 1].id if i else 0) for i, m in enumerate(messages)})
     out = [{"id": number[m.id], "parent": number.get(parent[m.id], 0), "role": m.role, "content": m.content,
-            "meta": {k: m.meta[k] for k in META_KEYS if k in m.meta}} for m in every]
+            "meta": {k: v for k, v in m.meta.items() if k in META_KEYS}} for m in every]
     return {"format": FORMAT, "version": VERSION, "title": c.title, "model": c.model,
             "system_prompt": c.system_prompt, "sampling": c.sampling.to_dict(),
             "leaf": number.get(messages[-1].id, 0) if messages else 0,

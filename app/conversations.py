@@ -19,6 +19,7 @@ import logging
 import os
 import sqlite3
 import time
+from typing import TypedDict, cast
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -115,12 +116,45 @@ class Conversation:
     options: dict = field(default_factory=dict)
 
 
+class MessageMeta(TypedDict, total=False):
+    """What a message keeps beside its text (stored with it as JSON): every key optional."""
+
+    #: an answer: the model that wrote it, how it ended (``stop``, ``length``, ``tool_calls``,
+    #: ``interrupted``...), the error it met, its thinking, the calls it made (``ToolCall.to_meta``)
+    model: str
+    finish: str
+    error: str
+    reasoning: str
+    tool_calls: list[dict]
+    #: an answer's figures (``chat._numbers``) and the model's decode limit on this machine
+    ttft_s: float
+    tokens_per_s: float
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    acceptance_rate: float
+    decode_limit_tps: float
+    #: a question's attached files (``attachments.Attachment.to_meta``); an answer's document
+    #: passages it was given (``documents``)
+    attachments: list[dict]
+    citations: list[dict]
+
+
+def stored_meta(text: str) -> MessageMeta:
+    """A message's meta as stored (JSON); an empty one where the column holds no object."""
+    try:
+        value = json.loads(text)
+    except (TypeError, ValueError):
+        return MessageMeta()
+    return cast(MessageMeta, value) if isinstance(value, dict) else MessageMeta()
+
+
 @dataclass(slots=True)
 class Message:
     id: int
     role: str  # "user" or "assistant"
     content: str
-    meta: dict = field(default_factory=dict)  # model, tokens_per_s, ttft_s, cached_tokens, finish, ...
+    meta: MessageMeta = field(default_factory=lambda: MessageMeta())
     parent_id: int = 0  #: the message it follows (0: the first of its chat)
     #: its place among the versions that follow the same message (1-based) and how many there
     #: are: a regenerated answer or an edited question keeps the older versions beside it
@@ -355,7 +389,7 @@ class ConversationStore:
     def _rows(self, conversation_id: int) -> dict[int, Message]:
         rows = self.db.execute("SELECT id, role, content, meta, parent_id FROM messages WHERE conversation_id = ? "
                                "ORDER BY id", (conversation_id,)).fetchall()
-        return {r[0]: Message(r[0], r[1], r[2], json.loads(r[3]), r[4]) for r in rows}
+        return {r[0]: Message(r[0], r[1], r[2], stored_meta(r[3]), r[4]) for r in rows}
 
     def _leaf(self, conversation_id: int, rows: dict[int, Message]) -> int:
         r = self.db.execute("SELECT leaf FROM conversations WHERE id = ?", (conversation_id,)).fetchone()
@@ -399,7 +433,7 @@ class ConversationStore:
                             (now, cur.lastrowid, conversation_id))
         n = self.db.execute("SELECT COUNT(*) FROM messages WHERE conversation_id = ? AND parent_id = ?",
                             (conversation_id, parent_id)).fetchone()[0]
-        return Message(inserted_id(cur), role, content, dict(meta or {}), parent_id, n, n)
+        return Message(inserted_id(cur), role, content, cast(MessageMeta, dict(meta or {})), parent_id, n, n)
 
     def add_messages(self, conversation_id: int, rows: list[tuple[str, str, dict]]) -> None:
         """Add many messages (role, content, meta) in one transaction, each after the one before:

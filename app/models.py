@@ -17,7 +17,7 @@ from PySide6.QtCore import QObject, Signal
 
 from app import background, hub_problems
 from app.api_client import ApiClient
-from app.api_types import CatalogModel, LocalModel, RunningModel
+from app.api_types import AvailableModel, CatalogModel, LocalModel, RunningModel, available_models
 from app.errors import ApiProblem, ServiceUnreachable, UserError, explain
 from app.hub_problems import HUB_WAIT_S
 from app.qt_models import CatalogListModel, DownloadListModel, LocalModelListModel
@@ -25,6 +25,14 @@ from app.qt_models import CatalogListModel, DownloadListModel, LocalModelListMod
 log = logging.getLogger("hearth.app")
 FINAL_STATES = ("completed", "failed", "cancelled")
 ACTIVE_STATES = ("queued", "downloading", "waiting", "verifying", "converting")
+
+
+def _not_loaded(row: AvailableModel) -> AvailableModel:
+    """A ``/v1/models`` row of a model the app no longer knows to be loaded."""
+    out = AvailableModel(**row)
+    out.pop("memory", None)
+    out["loaded"] = False
+    return out
 
 
 def _rows(body, *keys: str) -> list[dict]:
@@ -88,7 +96,7 @@ class ModelStoreService(QObject):
         self.downloads = DownloadListModel()
         self.running: RunningModel | None = None
         self.residents: list[dict] = []
-        self.available: list[dict] = []
+        self.available: list[AvailableModel] = []
         self.store_available: bool | None = None  # None until asked
         self.hub_problem: UserError | None = None  #: why the last question to the hub went unanswered
         self._events: asyncio.Task | None = None
@@ -171,11 +179,11 @@ class ModelStoreService(QObject):
         self.running_changed.emit(self.running)
         return self.running
 
-    async def refresh_available(self) -> list[dict]:
+    async def refresh_available(self) -> list[AvailableModel]:
         """The models a chat can pick, with whether each is loaded, its memory and capabilities."""
-        rows = _rows(await self.client.get("/v1/models"), "data")
+        rows = available_models(_rows(await self.client.get("/v1/models"), "data"))
         self.available = rows
-        caps = {r["id"]: r.get("capabilities") for r in rows if r.get("id")}
+        caps = {r["id"]: r.get("capabilities") for r in rows}
         for row in self.local.items():
             found = caps.get(row.id)
             if isinstance(found, list) and row.capabilities != found:
@@ -188,8 +196,7 @@ class ModelStoreService(QObject):
         picker's "loaded" marks and memory go; what each model can do stays)."""
         self.running_from_stats({})
         if any(r.get("loaded") for r in self.available):
-            self.available = [{k: v for k, v in r.items() if k != "memory"} | {"loaded": False}
-                              for r in self.available]
+            self.available = [_not_loaded(r) for r in self.available]
             self.available_changed.emit(self.available)
 
     async def load(self, model_id: str, *, pin: bool | None = None, ctx: int | None = None) -> bool:

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QStyleOptionSpinBox, QStylePainter, QWidget,
 )
 
+from app.api_types import AvailableModel
 from app.models import capability_badges, is_chat_model
 from app.qt_models import format_size
 from app.ui.blocks import ElidedLabel, clear_layout
@@ -133,7 +134,7 @@ class ChatHeader(QWidget):
             hl.addWidget(w)
         self._ids: list[str] = []
         self._default = ""
-        self._available: dict[str, dict] = {}
+        self._available: dict[str, AvailableModel] = {}
 
     # what the picker offers
     def set_models(self, ids: list[str], default: str = "", chosen: str = "") -> None:
@@ -142,7 +143,7 @@ class ChatHeader(QWidget):
         self._ids, self._default = list(ids), default
         self._fill(chosen)
 
-    def set_available(self, rows: list[dict]) -> None:
+    def set_available(self, rows: list[AvailableModel]) -> None:
         """``/v1/models`` rows: loaded state, memory and capabilities of each model."""
         self._available = {r["id"]: r for r in rows if r.get("id")}
         self._fill(self.model_picker.currentData() or "")
@@ -183,7 +184,7 @@ class ChatHeader(QWidget):
             bits.append(" · ".join(caps))
         return "   ".join(bits)
 
-    def row(self, mid: str) -> dict | None:
+    def row(self, mid: str) -> AvailableModel | None:
         """What ``/v1/models`` said about a model, if it said anything."""
         return self._available.get(mid)
 

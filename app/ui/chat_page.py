@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
 from app import background
 from app.background import Run
 from app.chat import ChatService
+from app.api_types import AvailableModel
 from app.conversations import Conversation
 from app.ui.blocks import ElidedLabel, clear_layout
 from app.ui.chat_header import SERVER_DEFAULT, ChatHeader  # noqa: F401 - SERVER_DEFAULT: the picker's words
@@ -440,7 +441,7 @@ class ChatPage(QWidget):
         else:
             self.load_progress.finish()
 
-    def set_available(self, rows: list[dict]) -> None:
+    def set_available(self, rows: list[AvailableModel]) -> None:
         """Mark each model in the picker: loaded (with its memory) and its capabilities."""
         self.header.set_available(rows)
         self._meter_timer.start()

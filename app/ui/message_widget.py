@@ -16,7 +16,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
-from app.conversations import Message
+from app.conversations import Message, MessageMeta
 from app.ui.blocks import MessageBody, ToolCallsView, chevron, clear_layout, small_button as _small, theme_colours
 
 #: the finish reasons worth a word under an answer
@@ -26,7 +26,7 @@ FINISH_WORDS = {"stopped": "stopped", "length": "cut at the token limit",
                 "interrupted": "interrupted: the model stopped before the answer was complete"}
 
 
-def stats_line(meta: dict) -> str:
+def stats_line(meta: MessageMeta) -> str:
     """The numbers under an answer: model · tokens/s (and its share of the memory wall, the
     ``decode_limit_tps`` the service reported for the model when the answer was made) · TTFT ·
     cached prompt tokens · acceptance."""

@@ -37,8 +37,8 @@ class ResidentCard(QFrame):
         lay.addLayout(text, 1)
         from app.models import capability_badges
 
-        row = next((r for r in models.available if r.get("id") == m.get("id")), {})
-        for cap in capability_badges(row.get("capabilities")):
+        row = next((r for r in models.available if r.get("id") == m.get("id")), None)
+        for cap in capability_badges(row.get("capabilities") if row is not None else None):
             b = QLabel(cap)
             b.setObjectName("capBadge")
             lay.addWidget(b)
