@@ -1,10 +1,12 @@
 """Screenshots of the desktop app: a real window under Xvfb, a chat with a tool call (an MCP
 server of its own), a chat with a document citation, an answer with two versions and files
 attached to the next message, a document being indexed, the first-run suggestion, the Hugging
-Face tab (a loopback hub of its own, never the real one) and every other page, each in the light
-and the dark theme. Saves docs/screenshots/PAGE-THEME.png; prints JSON.
+Face tab (a loopback hub of its own, never the real one), an answer with math, a search with its
+hits, a model's settings, a chat's settings and every other page, each in the light and the dark
+theme. Saves docs/screenshots/PAGE-THEME.png; prints JSON. ``--sizes all`` takes every shot again
+at 800x600, 1440x900 and 1920x1080 too (PAGE-THEME-WxH.png), for a look at each size.
 
-    python bench/screenshots.py [--out docs/screenshots]
+    python bench/screenshots.py [--out docs/screenshots] [--sizes 1280x800|all|WxH,...]
 
 Needs Xvfb and Qt's xcb libraries where there is no display (Debian: apt-get install -y xvfb
 libxcb-cursor0 libxkbcommon-x11-0 libxcb-icccm4 libxcb-keysyms1 ...); run as root it installs them.
@@ -39,7 +41,7 @@ def ensure_xvfb() -> None:
     raise SystemExit("screenshots: Xvfb is missing; install it with: sudo apt-get install -y " + " ".join(XCB_PACKAGES))
 
 
-def start_display(size: str = "1280x800x24") -> subprocess.Popen | None:
+def start_display(size: str = "1920x1200x24") -> subprocess.Popen | None:
     """An Xvfb display of our own (even when one exists: the shots must not depend on the desktop)."""
     ensure_xvfb()
     for n in range(91, 140):
@@ -65,8 +67,17 @@ async def wait_for(predicate, timeout: float, what: str) -> None:
         await asyncio.sleep(0.05)
 
 
-PAGES = ("chat-tools", "chat-document", "chat-code", "chat-versions", "chat-indexing", "first-run", "models",
-         "hugging-face", "server", "settings", "mcp-servers", "narrow")
+PAGES = ("chat-tools", "chat-document", "chat-code", "chat-math", "chat-search", "chat-versions", "chat-indexing",
+         "first-run", "models", "model-settings", "chat-settings", "hugging-face", "server", "settings", "mcp-servers",
+         "narrow")
+#: the window's size for the shots in docs/; ``--sizes all`` adds the others
+DEFAULT_SIZE = (1280, 800)
+ALL_SIZES = ((800, 600), (1280, 800), (1440, 900), (1920, 1080))
+MATH_ANSWER = r"""The mean of $n$ values is $\bar{x} = \frac{1}{n}\sum_{i=1}^{n} x_i$, and the variance:
+
+$$\sigma^2 = \frac{1}{n}\sum_{i=1}^{n} (x_i - \bar{x})^2$$
+
+For $n = 4$ and $x = (2, 4, 4, 6)$: $\bar{x} = 4$ and $\sigma^2 = 2$, so $\sigma \approx 1.41$."""
 
 HUB_CARD = """---
 license: apache-2.0
@@ -185,10 +196,9 @@ def screen(path: Path) -> None:
     QGuiApplication.primaryScreen().grabWindow(0).save(str(path))
 
 
-async def drive(hearth, out: Path) -> dict:
+async def drive(hearth, out: Path, sizes: tuple[tuple[int, int], ...] = (DEFAULT_SIZE,)) -> dict:
     from app.conversations import Sampling
     from app.tool_loop import ToolCall
-    from app.ui.tool_approval import ToolApprovalDialog
 
     report: dict = {}
     assert await hearth.start(), "the service did not start"
@@ -207,6 +217,11 @@ async def drive(hearth, out: Path) -> dict:
         store.add_message(c.id, "assistant", a, {"model": "smollm2-135m", "finish": "stop", "tokens_per_s": 71.2,
                                                  "completion_tokens": 96, "ttft_s": 0.21})
         seeded[title] = c
+    math_chat = store.create("Mean and variance")
+    store.add_message(math_chat.id, "user", "How do I compute the mean and the variance of four numbers?")
+    store.add_message(math_chat.id, "assistant", MATH_ANSWER, {"model": "smollm2-135m", "finish": "stop",
+                                                               "tokens_per_s": 69.8, "completion_tokens": 88,
+                                                               "ttft_s": 0.19})
     versions_chat = store.create("Decorators, regenerated")
     q = store.add_message(versions_chat.id, "user", "What is a decorator? Show a short example.")
     for answer in (CODE_ANSWER, CODE_ANSWER_2):
@@ -262,12 +277,32 @@ async def drive(hearth, out: Path) -> dict:
     notes_file.write_text("# Notes\n\nThe profiler shows three slow functions; time them.\n")
     data_file.write_text("function,seconds\nload,1.92\nparse,0.44\nrender,0.13\n")
     files = []
+    for size in sizes:
+        files += await _shots(hearth, out, size, tools_chat, doc_chat, seeded, math_chat, versions_chat, empty_chat,
+                              notes_file, data_file, approval_call)
+    report["files"] = files
+    report["catalog_rows"] = hearth.models.catalog.rowCount()
+    return report
+
+
+async def _shots(hearth, out: Path, size: tuple[int, int], tools_chat, doc_chat, seeded, math_chat, versions_chat,
+                 empty_chat, notes_file, data_file, approval_call) -> list[str]:
+    """Every page in both themes with the window at ``size``."""
+    from app.ui.chat_settings import ConversationSettingsDialog
+    from app.ui.tool_approval import ToolApprovalDialog
+
+    w = hearth.window
+    suffix = "" if size == DEFAULT_SIZE else f"-{size[0]}x{size[1]}"
+    w.resize(*size)
+    await asyncio.sleep(0.5)
+    files = []
     for theme in THEMES:
         hearth.apply_theme(dark=theme == "dark")
         for page in PAGES:
-            if page in ("chat-tools", "chat-document", "chat-code"):
+            dialog = None
+            if page in ("chat-tools", "chat-document", "chat-code", "chat-math"):
                 w.show_page("Chat")
-                shown = {"chat-tools": tools_chat, "chat-document": doc_chat,
+                shown = {"chat-tools": tools_chat, "chat-document": doc_chat, "chat-math": math_chat,
                          "chat-code": seeded["Explain Python decorators"]}[page]
                 hearth.chat.select(shown.id)
                 await asyncio.sleep(0.4)
@@ -288,6 +323,22 @@ async def drive(hearth, out: Path) -> dict:
                 await asyncio.sleep(0.5)
                 view = page_.view
                 view.verticalScrollBar().setValue(view.verticalScrollBar().maximum())
+            elif page == "chat-search":  # a search: each hit with the line that matched
+                w.show_page("Chat")
+                hearth.chat_page.sidebar.search.setText("decorator")
+                await asyncio.sleep(0.4)
+            elif page == "model-settings":  # a model's settings: how it is loaded
+                w.show_page("Models")
+                hearth.models_page.tabs.setCurrentIndex(0)
+                hearth.models_page.show_settings("smollm2-135m")
+                dialog = hearth.models_page.settings_dialog
+                await wait_for(lambda: dialog.load.save_button.isEnabled(), 30, "the model's settings")
+            elif page == "chat-settings":  # a chat's settings: its prompt, sampling and overflow policy
+                w.show_page("Chat")
+                hearth.chat.select(seeded["Explain Python decorators"].id)
+                dialog = ConversationSettingsDialog(hearth.chat.current_or_new(), hearth.chat_page,
+                                                    hearth.chat_page.presets)
+                dialog.open()
             elif page == "chat-indexing":  # a document being indexed: its progress line
                 w.show_page("Chat")
                 hearth.chat.select(doc_chat.id)
@@ -308,6 +359,8 @@ async def drive(hearth, out: Path) -> dict:
                     await wait_for(lambda: mp.hub.quant.count() > 0 and "SmolLM2" in mp.hub.card_text.toPlainText(),
                                    60, "the model's files and card")
             elif page == "narrow":  # an 800x600 window: the rail folds to icons, the header keeps its title
+                if size != DEFAULT_SIZE:
+                    continue  # the sizes' own shots show it
                 w.show_page("Chat")
                 hearth.chat.select(seeded["Explain Python decorators"].id)
                 w.resize(800, 600)
@@ -320,11 +373,17 @@ async def drive(hearth, out: Path) -> dict:
                 if page == "models":
                     hearth.models_page.tabs.setCurrentIndex(0)
             await asyncio.sleep(0.6)
-            path = out / f"{page}-{theme}.png"
-            w.grab().save(str(path))
+            path = out / f"{page}-{theme}{suffix}.png"
+            if dialog is not None:  # a dialog is a window of its own: the screen shows it over the window
+                screen(path)
+                dialog.close()
+            else:
+                w.grab().save(str(path))
             files.append(str(path))
             if page == "narrow":
-                w.resize(1280, 800)
+                w.resize(*size)
+            elif page == "chat-search":
+                hearth.chat_page.sidebar.search.clear()
             elif page == "chat-versions":
                 hearth.chat_page.input.clear()
                 hearth.chat_page.pending = []
@@ -341,18 +400,20 @@ async def drive(hearth, out: Path) -> dict:
             dialog = ToolApprovalDialog(approval_call, approval_call.server, hearth.chat_page)
             dialog.open()
             await asyncio.sleep(0.8)
-            screen(out / "tool-approval-dark.png")
+            screen(out / f"tool-approval-dark{suffix}.png")
             dialog.reject()
-        files.append(str(out / f"tool-approval-{theme}.png"))
-    report["files"] = files
-    report["catalog_rows"] = hearth.models.catalog.rowCount()
-    return report
+        files.append(str(out / f"tool-approval-{theme}{suffix}.png"))
+    return files
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=ROOT / "docs" / "screenshots")
+    p.add_argument("--sizes", default="1280x800", help="window sizes: WxH,... or all (800x600, 1280x800, 1440x900, "
+                                                       "1920x1080)")
     args = p.parse_args()
+    sizes = ALL_SIZES if args.sizes == "all" else tuple(
+        (int(s.split("x")[0]), int(s.split("x")[1])) for s in args.sizes.split(","))
     args.out.mkdir(parents=True, exist_ok=True)
     display = start_display()
     data = Path(tempfile.mkdtemp(prefix="hearth-shots-"))
@@ -374,7 +435,7 @@ def main() -> int:
             os.environ["HF_HOME"] = str(data / "hf-home")
             hearth = HearthApp(qapp, data, port=free_port(), tray_available=False)
             try:
-                report = loop.run_until_complete(drive(hearth, args.out))
+                report = loop.run_until_complete(drive(hearth, args.out, sizes))
             finally:
                 loop.run_until_complete(hearth.shutdown())
                 hub.stop()

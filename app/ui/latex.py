@@ -50,6 +50,8 @@ FUNCTIONS = {"sin", "cos", "tan", "cot", "sec", "csc", "arcsin", "arccos", "arct
              "log", "ln", "lg", "exp", "lim", "liminf", "limsup", "max", "min", "sup", "inf", "det", "dim",
              "ker", "gcd", "deg", "arg", "Pr", "mod", "bmod"}
 
+#: accents over the whole argument (a line over every character), the others over its first
+WIDE_ACCENTS = {"overline", "widehat", "widetilde"}
 #: accents, as combining marks after the (first) character
 ACCENTS = {"hat": "\u0302", "widehat": "\u0302", "bar": "\u0304", "overline": "\u0305", "vec": "\u20d7",
            "dot": "\u0307", "ddot": "\u0308", "tilde": "\u0303", "widetilde": "\u0303"}
@@ -331,8 +333,10 @@ class _Parser:
             return _space(SPACES[name])
         if name == "\\":
             return "<br/>"
-        if name in FUNCTIONS:
-            return name
+        if name in FUNCTIONS:  # upright, and apart from what it applies to (sin θ, log x)
+            t = self.peek()
+            apart = t is not None and t[1] is None and not (t[2] is not None and t[2] in "^_({[|")
+            return name + ("\u2009" if apart else "")
         if name in DROPPED:
             t = self.peek()
             if name in ("left", "right", "middle") and t is not None and t[2] == ".":
@@ -365,7 +369,7 @@ class _Parser:
             return self.argument() or ""
         if name in ACCENTS:
             arg = self.argument() or ""
-            return _accented(arg, ACCENTS[name])
+            return _accented(arg, ACCENTS[name], every=name in WIDE_ACCENTS)
         if name in ("begin", "end"):
             env = self.raw_argument()
             if env in PLAIN_ENVIRONMENTS:
@@ -410,8 +414,11 @@ def _merge_italics(markup: str) -> str:
     return markup.replace("</i><i>", "")
 
 
-def _accented(markup: str, mark: str) -> str:
-    """``markup`` with ``mark`` after its first visible character."""
+def _accented(markup: str, mark: str, every: bool = False) -> str:
+    """``markup`` with ``mark`` after its first visible character (``every``: after each one
+    outside tags and entities, a line over all of it)."""
+    if every:
+        return re.sub(r"(<[^>]*>|&[^;]*;)|([^<&\s])", lambda m: m.group(1) or m.group(2) + mark, markup)
     m = re.search(r"(?:^|>)([^<&])", markup)
     if not m:
         return markup + mark

@@ -23,6 +23,9 @@ RENDERED = [
     (r"x^{y^z}", "xyz", "<sup><i>y</i><sup><i>z</i></sup></sup>"),
     (r"\sum_{i=1}^{n} i^2", "∑i=1n i2", "∑<sub><i>i</i>=1</sub><sup><i>n</i></sup>"),
     (r"\sqrt{x}", "√x", "√<i>x</i>"),
+    (r"\overline{AB}", "A\u0305B\u0305", "<i>A\u0305B\u0305</i>"),  # a line over all of it
+    (r"\sin\theta", "sin\u2009θ", "sin\u2009θ"),  # a function's name apart from its argument
+    (r"\sin(x)", "sin(x)", "sin(<i>x</i>)"),
     (r"\sqrt{x+1}", "√(x+1)", "√(<i>x</i>+1)"),
     (r"\sqrt[3]{8}", "∛8", "∛8"),
     (r"\sqrt[n]{x}", "n√x", "<sup><i>n</i></sup>√<i>x</i>"),
