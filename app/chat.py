@@ -185,9 +185,12 @@ class ChatService(QObject):
         return c
 
     def configure(self, *, model: str | None = None, system_prompt: str | None = None,
-                  sampling: Sampling | None = None) -> None:
-        """Per-conversation model, system prompt and sampling."""
+                  sampling: Sampling | None = None, conversation_id: int | None = None) -> None:
+        """Per-conversation model, system prompt and sampling: of the open chat, or of the chat
+        ``conversation_id`` (a change the side panel made just before another chat opened)."""
         c = self.current
+        if conversation_id is not None and (c is None or c.id != conversation_id):
+            c = self.store.get(conversation_id)
         if c is None:
             return
         if model is not None:

@@ -123,8 +123,10 @@ class ChatHeader(QWidget):
         self.fit_wanted = False  # the verdict has words to show (it may not fit the width)
         self.settings_button = QPushButton("")
         self.settings_button.setObjectName("iconButton")
-        self.settings_button.setToolTip("Chat settings: system prompt and sampling")
+        self.settings_button.setToolTip("Chat settings beside the conversation: system prompt, sampling, and "
+                                        "what is sent when the chat is longer than the context (Ctrl+,)")
         self.settings_button.setAccessibleName("Chat settings")
+        self.settings_button.setCheckable(True)  # down while the panel is open
         self.settings_button.clicked.connect(self.settings_requested)
         hl.addWidget(self.title, 1)
         # what the window's layout may count on: the title, the picker, the context and the

@@ -16,10 +16,10 @@ from app import background
 from app.background import Run
 from app.chat import ChatService
 from app.api_types import AvailableModel
-from app.conversations import Conversation
+from app.conversations import Conversation, Sampling
 from app.ui.blocks import ElidedLabel, clear_layout
 from app.ui.chat_header import SERVER_DEFAULT, ChatHeader  # noqa: F401 - SERVER_DEFAULT: the picker's words
-from app.ui.chat_settings import ConversationSettingsDialog
+from app.ui.chat_settings import ChatSettingsPanel, ConversationSettingsDialog
 from app.ui.composer import ComposerInput
 from app.ui.context_meter import ContextMeter
 from app.ui.conversation_sidebar import ConversationSidebar
@@ -36,6 +36,9 @@ if TYPE_CHECKING:
 
 HINT = "Enter sends · Shift+Enter new line"
 
+
+#: the conversation's width below which the chat list folds away for the settings panel
+CONVERSATION_MIN_WIDTH = 460
 
 class ChatPage(QWidget):
 
@@ -58,7 +61,7 @@ class ChatPage(QWidget):
                                                               self.header.settings_button)
         self.header.model_picked.connect(self._model_picked)
         self.header.ctx_changed.connect(self._ctx_changed)
-        self.header.settings_requested.connect(self.open_settings)
+        self.header.settings_requested.connect(self.toggle_settings)
         self.view = MessageView(chat.messages)
         self.sidebar.match_opened.connect(self.view.bring_into_sight)  # a search hit opens at its message
         self.view.edit_submitted.connect(chat.edit_and_resend)
@@ -170,15 +173,22 @@ class ChatPage(QWidget):
         rl.addWidget(composer)
         self.view.citation_clicked.connect(self.show_citation)
         self.passage: PassageDialog | None = None
+        #: the chat's settings beside the conversation, open until closed (the header's settings button)
+        self.settings_panel = ChatSettingsPanel(chat.current or Conversation(0, "New chat"), presets)
+        self.settings_panel.edited.connect(self._settings_edited)
+        self.settings_panel.hide()
         self.split = QSplitter()
         self.split.addWidget(self.sidebar)
         self.split.addWidget(right)
+        self.split.addWidget(self.settings_panel)
         self.split.setStretchFactor(1, 1)
-        self.split.setSizes([250, 770])
+        self.split.setSizes([250, 770, 0])
         self.split.setCollapsible(0, True)  # the chat list folds away (drag, or Ctrl+B)
         self.split.setCollapsible(1, False)
+        self.split.setCollapsible(2, False)
         self.split.setHandleWidth(1)
         QShortcut(QKeySequence("Ctrl+B"), self).activated.connect(self.toggle_sidebar)
+        QShortcut(QKeySequence("Ctrl+,"), self).activated.connect(self.toggle_settings)
         lay = QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.split)
@@ -201,14 +211,41 @@ class ChatPage(QWidget):
 
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
         super().resizeEvent(event)
+        side, middle, panel = self.split.sizes()
+        if panel and side and middle < CONVERSATION_MIN_WIDTH:  # the window shrank with the settings open
+            self.split.setSizes([0, middle + side, panel])
         # the key hint steps aside in a narrow window (the meter and the buttons keep their room)
         self.hint.setVisible(self.input.width() > 560)
 
     def toggle_sidebar(self) -> None:
-        """Fold the chat list away, or bring it back."""
-        sizes = self.split.sizes()
-        total = sum(sizes)
-        self.split.setSizes([0, total] if sizes[0] > 0 else [min(250, total // 3), total - min(250, total // 3)])
+        """Fold the chat list away, or bring it back (the settings panel keeps its width)."""
+        side, middle, panel = self.split.sizes()
+        total = side + middle
+        self.split.setSizes([0, total, panel] if side > 0 else
+                            [min(250, total // 3), total - min(250, total // 3), panel])
+
+    def toggle_settings(self) -> None:
+        """Open the chat's settings beside the conversation (they stay open, following the open
+        chat), or close them."""
+        p = self.settings_panel
+        if p.isVisible():
+            p.apply_now()
+            p.hide()
+            self.header.settings_button.setChecked(False)
+            return
+        p.show_chat(self.chat.current_or_new())
+        p.show()
+        side, middle, _ = self.split.sizes()
+        width = min(340, max(260, middle // 3))
+        if middle - width < CONVERSATION_MIN_WIDTH:  # a small window: the chat list folds away for it
+            middle, side = middle + side, 0
+        self.split.setSizes([side, max(middle - width, 200), width])
+        self.header.settings_button.setChecked(True)
+        p.system.setFocus()
+
+    def _settings_edited(self, conversation_id: int, system_prompt: str, sampling: Sampling) -> None:
+        self.chat.configure(system_prompt=system_prompt, sampling=sampling, conversation_id=conversation_id)
+        self._meter_timer.start()  # the system prompt counts
 
     def _focus_search(self) -> None:
         if self.split.sizes()[0] == 0:
@@ -508,6 +545,8 @@ class ChatPage(QWidget):
 
     def _current(self, c: Conversation | None) -> None:
         self.title.setText(c.title if c else "New chat")
+        if self.settings_panel.isVisible() and c is not None:
+            self.settings_panel.show_chat(c)
         self.tools_button.setChecked(bool(c.options.get("tools", True)) if c else True)
         self.ctx_spin.setValue(int(c.options.get("ctx") or 0) if c else 0)
         self.header.choose(c.model if c else "")
