@@ -59,7 +59,7 @@ def parse_endpoint(text: str, default_port: int | None = None) -> RpcEndpoint:
         host, port = text, ""
     if not port and default_port is not None:
         port = str(default_port)
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not host or not (port.isascii() and port.isdigit()) or not 0 < int(port) < 65536:
         raise RpcEndpointError(f"{text!r} is not HOST:PORT (for example 192.168.1.20:{DEFAULT_RPC_PORT})")
     return RpcEndpoint(host, int(port))
 

@@ -76,7 +76,7 @@ def expert_tally(tensors: list[TensorInfo], n_layer: int) -> tuple[list[int], in
         if not is_expert_tensor(t.name):
             continue
         parts = t.name.split(".")
-        if parts[0] == "blk" and parts[1].isdigit() and int(parts[1]) < n_layer:
+        if parts[0] == "blk" and parts[1].isascii() and parts[1].isdigit() and int(parts[1]) < n_layer:
             per_layer[int(parts[1])] += t.n_bytes
             n = 1
             for d in t.shape:

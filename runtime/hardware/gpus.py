@@ -130,7 +130,7 @@ def parse_nvidia_smi(text: str) -> list[GpuInfo]:
     gpus = []
     for line in text.strip().splitlines():
         parts = [p.strip() for p in line.split(",")]
-        if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        if len(parts) != 3 or not (parts[1] + parts[2]).isascii() or not parts[1].isdigit() or not parts[2].isdigit():
             continue
         gpus.append(_gpu(parts[0], int(parts[1]) * MIB, int(parts[2]) * MIB, False, "nvidia-smi"))
     return gpus
@@ -200,7 +200,7 @@ def _read(path: Path) -> str:
 
 def _read_int(path: Path) -> int:
     text = _read(path)
-    return int(text) if text.isdigit() else 0
+    return int(text) if text.isascii() and text.isdigit() else 0
 
 
 def apple_unified_gpu(chip: str, ram_total: int, ram_available: int) -> GpuInfo:

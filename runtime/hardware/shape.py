@@ -231,7 +231,7 @@ def _tensor_groups(header: GGUFHeader, n_layer: int) -> tuple[list[int], int, in
             n_elem *= d
         n_params += n_elem
         parts = t.name.split(".")
-        if parts[0] == "blk" and len(parts) > 1 and parts[1].isdigit() and int(parts[1]) < n_layer:
+        if parts[0] == "blk" and len(parts) > 1 and parts[1].isascii() and parts[1].isdigit() and int(parts[1]) < n_layer:
             layers[int(parts[1])] += t.n_bytes
         elif t.name.startswith(_INPUT_TENSORS):
             input_bytes += t.n_bytes

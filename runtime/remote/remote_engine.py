@@ -73,7 +73,7 @@ def connect_reason(e: aiohttp.ClientConnectorError) -> str:
 
 def _retry_after(headers) -> int | None:
     value = headers.get("Retry-After")
-    if value and value.strip().isdigit():
+    if value and value.strip().isascii() and value.strip().isdigit():
         return int(value.strip())
     return None
 

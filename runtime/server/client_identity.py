@@ -85,7 +85,7 @@ def _table_owner(version: int, peer: IPAddress, peer_port: int, ours: IPAddress,
     if at < 0:
         return None
     line = text[text.rfind("\n", 0, at) + 1:text.find("\n", at)].split()
-    if len(line) > 7 and line[1] + " " + line[2] == needle and line[7].isdigit():
+    if len(line) > 7 and line[1] + " " + line[2] == needle and line[7].isascii() and line[7].isdigit():
         return int(line[7])
     return None
 

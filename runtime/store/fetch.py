@@ -68,11 +68,11 @@ def announced_size(headers, status: int) -> int | None:
     hub's, for an LFS file), else the ``Content-Length`` of a 200, else the total of a 206's
     ``Content-Range``; None when they announce none (or nonsense)."""
     for value in (headers.get("X-Linked-Size"), headers.get("Content-Length") if status == 200 else None):
-        if value is not None and value.strip().isdigit():
+        if value is not None and value.strip().isascii() and value.strip().isdigit():
             return int(value.strip())
     if status == 206:
         total = headers.get("Content-Range", "").rpartition("/")[2].strip()
-        if total.isdigit():
+        if total.isascii() and total.isdigit():
             return int(total)
     return None
 

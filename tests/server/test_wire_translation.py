@@ -153,11 +153,11 @@ def test_response_store_bounds_and_retention(tmp_path):
     store = ResponseStore(tmp_path, max_count=3, max_bytes=10_000, retention_s=3600)
     for i in range(5):
         store.put(_rid(i), {"id": _rid(i)}, [Message("user", f"turn {i}")])
-        os.utime(tmp_path / f"{_rid(i)}.json", (time.time() - 10 + i, time.time() - 10 + i))
+        os.utime(_stored(tmp_path, _rid(i)), (time.time() - 10 + i, time.time() - 10 + i))
     store.prune()
     assert [store.get(_rid(i)) is not None for i in range(5)] == [False, False, True, True, True]
     assert store.get(_rid(4)).conversation == [Message("user", "turn 4")]
-    old = tmp_path / f"{_rid(2)}.json"
+    old = _stored(tmp_path, _rid(2))
     os.utime(old, (time.time() - 7200, time.time() - 7200))
     assert store.get(_rid(2)) is None and not old.exists()  # past the retention period: deleted
     store.put(_rid(9), {"id": _rid(9), "pad": "x" * 20_000}, [])
@@ -166,7 +166,13 @@ def test_response_store_bounds_and_retention(tmp_path):
     assert store.get("../../etc/passwd") is None and not store.delete("resp_../x")
     with pytest.raises(ValueError):
         store.put("../x", {}, [])
-    assert json.loads((tmp_path / f"{_rid(3)}.json").read_text())["response"] == {"id": _rid(3)}
+    assert json.loads(_stored(tmp_path, _rid(3)).read_text())["response"] == {"id": _rid(3)}
+
+
+def _stored(root, rid: str):
+    """A stored response's file (its name also carries a tag of the client that stored it)."""
+    [path] = root.glob(f"{rid}*.json")
+    return path
 
 
 def test_text_stream_reports_the_stop_string_that_hit():
@@ -384,3 +390,15 @@ def test_a_remote_engine_gets_the_choice_with_the_submission(choice: ToolChoice 
                            tool_choice=choice)
     assert body.get("tool_choice") == sent
     assert json.loads(body["messages"][2]["tool_calls"][0]["function"]["arguments"]) == {"city": "Paris"}
+
+
+@pytest.mark.parametrize("path, param", [("/hearth/search?q=x&limit=%C2%B3", "limit"),
+                                         ("/hearth/fit?model=smollm2-135m&ctx=%C2%B3", "ctx"),
+                                         ("/hearth/fit?model=smollm2-135m&ctx=%D9%A3", "ctx")])
+async def test_digits_of_other_scripts_are_a_400_not_a_500(aiohttp_client, tmp_path, path, param):
+    """'³'.isdigit() and '٣'.isdigit() are True, and int() refuses them: a query number is checked
+    as ASCII digits (the fuzzer's GET /hearth/search?limit=³ was a 500)."""
+    client = await aiohttp_client(create_app(ServeConfig(preload=False, data_dir=tmp_path)))
+    r = await client.get(path)
+    assert r.status == 400, await r.text()
+    assert (await r.json())["error"]["param"] == param

@@ -97,7 +97,7 @@ def resolve(root: dict, ref: str) -> dict | None:
         step = step.replace("~1", "/").replace("~0", "~")
         if isinstance(node, dict):
             node = node.get(step)
-        elif isinstance(node, list) and step.isdigit() and int(step) < len(node):
+        elif isinstance(node, list) and step.isascii() and step.isdigit() and int(step) < len(node):
             node = node[int(step)]
         else:
             return None

@@ -31,7 +31,7 @@ async def fit(request: web.Request) -> web.Response:
     config, manager = request.app[CONFIG], request.app[MANAGER]
     ctx = None
     if "ctx" in q:
-        if not q["ctx"].isdigit() or int(q["ctx"]) < 1:
+        if not (q["ctx"].isascii() and q["ctx"].isdigit()) or int(q["ctx"]) < 1:  # ("³".isdigit() is True)
             raise bad_request("'ctx' must be a positive integer", "ctx")
         ctx = int(q["ctx"])
     try:

@@ -249,7 +249,7 @@ async def download_events(request: web.Request) -> web.StreamResponse:
 async def search(request: web.Request) -> web.Response:
     q = request.query.get("q", "").strip()
     limit = request.query.get("limit", "20")
-    if not limit.isdigit() or not 1 <= int(limit) <= 100:
+    if not (limit.isascii() and limit.isdigit()) or not 1 <= int(limit) <= 100:  # ("³".isdigit() is True)
         raise bad_request("'limit' must be an integer from 1 to 100", "limit")
     try:
         hits = await asyncio.to_thread(hub.search, q, int(limit))
