@@ -278,6 +278,7 @@ class ChatSettingsPanel(QWidget, SettingsFields):
         scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # it fits its width
         scroll.setWidget(inner)
         scroll.setFrameShape(QScrollArea.Shape.NoFrame)
+        scroll.setProperty("hearthSplitScroll", True)  # a theme switch restyles its fields part by part
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(scroll)

@@ -17,13 +17,16 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import QEvent, QObject, QTimer
-from PySide6.QtWidgets import QApplication, QSplitter, QStackedWidget, QTabWidget, QWidget
+from PySide6.QtWidgets import QApplication, QScrollArea, QSplitter, QStackedWidget, QTabWidget, QWidget
 
 #: the most widgets one part may hold: a part is styled in one pass of the loop
 PART_WIDGETS = 30
 #: containers that draw nothing of their own under the style sheet: a large one is styled by its
 #: children instead (its own background is the palette's window colour, the same as the sheet's)
 _PLAIN = (QWidget, QStackedWidget, QTabWidget, QSplitter)
+#: the property that marks a frameless scroll area whose content may be styled part by part
+#: (the scroll area itself then keeps the palette's colours)
+_SPLIT_SCROLL = "hearthSplitScroll"
 #: the property that marks a widget styled as it showed as a window of its own
 _AS_WINDOW = "hearthStyledAsWindow"
 #: one step of a restyling: (the page or None for the window's own, a part), or (None, a step of its own)
@@ -37,6 +40,9 @@ def split_parts(w: QWidget, sheet: str, limit: int = PART_WIDGETS) -> list[QWidg
         return [w]
     qt_class = next(c for c in type(w).__mro__ if c.__module__.startswith("PySide6"))
     named = w.objectName() and f"#{w.objectName()}" in sheet
+    content = w.widget() if isinstance(w, QScrollArea) and not named and w.property(_SPLIT_SCROLL) else None
+    if content is not None:  # a frameless column: its content, part by part
+        return split_parts(content, sheet, limit)
     if qt_class not in _PLAIN or named:
         return [w]
     out = []
