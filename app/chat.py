@@ -286,6 +286,8 @@ class ChatService(QObject):
         if attachments:
             history = history + [Message(0, "user", "", {"attachments": attachments})]
         body = self._request_body(c, history)
+        if not body.get("messages"):  # an empty chat with no system prompt sends nothing yet
+            return {"prompt_tokens": 0, "dropped_messages": 0}
         tools = self.offered_tools(c)
         if tools:
             body["tools"] = tools

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import QEvent, QObject, QTimer
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication, QScrollArea, QSplitter, QStackedWidget, QTabWidget, QWidget
 
 #: the most widgets one part may hold: a part is styled in one pass of the loop
@@ -33,23 +34,36 @@ _AS_WINDOW = "hearthStyledAsWindow"
 _Step = tuple[QWidget | None, QWidget | Callable[[], None]]
 
 
-def split_parts(w: QWidget, sheet: str, limit: int = PART_WIDGETS) -> list[QWidget]:
+def split_parts(w: QWidget, sheet: str, limit: int = PART_WIDGETS, cut: list[QWidget] | None = None) -> list[QWidget]:
     """``w`` as parts of at most ``limit`` widgets where it can be cut: a plain container whose
-    name the sheet does not style is replaced by its children; anything else stays whole."""
+    name the sheet does not style is replaced by its children; anything else stays whole. The
+    containers that were cut go into ``cut``: they take no sheet, so their colours are the
+    palette's."""
     if len(w.findChildren(QWidget)) < limit:
         return [w]
     qt_class = next(c for c in type(w).__mro__ if c.__module__.startswith("PySide6"))
     named = w.objectName() and f"#{w.objectName()}" in sheet
     content = w.widget() if isinstance(w, QScrollArea) and not named and w.property(_SPLIT_SCROLL) else None
     if content is not None:  # a frameless column: its content, part by part
-        return split_parts(content, sheet, limit)
+        return split_parts(content, sheet, limit, cut)
     if qt_class not in _PLAIN or named:
         return [w]
+    if cut is not None:
+        cut.append(w)
     out = []
     for child in w.children():
         if isinstance(child, QWidget) and not child.isWindow():
-            out += split_parts(child, sheet, limit)
+            out += split_parts(child, sheet, limit, cut)
     return out
+
+
+def _follow_palette(w: QWidget) -> None:
+    """A container cut into parts may keep the palette a sheet gave it in an earlier theme (when
+    it was small enough to be styled whole, or under a styled parent): it inherits again."""
+    if w.styleSheet():
+        w.setStyleSheet("")
+    if w.palette().window().color() != QApplication.palette(w).window().color():
+        w.setPalette(QPalette())
 
 
 class ThemeApplier(QObject):
@@ -75,7 +89,11 @@ class ThemeApplier(QObject):
         turn once the visible parts are styled (the icons in the new colours)."""
         self.sheet = sheet
         current = self.window.stack.currentWidget()
-        parts: list[_Step] = [(page, part) for page, w in self.parts() for part in split_parts(w, sheet)]
+        parts: list[_Step] = []
+        for page, w in self.parts():
+            cut: list[QWidget] = []
+            pieces = split_parts(w, sheet, cut=cut)
+            parts += [(page, lambda c=c: _follow_palette(c)) for c in cut] + [(page, part) for part in pieces]
         order = sorted(parts, key=lambda pw: 0 if pw[0] is None else 1 if pw[0] is current else 2)
         visible = sum(1 for pw in order if pw[0] is None or pw[0] is current)
         own: list[_Step] = [(None, then)] if then is not None else []

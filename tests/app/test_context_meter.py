@@ -83,3 +83,15 @@ def test_a_chat_longer_than_the_context_leaves_out_its_middle_and_the_meter_says
     driver.until(lambda: not h.chat.busy, 180, "the refusal")
     assert errors and "context" in errors[-1].text().lower(), errors
     assert h.chat.current.id == stopped.id and h.chat.current.sampling.context_overflow == "stop"
+
+
+def test_an_empty_chat_is_counted_without_asking_the_service(service, driver, make_app):
+    """A new chat with no message and no system prompt sends nothing yet: its count is 0, and the
+    service (which refuses an empty message list) is not asked."""
+    h = make_app(service.port)
+    assert driver.run(h.start())
+    c = h.chat.new_conversation()
+    c.model, c.system_prompt = "smollm2-135m", ""
+    h.chat.store.update(c)
+    h.chat.select(c.id)
+    assert driver.run(h.chat.count_next()) == {"prompt_tokens": 0, "dropped_messages": 0}

@@ -65,3 +65,6 @@ def test_installed_rows_follow_a_live_switch(make_app, driver):
     assert _fill(row) == DARK.surface
     assert {b.text(): _fill(b) for b in buttons} == {b.text(): DARK.surface for b in buttons}
     assert _fill(h.models_page.local_list.viewport()) == DARK.window
+    # the containers around the rows (the tabs' pane, styled by no sheet of their own) too
+    tabs = h.models_page.tabs
+    assert _fill(tabs) == DARK.window and tabs.palette().window().color().name() == DARK.window
