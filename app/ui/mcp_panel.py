@@ -108,7 +108,7 @@ class ServerRow(QFrame):
         remove = QPushButton("Remove")
         remove.clicked.connect(lambda: panel.run(panel.mcp.remove(config.name)))
         lay.addLayout(text, 1)
-        lay.addWidget(self.state)
+        lay.addWidget(self.state, 0, Qt.AlignmentFlag.AlignVCenter)  # its own height, not the row's
         lay.addWidget(restart)
         lay.addWidget(remove)
 

@@ -47,6 +47,7 @@ class _Row(QFrame):
         text.setSpacing(2)
         self.name = QLabel()
         self.name.setObjectName("modelName")
+        self.name.setWordWrap(True)  # a long name wraps in a narrow window instead of pushing the buttons out
         self.detail = QLabel()
         self.detail.setObjectName("modelDetail")
         self.detail.setWordWrap(True)
@@ -54,7 +55,7 @@ class _Row(QFrame):
         text.addWidget(self.detail)
         self.lay.addLayout(text, 1)
         self.badge = _badge()
-        self.lay.addWidget(self.badge)
+        self.lay.addWidget(self.badge, 0, Qt.AlignmentFlag.AlignVCenter)  # its own height, not the row's
 
 
 class CatalogRow(_Row):
@@ -108,8 +109,11 @@ class LocalRow(_Row):
         caps = capability_badges(m.capabilities)
         bits = [m.id if m.name != m.id else None, m.quant,
                 f"{format_size(m.size)} on disk" if m.size else None, m.source,
-                " + ".join(caps) if caps else None, m.path]
+                " + ".join(caps) if caps else None]
         self.detail.setText(" · ".join(str(b) for b in bits if b))
+        # the file's path is long and says little at a glance: it is the row's tooltip
+        self.name.setToolTip(m.path or "")
+        self.detail.setToolTip(m.path or "")
         _set_badge(self.badge, m.fit)
         self.button.setEnabled(not m.embedded)
         self.button.setToolTip("Built into Hearth; it cannot be deleted." if m.embedded else "")
@@ -241,8 +245,16 @@ class ModelsPage(QWidget):
         self.unload_button.clicked.connect(lambda: run(models.unload()))
         self.refresh_button = QPushButton("Refresh")
         self.refresh_button.clicked.connect(lambda: run(models.refresh()))
+        # in a short window the cards fold away (the tabs below need the room); the button shows them
+        self.residents_button = QPushButton("Show each")
+        self.residents_button.setCheckable(True)
+        self.residents_button.setToolTip("Show or hide a card for each loaded model (memory, context, Pin, Unload)")
+        self.residents_button.toggled.connect(self._fold_residents)
+        self.residents_button.clicked.connect(self._choose_residents)  # a click, not a resize: kept
+        self._residents_chosen: bool | None = None  # the user's choice, once made; else by the window's height
         rl.addWidget(self.running_label)
         rl.addWidget(self.memory_label, 1)
+        rl.addWidget(self.residents_button)
         rl.addWidget(self.unload_button)
         rl.addWidget(self.refresh_button)
         from app.ui.resident_models import ResidentList
@@ -414,7 +426,29 @@ class ModelsPage(QWidget):
         if path:
             self.run(self.models.import_file(path))
 
+    #: below this height the loaded models' cards fold away unless shown on purpose
+    FOLD_HEIGHT = 640
+
+    def _choose_residents(self, shown: bool) -> None:
+        self._residents_chosen = shown
+
+    def _fold_residents(self, shown: bool) -> None:
+        self.residents.setVisible(shown)
+        self.residents_button.setText("Hide each" if shown else "Show each")
+
+    def _place_residents(self) -> None:
+        shown = self._residents_chosen if self._residents_chosen is not None else self.height() >= self.FOLD_HEIGHT
+        self.residents_button.blockSignals(True)
+        self.residents_button.setChecked(shown)
+        self.residents_button.blockSignals(False)
+        self._fold_residents(shown)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._place_residents()
+
     def _running(self, running: RunningModel | None) -> None:
+        self.residents_button.setVisible(running is not None)
         if running is None:
             self.running_label.setText("No model loaded")
             self.memory_label.setText("The first chat message loads its model; picking one in the chat loads it too.")

@@ -137,6 +137,7 @@ class ServerPage(QWidget):
         scroll = QScrollArea()  # several models' counters scroll instead of growing the window
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         scroll.setWidget(inner)
         QVBoxLayout(self.counters_box).addWidget(scroll)
         curl_box = QGroupBox("Try the API")
@@ -207,7 +208,9 @@ class ServerPage(QWidget):
             self.counters.addRow(QLabel("No numbers yet: the service has not answered."))
             return
         for label, value in counters(stats):
-            self.counters.addRow(label, QLabel(value))
+            shown = QLabel(value)
+            shown.setWordWrap(True)  # a narrow window wraps a long value instead of scrolling sideways
+            self.counters.addRow(label, shown)
         resident = [m.get("id") for m in stats.get("models") or () if m.get("id")]
         if resident:
             self.model.setText(", ".join(resident))
