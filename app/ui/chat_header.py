@@ -83,6 +83,7 @@ class ChatHeader(QWidget):
     model_picked = Signal(str)  # "" for the service's default
     ctx_changed = Signal()
     settings_requested = Signal()
+    list_requested = Signal()  # fold the chat list away, or bring it back
 
     def __init__(self) -> None:
         super().__init__()
@@ -128,10 +129,17 @@ class ChatHeader(QWidget):
         self.settings_button.setAccessibleName("Chat settings")
         self.settings_button.setCheckable(True)  # down while the panel is open
         self.settings_button.clicked.connect(self.settings_requested)
+        self.list_button = QPushButton("")
+        self.list_button.setObjectName("iconButton")
+        self.list_button.setToolTip("Show or hide the list of chats (Ctrl+B)")
+        self.list_button.setAccessibleName("Chat list")
+        self.list_button.setCheckable(True)  # down while the list shows
+        self.list_button.clicked.connect(self.list_requested)
+        hl.addWidget(self.list_button)
         hl.addWidget(self.title, 1)
-        # what the window's layout may count on: the title, the picker, the context and the
-        # settings; the rest shows when there is room (``_fit_width``)
-        self.setMinimumWidth(20 + 14 + TITLE_MIN + 140 + 150 + 32 + 3 * 8)
+        # what the window's layout may count on: the list button, the title, the picker, the
+        # context and the settings; the rest shows when there is room (``_fit_width``)
+        self.setMinimumWidth(20 + 14 + 32 + TITLE_MIN + 140 + 150 + 32 + 4 * 8)
         for w in (self.model_picker, self.badges, self.ctx_spin, self.fit_label, self.settings_button):
             hl.addWidget(w)
         self._ids: list[str] = []

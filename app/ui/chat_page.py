@@ -39,6 +39,8 @@ HINT = "Enter sends · Shift+Enter new line"
 
 #: the conversation's width below which the chat list folds away for the settings panel
 CONVERSATION_MIN_WIDTH = 460
+#: a chat page narrower than this folds its chat list away (the list button brings it back)
+LIST_FOLD_WIDTH = 820
 
 class ChatPage(QWidget):
 
@@ -62,6 +64,9 @@ class ChatPage(QWidget):
         self.header.model_picked.connect(self._model_picked)
         self.header.ctx_changed.connect(self._ctx_changed)
         self.header.settings_requested.connect(self.toggle_settings)
+        self.header.list_requested.connect(self._list_clicked)
+        #: the user's choice of showing the chat list, once made; else it follows the width
+        self._list_chosen: bool | None = None
         self.view = MessageView(chat.messages)
         self.sidebar.match_opened.connect(self.view.bring_into_sight)  # a search hit opens at its message
         self.view.edit_submitted.connect(chat.edit_and_resend)
@@ -187,7 +192,7 @@ class ChatPage(QWidget):
         self.split.setCollapsible(1, False)
         self.split.setCollapsible(2, False)
         self.split.setHandleWidth(1)
-        QShortcut(QKeySequence("Ctrl+B"), self).activated.connect(self.toggle_sidebar)
+        QShortcut(QKeySequence("Ctrl+B"), self).activated.connect(self._list_clicked)
         QShortcut(QKeySequence("Ctrl+,"), self).activated.connect(self.toggle_settings)
         lay = QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -211,9 +216,12 @@ class ChatPage(QWidget):
 
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt's name
         super().resizeEvent(event)
+        self._place_list()
         side, middle, panel = self.split.sizes()
         if panel and side and middle < CONVERSATION_MIN_WIDTH:  # the window shrank with the settings open
             self.split.setSizes([0, middle + side, panel])
+            self.sidebar.hide()
+            self.header.list_button.setChecked(False)
         # the key hint steps aside in a narrow window (the meter and the buttons keep their room)
         self.hint.setVisible(self.input.width() > 560)
 
@@ -221,8 +229,27 @@ class ChatPage(QWidget):
         """Fold the chat list away, or bring it back (the settings panel keeps its width)."""
         side, middle, panel = self.split.sizes()
         total = side + middle
-        self.split.setSizes([0, total, panel] if side > 0 else
-                            [min(250, total // 3), total - min(250, total // 3), panel])
+        if side > 0:
+            self.split.setSizes([0, total, panel])
+            self.sidebar.hide()  # out of the Tab order too
+        else:
+            self.sidebar.show()
+            self.split.setSizes([min(250, total // 3), total - min(250, total // 3), panel])
+        self.header.list_button.setChecked(self.split.sizes()[0] > 0)
+
+    def _list_clicked(self) -> None:
+        """The list button or Ctrl+B: the choice is kept over resizes."""
+        self.toggle_sidebar()
+        self._list_chosen = self.split.sizes()[0] > 0
+
+    def _place_list(self) -> None:
+        """Without a choice of the user's, the chat list shows in a window wide enough for it and
+        the conversation, and folds away in a narrower one."""
+        side = self.split.sizes()[0]
+        want = self._list_chosen if self._list_chosen is not None else self.width() >= LIST_FOLD_WIDTH
+        if (side > 0) != want and self.width() > 0:
+            self.toggle_sidebar()
+        self.header.list_button.setChecked(self.split.sizes()[0] > 0)
 
     def toggle_settings(self) -> None:
         """Open the chat's settings beside the conversation (they stay open, following the open
@@ -239,8 +266,10 @@ class ChatPage(QWidget):
         width = min(340, max(260, middle // 3))
         if middle - width < CONVERSATION_MIN_WIDTH:  # a small window: the chat list folds away for it
             middle, side = middle + side, 0
+            self.sidebar.hide()
         self.split.setSizes([side, max(middle - width, 200), width])
         self.header.settings_button.setChecked(True)
+        self.header.list_button.setChecked(side > 0)
         p.system.setFocus()
 
     def _settings_edited(self, conversation_id: int, system_prompt: str, sampling: Sampling) -> None:
@@ -284,6 +313,7 @@ class ChatPage(QWidget):
         self.attach_button.setIcon(icon("attach", theme.muted))
         self.tools_button.setIcon(icon("tools", theme.muted))
         self.settings_button.setIcon(icon("sliders", theme.muted))
+        self.header.list_button.setIcon(icon("sidebar", theme.muted))
         self.view.retheme(theme)
         if self.document_strip is not None:
             self.document_strip.refresh()  # its chips' icons in the new colours

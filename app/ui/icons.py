@@ -14,6 +14,7 @@ _PATHS = {
               '<path d="M7 7.5h.01M7 16.5h.01" stroke-width="3"/>',
     "settings": '<path d="M4 6h9M17 6h3M4 12h3M11 12h9M4 18h11M19 18h1"/><circle cx="15" cy="6" r="2"/>'
                 '<circle cx="9" cy="12" r="2"/><circle cx="17" cy="18" r="2"/>',
+    "sidebar": '<rect x="3.5" y="4.5" width="17" height="15" rx="2"/><path d="M9.5 4.5v15"/>',
     "plus": '<path d="M12 5v14M5 12h14"/>',
     "send": '<path d="M5 12l15-7-5 15-3-6z"/><path d="M12 14l8-9"/>',
     "stop": '<rect x="6" y="6" width="12" height="12" rx="2.5"/>',

@@ -63,8 +63,24 @@ def markdown_document(text: str, font: QFont | None = None) -> QTextDocument:
             cf = QTextCharFormat()
             cf.setFontFamilies([mono.family()])
             cursor.mergeCharFormat(cf)
+        elif block.textList() is None and not QTextCursor(block).currentTable():
+            _spaced(block, fmt)
         block = block.next()
     return doc
+
+
+#: the text's line height (percent of the font's): prose reads easier a little apart
+LINE_HEIGHT = 135
+
+
+def _spaced(block, fmt: QTextBlockFormat) -> None:
+    """A paragraph's lines a little apart, and display math set off from the text around it."""
+    bf = QTextBlockFormat()
+    bf.setLineHeight(LINE_HEIGHT, QTextBlockFormat.LineHeightTypes.ProportionalHeight.value)
+    if fmt.alignment() & Qt.AlignmentFlag.AlignHCenter:
+        bf.setTopMargin(max(fmt.topMargin(), 6))
+        bf.setBottomMargin(max(fmt.bottomMargin(), 6))
+    QTextCursor(block).mergeBlockFormat(bf)
 
 
 def monospace() -> QFont:

@@ -152,3 +152,38 @@ def test_the_first_run_card_stays_small_at_800_by_600(make_app, driver):
     card.later_button.click()
     driver.pump(0.1)
     assert not card.isVisible() and h.settings.suggestion_done
+
+
+def test_the_chat_list_folds_in_a_narrow_window_and_its_button_brings_it_back(make_app, driver):
+    """At 800x600 the conversation takes the width and the header's list button brings the chat
+    list back (a choice kept over resizes); folded, the list is out of the Tab order; a wide
+    window shows it from the start."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtTest import QTest
+
+    h = make_app(free_port())
+    h.window.resize(800, 600)
+    h.window.show()
+    h.window.show_page("Chat")
+    driver.pump(0.3)
+    page = h.chat_page
+    button = page.header.list_button
+    assert not page.sidebar.isVisible() and not button.isChecked() and button.isVisible()
+    assert page.view.width() > 600
+    button.click()
+    driver.pump(0.2)
+    assert page.sidebar.isVisible() and button.isChecked() and page.split.sizes()[0] > 0
+    h.window.resize(820, 620)
+    driver.pump(0.2)
+    assert page.sidebar.isVisible()  # the user's choice stays
+    QTest.keyClick(page, Qt.Key.Key_B, Qt.KeyboardModifier.ControlModifier)  # the same from the keyboard
+    driver.pump(0.2)
+    assert not page.sidebar.isVisible() and not button.isChecked()
+    h.window.resize(1280, 800)
+    driver.pump(0.2)
+    assert not page.sidebar.isVisible()
+    wide = make_app(free_port())
+    wide.window.resize(1280, 800)
+    wide.window.show()
+    driver.pump(0.3)
+    assert wide.chat_page.sidebar.isVisible() and wide.chat_page.header.list_button.isChecked()
