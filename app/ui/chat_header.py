@@ -22,7 +22,7 @@ from app.ui.blocks import ElidedLabel, clear_layout
 from app.ui.style import badge_style
 
 SERVER_DEFAULT = "Default model"
-TITLE_MIN = 110  # px the title keeps before anything else is shown
+TITLE_MIN = 90  # px the title keeps before anything else is shown
 CTX_TIP = "This chat's context length (the model is loaded at it); the badge says whether it fits this computer"
 
 

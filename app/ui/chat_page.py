@@ -263,10 +263,12 @@ class ChatPage(QWidget):
         p.show_chat(self.chat.current_or_new())
         p.show()
         side, middle, _ = self.split.sizes()
+        least = max(CONVERSATION_MIN_WIDTH, self.header.minimumWidth())  # the header's controls stay whole
         width = min(340, max(260, middle // 3))
-        if middle - width < CONVERSATION_MIN_WIDTH:  # a small window: the chat list folds away for it
+        if middle - width < least:  # a small window: the chat list folds away for it
             middle, side = middle + side, 0
             self.sidebar.hide()
+        width = max(self.settings_panel.minimumWidth(), min(width, middle - least))
         self.split.setSizes([side, max(middle - width, 200), width])
         self.header.settings_button.setChecked(True)
         self.header.list_button.setChecked(side > 0)

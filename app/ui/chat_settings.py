@@ -22,7 +22,9 @@ from runtime.sampling_params import LIMITS, MAX_STOPS
 CHOOSE = "Choose a preset…"
 #: the panel applies a change once the user stops typing for this long
 APPLY_AFTER_MS = 400
-PANEL_MIN_WIDTH = 240
+PANEL_MIN_WIDTH = 200
+#: the narrowest a number's field gets in the panel ("random" and "1024" still show whole)
+NARROW_NUMBER = 72
 
 
 class SettingsFields:
@@ -108,6 +110,8 @@ class SettingsFields:
         for i, (label, w) in enumerate(pairs):
             g.addWidget(QLabel(label), i // columns, (i % columns) * 2)
             g.addWidget(w, i // columns, (i % columns) * 2 + 1)
+            if columns == 1:
+                w.setMinimumWidth(NARROW_NUMBER)  # a narrow panel: the numbers are short
         for col in range(columns):
             g.setColumnStretch(col * 2 + 1, 1)
         return grid
@@ -254,6 +258,7 @@ class ChatSettingsPanel(QWidget, SettingsFields):
         inner = QWidget()
         form = QFormLayout(inner)
         form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapAllRows)  # labels above their fields: a narrow column
+        form.setContentsMargins(8, 8, 6, 8)
         heading = QLabel("Chat settings")
         heading.setObjectName("dialogHeading")
         form.addRow(heading)
@@ -268,7 +273,7 @@ class ChatSettingsPanel(QWidget, SettingsFields):
         for box in (self.overflow, *([self.preset_picker] if presets is not None else [])):
             # a long choice is cut in the box, not a reason for the column to grow
             box.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
-            box.setMinimumContentsLength(12)
+            box.setMinimumContentsLength(6)
         note = QLabel("Changes apply to this chat as you make them.")
         note.setObjectName("hint")
         note.setWordWrap(True)

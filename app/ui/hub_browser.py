@@ -134,6 +134,10 @@ class HubBrowser(QWidget):
         self.results = QListWidget()
         self.results.setObjectName("hubResults")
         self.results.setAccessibleName("Search results")
+        # a long repository name wraps (anywhere, it has no spaces) instead of scrolling sideways
+        self.results.setWordWrap(True)
+        self.results.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.results.setTextElideMode(Qt.TextElideMode.ElideNone)
         self.results.currentItemChanged.connect(self._picked)
         self.card = self._card()
         split = QSplitter()

@@ -6,7 +6,7 @@ import asyncio
 import json
 from collections.abc import Callable
 
-from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QLayout, QPlainTextEdit, QPushButton, QVBoxLayout, QWidget
 
 from app.tool_loop import ALLOW_ALWAYS, ALLOW_CHAT, ALLOW_ONCE, DENY, ToolCall
 from app.ui.markdown import monospace
@@ -26,7 +26,6 @@ class ToolApprovalDialog(QDialog):
         super().__init__(parent)
         self.setObjectName("toolApproval")
         self.setWindowTitle("Hearth — allow a tool?")
-        self.setMinimumWidth(460)
         self.answer: asyncio.Future = asyncio.get_event_loop().create_future()
         lay = QVBoxLayout(self)
         lay.setContentsMargins(20, 18, 20, 16)
@@ -44,6 +43,7 @@ class ToolApprovalDialog(QDialog):
         args.setReadOnly(True)
         args.setFont(monospace())
         args.setMaximumHeight(160)
+        args.setMinimumWidth(420)
         lay.addWidget(args)
         note = QLabel("A tool can read or change things on this computer or elsewhere. Allow it only if you "
                       "expect this call.")
@@ -66,6 +66,8 @@ class ToolApprovalDialog(QDialog):
         row.addWidget(self.chat_button)
         row.addWidget(self.once_button)
         lay.addLayout(row)
+        # never narrower than its buttons: the sheet, applied as it shows, widens them
+        lay.setSizeConstraint(QLayout.SizeConstraint.SetMinimumSize)
         self.rejected.connect(lambda: self._answer(DENY))
 
     def _answer(self, answer: str) -> None:

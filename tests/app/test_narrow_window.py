@@ -69,7 +69,7 @@ def _misfits(page: QWidget) -> list[str]:
     """What does not fit the page as shown: a button outside its visible rect or squashed below
     its own minimum, a box against (or past) its right edge, a list that scrolls sideways."""
     from PySide6.QtCore import QPoint, QRect
-    from PySide6.QtWidgets import QAbstractButton, QGroupBox, QScrollArea
+    from PySide6.QtWidgets import QAbstractButton, QAbstractScrollArea, QGroupBox
 
     shown = page.visibleRegion().boundingRect()
     out = []
@@ -84,9 +84,9 @@ def _misfits(page: QWidget) -> list[str]:
         r = QRect(g.mapTo(page, QPoint(0, 0)), g.size())
         if g.isVisible() and r.right() > shown.right() - 4:
             out.append(f"box {g.title()!r} reaches the edge: {r.getRect()}")
-    for s in page.findChildren(QScrollArea):
+    for s in page.findChildren(QAbstractScrollArea):
         if s.isVisible() and s.horizontalScrollBar().isVisible():
-            out.append(f"{s.objectName() or type(s.widget()).__name__} scrolls sideways")
+            out.append(f"{s.objectName() or type(s).__name__} scrolls sideways")
     return out
 
 
@@ -187,3 +187,40 @@ def test_the_chat_list_folds_in_a_narrow_window_and_its_button_brings_it_back(ma
     wide.window.show()
     driver.pump(0.3)
     assert wide.chat_page.sidebar.isVisible() and wide.chat_page.header.list_button.isChecked()
+
+
+def test_the_chat_settings_panel_leaves_the_header_whole_at_800_by_600(make_app, driver):
+    h = make_app(free_port())
+    h.window.resize(800, 600)
+    h.window.show()
+    h.window.show_page("Chat")
+    driver.pump(0.3)
+    page = h.chat_page
+    page.toggle_settings()
+    driver.pump(0.3)
+    assert page.settings_panel.isVisible() and page.settings_panel.width() >= 200
+    header = page.header
+    assert header.width() >= header.minimumWidth(), (header.width(), header.minimumWidth())
+    right = header.settings_button.mapTo(page, header.settings_button.rect().topRight()).x()
+    assert right <= page.settings_panel.mapTo(page, page.settings_panel.rect().topLeft()).x()
+
+
+def test_the_tool_question_shows_every_button_whole(make_app, driver):
+    """The dialog takes the theme's sheet as it shows (wider buttons): it grows to hold them."""
+    from PySide6.QtWidgets import QPushButton
+
+    from app.tool_loop import ToolCall
+    from app.ui.tool_approval import ToolApprovalDialog
+
+    h = make_app(free_port())
+    h.window.resize(800, 600)
+    h.window.show()
+    driver.pump(0.2)
+    call = ToolCall(id="c1", name="get_weather", arguments='{"city": "Lisbon"}', server="weather")
+    dialog = ToolApprovalDialog(call, "weather", h.chat_page)
+    dialog.open()
+    driver.pump(0.3)
+    cut = [(b.text(), b.width(), b.sizeHint().width()) for b in dialog.findChildren(QPushButton)
+           if b.width() < b.sizeHint().width()]
+    dialog.reject()
+    assert not cut, cut
