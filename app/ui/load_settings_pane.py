@@ -75,8 +75,8 @@ class LoadSettingsPane(QWidget):
         lay.addLayout(form)
         lay.addWidget(self.now)
         lay.addWidget(self.error)
+        lay.addLayout(buttons)  # right under the fields they save
         lay.addStretch(1)
-        lay.addLayout(buttons)
         for w in (self.save_button, self.reset_button):
             w.setEnabled(False)
 

@@ -3,7 +3,7 @@ and the chat template it renders with (``template_pane``)."""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QDialog, QHBoxLayout, QPushButton, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPushButton, QTabWidget, QVBoxLayout, QWidget
 
 from app.background import Run
 from app.model_settings import ModelSettings
@@ -27,7 +27,15 @@ class ModelSettingsDialog(QDialog):
         row = QHBoxLayout()
         row.addStretch(1)
         row.addWidget(close)
+        heading = QLabel(name)
+        heading.setObjectName("dialogHeading")
+        what = QLabel(model_id if model_id != name else "")
+        what.setObjectName("hint")
+        what.setVisible(bool(what.text()))
         lay = QVBoxLayout(self)
+        lay.setContentsMargins(20, 16, 20, 14)
+        lay.addWidget(heading)
+        lay.addWidget(what)
         lay.addWidget(self.tabs, 1)
         lay.addLayout(row)
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QEvent, QObject, QTimer
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QApplication, QScrollArea, QSplitter, QStackedWidget, QTabWidget, QWidget
+from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QScrollArea, QSplitter, QStackedWidget, QTabWidget, QWidget
 
 #: the most widgets one part may hold: a part is styled in one pass of the loop
 PART_WIDGETS = 30
@@ -28,6 +28,8 @@ _PLAIN = (QWidget, QStackedWidget, QTabWidget, QSplitter)
 #: the property that marks a frameless scroll area whose content may be styled part by part
 #: (the scroll area itself then keeps the palette's colours)
 _SPLIT_SCROLL = "hearthSplitScroll"
+#: where a spin box's text starts inside its frame (a line edit's text is padded by the sheet)
+SPIN_TEXT_INSET = 6
 #: the property that marks a widget styled as it showed as a window of its own
 _AS_WINDOW = "hearthStyledAsWindow"
 #: one step of a restyling: (the page or None for the window's own, a part), or (None, a step of its own)
@@ -119,6 +121,7 @@ class ThemeApplier(QObject):
             w()  # a step of its own
         elif w.styleSheet() != self.sheet:
             w.setStyleSheet(self.sheet)
+            _inset_spins(w)
 
     def _next(self) -> None:
         if self._pending:
@@ -134,18 +137,36 @@ class ThemeApplier(QObject):
 
     def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 - Qt's name
         kind = event.type()
+        # a style sheet's padding does not reach a spin box's text (it sat against the border):
+        # the same inset as a line edit's, once, as the box is polished
+        if kind == QEvent.Type.Polish and isinstance(obj, QAbstractSpinBox):  # one made after the styling
+            _inset(obj)
         # a window that opens outside the styled parts (a dialog of the chat page, a message box)
         if kind == QEvent.Type.Show and isinstance(obj, QWidget) and obj.isWindow() \
                 and obj is not self.window and self.sheet and obj.styleSheet() != self.sheet \
                 and not _under_styled(obj, self.sheet):
             obj.setStyleSheet(self.sheet)
             obj.setProperty(_AS_WINDOW, True)
+            _inset_spins(obj)
         # a widget styled as a window of its own, now inside another: it inherits from there
         elif kind == QEvent.Type.ParentChange and isinstance(obj, QWidget) and not obj.isWindow() \
                 and obj.property(_AS_WINDOW):
             obj.setProperty(_AS_WINDOW, None)
             obj.setStyleSheet("")
         return False
+
+
+def _inset(box: QAbstractSpinBox) -> None:
+    edit = box.lineEdit()
+    if edit is not None and edit.textMargins().left() == 0:
+        edit.setTextMargins(SPIN_TEXT_INSET, 0, 0, 0)
+
+
+def _inset_spins(w: QWidget) -> None:
+    """A style sheet's padding does not reach a spin box's text (it sat against the frame): the
+    spin boxes of a part just styled get the inset of a line edit's text."""
+    for box in ([w] if isinstance(w, QAbstractSpinBox) else []) + w.findChildren(QAbstractSpinBox):
+        _inset(box)
 
 
 def _under_styled(w: QWidget, sheet: str) -> bool:

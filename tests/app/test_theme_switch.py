@@ -68,3 +68,18 @@ def test_installed_rows_follow_a_live_switch(make_app, driver):
     # the containers around the rows (the tabs' pane, styled by no sheet of their own) too
     tabs = h.models_page.tabs
     assert _fill(tabs) == DARK.window and tabs.palette().window().color().name() == DARK.window
+
+
+def test_a_spin_box_text_is_inset_like_a_line_edit(make_app, driver):
+    """The sheet's padding reaches a line edit's text but not a spin box's: its text starts inside
+    the frame all the same (the chat's context box, the settings' numbers)."""
+    from PySide6.QtWidgets import QAbstractSpinBox
+
+    h = make_app(free_port())
+    h.window.show()
+    for page in ("Chat", "Settings"):
+        h.window.show_page(page)
+        driver.pump(0.1)
+    boxes = [b for b in h.window.findChildren(QAbstractSpinBox) if b.isVisible()]
+    assert boxes and all(b.lineEdit().textMargins().left() >= 5 for b in boxes), \
+        [(b.objectName(), b.lineEdit().textMargins().left()) for b in boxes]
