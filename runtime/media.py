@@ -7,6 +7,13 @@ cells as it has embeddings; in the request's token list each of those positions 
 negative id derived from a hash of the media's content and the position inside it
 (``media_token_ids``), so the prefix cache's block hashes cover images like text: the same
 image re-sent every turn of a conversation hits the cache, a different one never does.
+
+A token's index in the request is its position in the model, except after an image of a model
+that places images on a 2-D grid (M-RoPE: Qwen2-VL, Qwen2.5-VL, Qwen3-VL): all of such an
+image's embeddings share its first position and carry their row and column in the other
+components, and the text after it goes on ``n_pos`` positions later (``max(nx, ny)``, what
+libmtmd's ``mtmd_input_chunk_get_n_pos`` says), not one per embedding. ``PositionMap`` maps
+indices to positions; it is the identity for every other request.
 """
 
 from __future__ import annotations
@@ -14,6 +21,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the service imports this module and loads no numpy; the worker's spans carry arrays
+    import numpy as np
 
 #: where a medium goes in the rendered prompt: not a string any tokenizer or user writes
 MARKER = "<__hearth_media_7c1e__>"
@@ -73,11 +84,97 @@ class MediaSpan:
     non_causal: bool = False
     #: the embeddings once computed (None: not yet)
     embd: object = None
+    #: M-RoPE: each embedding's position components for a span whose first position is 0,
+    #: int64 [n_sections, end - start] in llama.cpp's section order, and how much each grows
+    #: with the span's first position ``p0`` (``grid + grid_step * p0``); None: one position each
+    grid: np.ndarray | None = None
+    grid_step: np.ndarray | None = None
+    #: positions the span advances the sequence by (an M-RoPE image: fewer than its embeddings)
+    n_pos: int = 0
+    #: its embeddings share positions (an M-RoPE image): the cells of part of it cannot be told
+    #: apart (``llama_memory_seq_rm`` cuts by position), so it is computed, kept and dropped
+    #: whole, never cut (set from the grid)
+    whole: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        if not self.n_pos:
+            self.n_pos = self.end - self.start
+        if self.grid is not None and self.grid_step is not None and self.end - self.start > 1:
+            import numpy as np
+
+            first = self.grid[0] + self.grid_step[0]  # at p0 = 1: the same order at any p0
+            self.whole = bool(np.any(np.diff(first) <= 0))
 
     def embeddings(self) -> object:
         if self.embd is None:
             self.embd = self.encode()
         return self.embd
+
+    def positions(self, p0: int, a: int, b: int) -> np.ndarray:
+        """The positions of embeddings ``a..b-1`` (from the span's start) when its first position
+        is ``p0``: int32 [b - a], or [n_sections, b - a] for M-RoPE."""
+        import numpy as np
+
+        if self.grid is None:
+            return np.arange(p0 + a, p0 + b, dtype=np.int32)
+        assert self.grid_step is not None  # set with the grid
+        return (self.grid[:, a:b] + self.grid_step[:, a:b] * p0).astype(np.int32)
+
+
+class PositionMap:
+    """A request's token index -> the model's position (the first component under M-RoPE).
+
+    Positions grow with the index and never fall; inside a span of shared positions (``whole``)
+    they stay. So a range of indices ``i0..i1-1`` is the range of positions
+    ``pos_of(i0)..pos_of(i1)-1`` of the same cells wherever neither end falls inside such a
+    span; an end inside one counts the whole span with the range that holds its last token.
+    Small and free of embeddings: the KV cache manager keeps one per sequence that holds cells.
+    """
+
+    __slots__ = ("_spans",)
+
+    def __init__(self, spans: list[MediaSpan]) -> None:
+        #: (start, end, positions saved before it and after it, component 0 of its grid and
+        #: of its step, whole) of each span whose positions are not its indices
+        self._spans: list[tuple[int, int, int, int, np.ndarray | None, np.ndarray | None, bool]] = []
+        saved = 0
+        for s in spans:
+            n = s.end - s.start
+            plain = s.grid is None or s.grid_step is None or (
+                list(s.grid[0]) == list(range(n)) and all(s.grid_step[0] == 1))
+            if plain and s.n_pos == n:
+                continue  # one position per embedding, in order: indices and positions agree
+            g = s.grid[0] if s.grid is not None else None
+            step = s.grid_step[0] if s.grid_step is not None else None
+            self._spans.append((s.start, s.end, saved, saved + n - s.n_pos, g, step, s.whole))
+            saved += n - s.n_pos
+
+    @property
+    def identity(self) -> bool:
+        return not self._spans
+
+    def pos_of(self, i: int) -> int:
+        """The position of token ``i`` (``i`` past the last token: where it would go)."""
+        saved = 0
+        for start, end, before, after, g, step, _ in self._spans:
+            if i < start:
+                break
+            if i < end:
+                if g is None or step is None:
+                    return i - before
+                return int(g[i - start] + step[i - start] * (start - before))
+            saved = after
+        return i - saved
+
+    def floor(self, i: int) -> int:
+        """The largest cut ``<= i`` that falls inside no span of shared positions: ``i``, or the
+        start of the span it falls inside."""
+        for start, end, _, _, _, _, whole in self._spans:
+            if i <= start:
+                break
+            if whole and i < end:
+                return start
+        return i
 
 
 @dataclass(slots=True, eq=False)
@@ -87,6 +184,17 @@ class MediaLayout:
     spans: list[MediaSpan] = field(default_factory=list)
     #: the native chunks the spans encode from, freed with this object (backend's)
     owner: object = None
+    _map: PositionMap | None = None
+
+    @property
+    def pos_map(self) -> PositionMap:
+        """Index -> position for this request (built once the spans are all in)."""
+        if self._map is None:
+            self._map = PositionMap(self.spans)
+        return self._map
+
+    def pos_of(self, i: int) -> int:
+        return self.pos_map.pos_of(i)
 
     def span_at(self, pos: int) -> MediaSpan | None:
         for s in self.spans:
@@ -96,12 +204,13 @@ class MediaLayout:
 
     def clip(self, start: int, n: int) -> int:
         """How many of ``n`` tokens from ``start`` one step computes: text stops at the next
-        medium, a medium's positions are not mixed with text (they go in their own decode)."""
+        medium, a medium's positions are not mixed with text (they go in their own decode); a
+        medium that attends across itself, or whose embeddings share positions, goes whole."""
         for s in self.spans:
             if start < s.start:
                 return min(n, s.start - start)
             if start < s.end:
-                return s.end - start if s.non_causal else min(n, s.end - start)
+                return s.end - start if s.non_causal or s.whole else min(n, s.end - start)
         return n
 
     def positions(self) -> int:

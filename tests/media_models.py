@@ -17,6 +17,11 @@ Vision (an image of any size is resized to ``IMAGE_SIZE`` x ``IMAGE_SIZE``, so i
   ``models/siglip.cpp``): 4-pixel patches (8x8), average-pooled 2x2 to 16 tokens; libmtmd says
   to decode them with non-causal attention (``mtmd_decode_use_non_causal``).
 
+Qwen2-VL (``write_qwen2vl_projector``, ``PROJECTOR_TYPE_QWEN2VL``, ``models/qwen2vl.cpp``) with a
+tiny ``qwen2vl`` text model (``write_qwen2vl_text``): images keep their aspect (sides multiples of
+8 pixels), one token per 8 x 8 pixels, placed by the text model with M-RoPE on an nx x ny grid
+that takes max(nx, ny) positions.
+
 Audio (``PROJECTOR_TYPE_ULTRAVOX``, ``models/whisper-enc.cpp``): a whisper-style encoder (two
 1-D convolutions, one transformer layer over 1500 positions) and Ultravox's stacking SwiGLU
 projector. libmtmd's whisper preprocessing appends 30 s of silence and cuts the log-mel
@@ -303,3 +308,138 @@ def encode_once(text_model_path: Path | str, mmproj_path: Path | str, media: np.
             mt.mtmd_input_chunks_free(chunks)
     embd = np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
     return len(embd), embd
+
+
+# -- Qwen2-VL: M-RoPE -------------------------------------------------------------------------
+
+#: the Qwen2-VL projector's patch side; 2x2 patches merge into one token, so a token covers
+#: ``QWEN2VL_TOKEN_SIDE`` pixels a side and an image of w x h pixels (multiples of it, within
+#: libmtmd's 8..4096 tokens) is a grid of ``w / 8`` x ``h / 8`` tokens
+QWEN2VL_PATCH = 4
+QWEN2VL_TOKEN_SIDE = 2 * QWEN2VL_PATCH
+
+
+def qwen2vl_grid(w: int, h: int) -> tuple[int, int]:
+    """(nx, ny) of an image of ``w`` x ``h`` pixels, multiples of ``QWEN2VL_TOKEN_SIDE``."""
+    return w // QWEN2VL_TOKEN_SIDE, h // QWEN2VL_TOKEN_SIDE
+
+
+def write_qwen2vl_projector(path: Path | str, n_embd_text: int, seed: int = 0) -> Path:
+    """A Qwen2-VL mmproj (``PROJECTOR_TYPE_QWEN2VL``, "qwen2vl_merger", ``models/qwen2vl.cpp``):
+    two patch convolutions (a still image goes through both), a ViT with 2-D M-RoPE, and the
+    merger MLP over 2x2 patches. Its images are placed by the text model with M-RoPE
+    (``mtmd_decode_use_mrope``) when that model's rope type is M-RoPE."""
+    path = Path(path)
+    mat = _rng_mat(np.random.default_rng(seed))
+    p = QWEN2VL_PATCH
+    kv = {
+        "clip.has_vision_encoder": True,
+        "clip.vision.projector_type": "qwen2vl_merger",
+        "clip.vision.image_size": 64,
+        "clip.vision.patch_size": p,
+        "clip.vision.embedding_length": _V_EMBD,
+        "clip.vision.feed_forward_length": _V_FF,
+        "clip.vision.block_count": _V_LAYERS,
+        "clip.vision.projection_dim": n_embd_text,
+        "clip.vision.attention.head_count": _V_HEADS,
+        "clip.vision.attention.layer_norm_epsilon": 1e-6,
+        "clip.vision.image_mean": [0.5, 0.5, 0.5],
+        "clip.vision.image_std": [0.5, 0.5, 0.5],
+    }
+    t = {
+        "v.patch_embd.weight": mat(_V_EMBD, 3, p, p, fan_in=3 * p * p),
+        "v.patch_embd.weight.1": mat(_V_EMBD, 3, p, p, fan_in=3 * p * p),
+        "mm.0.weight": mat(4 * _V_EMBD, 4 * _V_EMBD), "mm.0.bias": mat(4 * _V_EMBD) * 0.1,
+        "mm.2.weight": mat(n_embd_text, 4 * _V_EMBD), "mm.2.bias": mat(n_embd_text) * 0.1,
+    }
+    t.update(_layers("v", _V_LAYERS, _V_EMBD, _V_FF, mat, k_bias=True))
+    _write_gguf(path, kv, t)
+    return path
+
+
+def _write_gguf(path: Path, kv: dict, tensors: dict[str, np.ndarray]) -> None:
+    w = GGUFWriter(str(path), "clip")
+    w.add_name("hearth tiny test projector")
+    for key, value in kv.items():
+        if isinstance(value, bool):
+            w.add_bool(key, value)
+        elif isinstance(value, int):
+            w.add_uint32(key, value)
+        elif isinstance(value, float):
+            w.add_float32(key, value)
+        elif isinstance(value, str):
+            w.add_string(key, value)
+        else:
+            w.add_array(key, value)
+    for name, tensor in tensors.items():
+        w.add_tensor(name, np.ascontiguousarray(tensor))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
+#: the tiny Qwen2-VL text model: 2 layers, heads of 16, M-RoPE sections over the 8 rotary pairs
+QWEN2VL_EMBD, QWEN2VL_HEADS, QWEN2VL_HEADS_KV, QWEN2VL_FF, QWEN2VL_LAYERS = 64, 4, 2, 128, 2
+QWEN2VL_SECTIONS = [2, 3, 3, 0]
+
+
+def write_qwen2vl_text(path: Path | str, vocab_from: Path | str, seed: int = 0, scale: float = 0.3) -> Path:
+    """A tiny text model of llama.cpp's ``qwen2vl`` architecture (``src/models/qwen2vl.cpp``:
+    M-RoPE with ``qwen2vl.rope.dimension_sections``, Q/K/V biases, tied output) with random
+    weights and the tokenizer of the GGUF ``vocab_from`` (the embedded SmolLM2's: its text
+    tokenizes as real text)."""
+    from gguf import GGUFReader
+
+    path = Path(path)
+    rng = np.random.default_rng(seed)
+
+    def mat(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(size=shape, dtype=np.float32) * np.float32(scale / np.sqrt(shape[-1]) * 8))
+
+    reader = GGUFReader(str(vocab_from))
+    fields = {k: f for k, f in reader.fields.items() if k.startswith("tokenizer.ggml.")}
+    tokens = fields["tokenizer.ggml.tokens"].contents()
+    n_vocab, d = len(tokens), QWEN2VL_EMBD
+    head = d // QWEN2VL_HEADS
+    w = GGUFWriter(str(path), "qwen2vl")
+    w.add_name("hearth tiny qwen2vl")
+    w.add_block_count(QWEN2VL_LAYERS)
+    w.add_context_length(4096)
+    w.add_embedding_length(d)
+    w.add_feed_forward_length(QWEN2VL_FF)
+    w.add_head_count(QWEN2VL_HEADS)
+    w.add_head_count_kv(QWEN2VL_HEADS_KV)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(10000.0)
+    w.add_array("qwen2vl.rope.dimension_sections", QWEN2VL_SECTIONS)
+    w.add_tokenizer_model(fields["tokenizer.ggml.model"].contents())
+    w.add_tokenizer_pre(fields["tokenizer.ggml.pre"].contents())
+    w.add_token_list(tokens)
+    w.add_token_types(fields["tokenizer.ggml.token_type"].contents())
+    w.add_token_merges(fields["tokenizer.ggml.merges"].contents())
+    w.add_bos_token_id(int(fields["tokenizer.ggml.bos_token_id"].contents()))
+    w.add_eos_token_id(int(fields["tokenizer.ggml.eos_token_id"].contents()))
+    w.add_add_bos_token(False)
+    w.add_tensor("token_embd.weight", (mat(n_vocab, d) * 3).astype(np.float16))
+    for il in range(QWEN2VL_LAYERS):
+        p = f"blk.{il}."
+        kv_width = QWEN2VL_HEADS_KV * head
+        w.add_tensor(p + "attn_norm.weight", np.ones(d, np.float32))
+        w.add_tensor(p + "attn_q.weight", mat(d, d))
+        w.add_tensor(p + "attn_k.weight", mat(kv_width, d))
+        w.add_tensor(p + "attn_v.weight", mat(kv_width, d))
+        w.add_tensor(p + "attn_q.bias", mat(d) * 0.1)
+        w.add_tensor(p + "attn_k.bias", mat(kv_width) * 0.1)
+        w.add_tensor(p + "attn_v.bias", mat(kv_width) * 0.1)
+        w.add_tensor(p + "attn_output.weight", mat(d, d))
+        w.add_tensor(p + "ffn_norm.weight", np.ones(d, np.float32))
+        w.add_tensor(p + "ffn_gate.weight", mat(QWEN2VL_FF, d))
+        w.add_tensor(p + "ffn_up.weight", mat(QWEN2VL_FF, d))
+        w.add_tensor(p + "ffn_down.weight", mat(d, QWEN2VL_FF))
+    w.add_tensor("output_norm.weight", np.ones(d, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path

@@ -79,12 +79,17 @@ class TokenBatch:
 
 
 class EmbdBatch:
-    """Embeddings (an image's or a clip's, from the projector) for positions of one sequence."""
+    """Embeddings (an image's or a clip's, from the projector) for positions of one sequence.
 
-    def __init__(self, embd: np.ndarray, pos0: int, seq_id: int) -> None:
+    ``pos``: int32 [n], one position each, or [n_sections, n] for a model with M-RoPE
+    (``llama_batch.pos`` then holds them section-major, as llama.cpp reads an embedding batch)."""
+
+    def __init__(self, embd: np.ndarray, pos: np.ndarray, seq_id: int) -> None:
         n = len(embd)
         self.embd = np.ascontiguousarray(embd, dtype=np.float32)
-        self.pos = np.arange(pos0, pos0 + n, dtype=np.int32)
+        if pos.shape[-1] != n:
+            raise ValueError(f"{pos.shape[-1]} positions for {n} embeddings")
+        self.pos = np.ascontiguousarray(pos, dtype=np.int32).ravel()  # [section][token]
         self.n_seq_id = np.ones(n, dtype=np.int32)
         self.seq = np.full(n, seq_id, dtype=np.int32)
         self.logits = np.zeros(n, dtype=np.int8)

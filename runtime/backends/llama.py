@@ -346,15 +346,19 @@ class LlamaBackend:
         """Run one llama_decode over ``batch``; raise a typed error when it fails."""
         self._check(lc.llama_decode(self.ctx, batch.prepare()))
 
-    def decode_embd(self, embd: np.ndarray, pos0: int, seq_id: int, non_causal: bool = False) -> None:
-        """Decode a medium's embeddings [n, n_embd] at positions ``pos0...`` of ``seq_id`` (no
-        logits). ``non_causal``: the positions attend to each other both ways (Gemma 3's images);
-        they must then fit one micro-batch, which ``n_batch`` is."""
-        batch = EmbdBatch(embd, pos0, seq_id)
+    def decode_embd(self, embd: np.ndarray, pos: np.ndarray, seq_id: int, non_causal: bool = False) -> None:
+        """Decode a medium's embeddings [n, n_embd] at positions ``pos`` of ``seq_id`` (no logits):
+        int32 [n], or [n_pos_per_embd, n] for a model with M-RoPE. More than ``n_batch`` go in
+        several decodes, in order. ``non_causal``: the positions attend to each other both ways
+        (Gemma 3's images); they must then fit one micro-batch, which ``n_batch`` is."""
+        pos = pos.reshape(-1, len(embd))
         if non_causal:
             lc.llama_set_causal_attn(self.ctx, False)
         try:
-            self._check(lc.llama_decode(self.ctx, batch.prepare()))
+            for a in range(0, len(embd), len(embd) if non_causal else self.n_batch):
+                b = min(len(embd), a + (len(embd) if non_causal else self.n_batch))
+                batch = EmbdBatch(embd[a:b], pos[:, a:b], seq_id)
+                self._check(lc.llama_decode(self.ctx, batch.prepare()))
         finally:
             if non_causal:
                 lc.llama_set_causal_attn(self.ctx, True)

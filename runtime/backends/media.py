@@ -45,6 +45,8 @@ from runtime.media import (
 from runtime.media_costs import MediaCost, MediaTooLarge, RequestCosts, image_size
 
 _TEXT, _IMAGE, _AUDIO = 0, 1, 2  # mtmd_input_chunk_type
+#: position components of one embedding under M-RoPE (llama.cpp's ``GGML_MROPE_SECTIONS``)
+_SECTIONS = 4
 #: the longest side an image reaches the projector with (vision towers see 224-1,536 pixels, and
 #: tiling ones such as Idefics3 cut at most a few 512-pixel tiles from it)
 MAX_SIDE = 4096
@@ -98,11 +100,9 @@ class Projector:
         self.ctx = mt.mtmd_init_from_file(path.encode(), model, params)
         if not self.ctx:
             raise ModelLoadError(f"llama.cpp could not load the projector {Path(path).name} for this model")
-        if mt.mtmd_decode_use_mrope(self.ctx):
-            mt.mtmd_free(self.ctx)
-            self.ctx = None
-            raise ModelLoadError(f"{Path(path).name}: this projector places images on a 2-D grid of positions "
-                                 "(M-RoPE, Qwen2-VL family), which Hearth's engine does not place yet")
+        #: the text model places media with M-RoPE (Qwen2-VL's family): an image's embeddings sit on a
+        #: 2-D grid of positions, each with ``_SECTIONS`` components (``mtmd_helper_decode_image_chunk``)
+        self.mrope = bool(mt.mtmd_decode_use_mrope(self.ctx))
         self.caps = Capabilities(bool(mt.mtmd_support_vision(self.ctx)), bool(mt.mtmd_support_audio(self.ctx)))
         self.sample_rate = int(mt.mtmd_get_audio_sample_rate(self.ctx)) if self.caps.audio else 0
         self.n_embd = lc.llama_model_n_embd_inp(model)
@@ -165,16 +165,19 @@ class Projector:
                 raise MediaError("the multimodal library returned a chunk of no known medium")
             k = seen[cid] = seen.get(cid, -1) + 1  # the chunk's place among its medium's chunks
             n_tok = mt.mtmd_input_chunk_get_n_tokens(chunk)
-            if mt.mtmd_input_chunk_get_n_pos(chunk) != n_tok:
-                raise MediaError("this model places media on fewer positions than embeddings, "
-                                 "which Hearth's engine does not place yet")
+            n_pos = mt.mtmd_input_chunk_get_n_pos(chunk)
+            if n_pos != n_tok and not self.mrope:
+                raise MediaError("this model places media on fewer positions than embeddings without M-RoPE, "
+                                 "which Hearth's engine does not place")
             non_causal = bool(mt.mtmd_decode_use_non_causal(self.ctx, chunk))
             if non_causal and n_tok > max_span:
                 raise MediaError(f"one {m.kind} takes {n_tok} positions, computed at once by this model; its batch "
                                  f"holds {max_span}: load it with a larger batch")
+            grid, step = _grid(chunk, kind, n_tok) if self.mrope else (None, None)
             start = len(tokens)
             tokens.extend(media_token_ids(self._salt + m.digest + k.to_bytes(4, "little"), n_tok))
-            layout.spans.append(MediaSpan(start, len(tokens), m.kind, self._encoder(chunks, chunk, n_tok), non_causal))
+            layout.spans.append(MediaSpan(start, len(tokens), m.kind, self._encoder(chunks, chunk, n_tok), non_causal,
+                                          grid=grid, grid_step=step, n_pos=n_pos))
         return tokens, layout
 
     def _encoder(self, owner: _Chunks, chunk, n_tok: int):
@@ -206,6 +209,23 @@ class Projector:
             raise MediaError(f"the {m.kind} could not be handed to the projector")
         mt.mtmd_bitmap_set_id(bitmap, m.digest.hex().encode())
         return bitmap
+
+
+def _grid(chunk, kind: int, n_tok: int) -> tuple[np.ndarray, np.ndarray]:
+    """An M-RoPE medium's positions as ``mtmd_helper_decode_image_chunk`` lays them out: an
+    image's from ``mtmd_image_tokens_get_decoder_pos`` (sections t, y, x, z: Qwen-VL's grid is
+    (p0, p0 + row, p0 + column, 0)), a clip's ``p0 + i`` in every section. Returned for p0 = 0,
+    with each component's growth per unit of p0 (read at p0 = 0 and 1: the layouts are linear)."""
+    if kind != _IMAGE:
+        grid = np.tile(np.arange(n_tok, dtype=np.int64), (_SECTIONS, 1))
+        return grid, np.ones_like(grid)
+    image = mt.mtmd_input_chunk_get_tokens_image(chunk)
+    at = np.zeros((2, _SECTIONS, n_tok), dtype=np.int64)
+    for p0 in (0, 1):
+        for i in range(n_tok):
+            d = mt.mtmd_image_tokens_get_decoder_pos(image, p0, i)
+            at[p0, :, i] = (d.t, d.y, d.x, d.z)  # set_position_mrope_2d's order
+    return at[0], at[1] - at[0]
 
 
 #: modes shrunk before they are converted to RGB (``"P"`` and ``"1"`` resize only by nearest

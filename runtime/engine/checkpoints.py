@@ -119,7 +119,7 @@ class Checkpoints:
             return
         if self.store.has_checkpoint(request.block_hashes[k - 1]):
             return
-        if self.memory.seq_pos_max(request.seq_id) != pos - 1:
+        if self.memory.seq_pos_max(request.seq_id) != request.pos_of(pos - 1):
             return  # drafted cells past it: the state is not the prefix's
         self.save(request.seq_id, request.block_hashes[:k])
 

@@ -14,6 +14,10 @@ before drafting), so every rule here may be conservative:
   recomputes that part;
 - a restore from the host tier, or of a checkpoint, restores the target only (the draft
   recomputes).
+
+The operations take the target's positions (``runtime.media.PositionMap``). A request with
+media never drafts: the draft holds at most the part of its sequence that a prefix hit copied
+from a drafting one, text before its first medium, where positions are the tokens' indices.
 """
 
 from __future__ import annotations

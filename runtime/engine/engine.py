@@ -267,17 +267,18 @@ class Engine:
                 continue
             draft = drafts.get(r)
             if draft is not None:
-                first = batch.add_outputs([r.tokens[c.start]] + draft.tokens, c.start, r.seq_id)
+                first = batch.add_outputs([r.tokens[c.start]] + draft.tokens, r.pos_of(c.start), r.seq_id)
                 verified.append((c, first))
                 if r.wants_prompt_rows:
                     prompt_rows.append((c, first))
                 continue
             if r.wants_prompt_rows:
-                first = batch.add_outputs(r.tokens[c.start:c.end], c.start, r.seq_id)
+                first = batch.add_outputs(r.tokens[c.start:c.end], r.pos_of(c.start), r.seq_id)
                 prompt_rows.append((c, first))
                 index = first + c.end - c.start - 1 if c.samples else None
             else:
-                index = batch.add(r.tokens[c.start:c.end], c.start, r.seq_id, c.samples)
+                # text positions run on one by one from the chunk's first (a chunk holds no medium)
+                index = batch.add(r.tokens[c.start:c.end], r.pos_of(c.start), r.seq_id, c.samples)
             if index is not None:
                 sampled.append((r, index))
         failed = self._embeddings(media, chunks)
@@ -332,8 +333,9 @@ class Engine:
         span = r.media.span_at(c.start)
         assert span is not None and c.end <= span.end  # the scheduler keeps media chunks inside one span
         embd = span.embeddings()
-        self.backend.decode_embd(embd[c.start - span.start:c.end - span.start], c.start, r.seq_id,
-                                 span.non_causal)
+        a, b = c.start - span.start, c.end - span.start
+        pos = span.positions(r.pos_of(span.start), a, b)
+        self.backend.decode_embd(embd[a:b], pos, r.seq_id, span.non_causal)
 
     def _prompt_logprobs(self, c: ScheduledChunk, first: int) -> list[TokenLogprob]:
         r = c.request

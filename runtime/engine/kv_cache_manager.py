@@ -14,6 +14,11 @@ through the backend's memory API:
   least recently used holder that holds none of the admitted prefix is dropped; so it is
   when llama.cpp finds no room for a step
   (sliding-window layers hold a window per sequence id, not per block: ``engine.py``);
+- the memory's operations take positions, which are the tokens' indices except after an
+  image that M-RoPE places on a grid (``runtime.media.PositionMap``: its embeddings share one
+  position); the manager keeps each such sequence's map, and a prefix never ends inside such
+  an image (it is rounded down to a block boundary before it: llama-server keeps image chunks
+  whole in its cache too);
 - memory that cannot be cut at any position (sliding-window layers, recurrent state) is
   reused through checkpoints (``checkpoints.py``): a hit ends at the longest checkpoint at
   or below the matching prefix, whose partial state goes on top of the prefix's cells;
@@ -40,6 +45,7 @@ from runtime.engine.prefix_hit import PrefixHit
 from runtime.engine.kv_stats import KVStats  # noqa: F401 (re-exported: the manager's statistics)
 from runtime.engine.request import Request
 from runtime.kernels.block_hash import ROOT, hash_block
+from runtime.media import PositionMap
 
 #: a prefix shared by two prompts is saved on its own from this many blocks (shorter ones are
 #: recomputed in a moment; every prompt shares its first block or two with every other)
@@ -72,6 +78,24 @@ class KVCacheManager:
         #: request id -> (position, block hashes) of the shared prefix to save when its
         #: computed tokens reach that position (``PrefixHit.parts``)
         self._shared_at: dict[str, tuple[int, list[int]]] = {}
+        #: sequence -> where its tokens sit, for sequences whose positions are not their tokens'
+        #: indices (M-RoPE images), running or holding
+        self._maps: dict[int, PositionMap] = {}
+
+    def _pos(self, seq: int, i: int) -> int:
+        """The position of token ``i`` of sequence ``seq`` (what the memory's operations take)."""
+        m = self._maps.get(seq)
+        return i if m is None else m.pos_of(i)
+
+    def _whole(self, request: Request, n_blocks: int) -> int:
+        """The most blocks ``<= n_blocks`` of a prefix that ends inside no image whose embeddings
+        share positions (its cells cannot be cut there)."""
+        if request.media is None or request.media.pos_map.identity:
+            return n_blocks
+        m, b = request.media.pos_map, self.block_size
+        while n_blocks and m.floor(n_blocks * b) != n_blocks * b:
+            n_blocks = m.floor(n_blocks * b) // b
+        return n_blocks
 
     # -- sequence ids -----------------------------------------------------------------
     def acquire_seq(self, hit: PrefixHit | None = None) -> int | None:
@@ -104,6 +128,7 @@ class KVCacheManager:
         self._release_seq(seq)
 
     def _release_seq(self, seq: int) -> None:
+        self._maps.pop(seq, None)
         self._held.pop(seq, None)
         self._holders.pop(seq, None)
         self._free_seqs.append(seq)
@@ -124,7 +149,7 @@ class KVCacheManager:
     def _on_evict(self, block: Block) -> None:
         b = self.block_size
         for seq in list(block.seqs):
-            self._memory.seq_rm(seq, block.index * b, (block.index + 1) * b)
+            self._memory.seq_rm(seq, self._pos(seq, block.index * b), self._pos(seq, (block.index + 1) * b))
             block.seqs.remove(seq)
             if seq in self._held:
                 self._held[seq] -= 1
@@ -154,10 +179,13 @@ class KVCacheManager:
                     hits.append(block)
                 elif self.host is None:
                     break
+        hits = hits[:self._whole(request, len(hits))]
         if self.checkpoints is not None:
             hit = self._checkpoint_hit(hashes, hits)
         elif self.host is not None and len(hashes) > len(hits):
             entry, n = self.host.longest(hashes)
+            if (k := self._whole(request, n)) < n:
+                entry, n = self.host.longest(hashes[:k]) if k > len(hits) else (None, 0)
             hit = PrefixHit([], entry, n) if entry is not None and n > len(hits) else PrefixHit(hits)
         else:
             hit = PrefixHit(hits)
@@ -235,6 +263,8 @@ class KVCacheManager:
     def admit(self, request: Request, seq: int, hit: PrefixHit) -> None:
         """Give ``request`` its sequence and its cached prefix (copied zero-copy, or restored)."""
         request.seq_id = seq
+        if request.media is not None and not request.media.pos_map.identity:
+            self._maps[seq] = request.media.pos_map
         if hit.parts:
             self._shared_at[request.request_id] = (hit.parts * self.block_size, hit.hashes[:hit.parts])
         if not hit.blocks and hit.host_blocks:
@@ -273,7 +303,7 @@ class KVCacheManager:
         del self._shared_at[request.request_id]
         seq, (n, hashes) = request.seq_id, at
         assert seq is not None and self.host is not None  # admitted; a shared prefix needs the host tier
-        if request.num_computed != n or self._memory.seq_pos_max(seq) != n - 1:
+        if request.num_computed != n or self._memory.seq_pos_max(seq) != self._pos(seq, n - 1):
             return  # past it already (the hit went further), or drafted cells past it
         if self.layout.cells and not self.host.has_shared(hashes, checkpoint=False):
             self.host.put(hashes, self._memory.state_seq_save(seq), len(hashes), shared=True)
@@ -282,7 +312,7 @@ class KVCacheManager:
 
     def _drop_tail(self, seq: int, hits: list[Block], keep: int) -> list[Block]:
         """Keep the first ``keep`` copied blocks of ``seq``'s prefix, release the rest."""
-        self._memory.seq_rm(seq, keep * self.block_size, None)
+        self._memory.seq_rm(seq, self._pos(seq, keep * self.block_size), None)
         for block in hits[keep:]:
             block.seqs.remove(seq)
         self.pool.free(hits[keep:])
@@ -291,7 +321,8 @@ class KVCacheManager:
     def _prefix_ok(self, seq: int, n_blocks: int) -> bool:
         """Whether ``seq`` holds exactly positions 0..n-1 with their whole sliding window."""
         n = n_blocks * self.block_size
-        return self._memory.seq_pos_max(seq) == n - 1 and (not self.n_swa or self._swa_intact(seq, n))
+        return self._memory.seq_pos_max(seq) == self._pos(seq, n - 1) and (
+            not self.n_swa or self._swa_intact(seq, n))
 
     def _admitted(self, request: Request, table: list[Block], n: int) -> None:
         self.tables[request.request_id] = table
@@ -317,7 +348,7 @@ class KVCacheManager:
             assert self.checkpoints is not None  # a hit has a checkpoint only when they are kept
             ok = self.checkpoints.restore(seq, hit.checkpoint)
         if ok:
-            self._memory.seq_rm(seq, n, None)
+            self._memory.seq_rm(seq, self._pos(seq, n), None)
             ok = self._prefix_ok(seq, hit.host_blocks)
         if not ok:
             self._memory.seq_rm(seq, 0, None)
@@ -356,7 +387,7 @@ class KVCacheManager:
         start = 0
         for i in range(1, len(hits) + 1):
             if i == len(hits) or hits[i].seqs[0] != hits[start].seqs[0]:
-                self._memory.seq_cp(hits[start].seqs[0], seq, start * b, i * b)
+                self._memory.seq_cp(hits[start].seqs[0], seq, self._pos(seq, start * b), self._pos(seq, i * b))
                 start = i
         for block in hits:
             self.touch_holder(block.seqs[0])
@@ -364,7 +395,7 @@ class KVCacheManager:
 
     def _swa_intact(self, seq: int, n: int) -> bool:
         pos_min = self._memory.seq_pos_min(seq)
-        return pos_min is not None and pos_min <= max(0, n - self.n_swa)
+        return pos_min is not None and pos_min <= max(0, self._pos(seq, n) - self.n_swa)
 
     def allocate_slots(self, request: Request, n_new: int) -> bool:
         """Blocks for ``n_new`` more tokens after ``num_computed``; False if there is no room."""
@@ -416,7 +447,7 @@ class KVCacheManager:
         verification accepted fewer tokens than were computed, or a step that was undone.
         Its blocks stay allocated; ``num_computed`` is the caller's."""
         assert request.seq_id is not None  # admitted: it has its sequence
-        self._memory.seq_rm(request.seq_id, n, None)
+        self._memory.seq_rm(request.seq_id, self._pos(request.seq_id, n), None)
 
     # -- release ----------------------------------------------------------------------
     def free(self, request: Request, keep_cache: bool) -> None:
@@ -444,6 +475,7 @@ class KVCacheManager:
             self._holders[seq] = None
         else:
             self._memory.seq_rm(seq, 0, None)
+            self._maps.pop(seq, None)
             self._free_seqs.append(seq)
         self.pool.free(table)
         if keep_cache and self.tables:
@@ -460,8 +492,8 @@ class KVCacheManager:
         b = self.block_size
         for i, block in enumerate(table):
             if seq not in block.seqs:
-                self._memory.seq_rm(seq, i * b, (i + 1) * b)
-        self._memory.seq_rm(seq, len(table) * b, None)
+                self._memory.seq_rm(seq, self._pos(seq, i * b), self._pos(seq, (i + 1) * b))
+        self._memory.seq_rm(seq, self._pos(seq, len(table) * b), None)
 
     def touch_holder(self, seq: int) -> None:
         if seq in self._holders:

@@ -68,6 +68,11 @@ class Request:
     def num_output(self) -> int:
         return len(self.tokens) - self.prompt_len
 
+    def pos_of(self, i: int) -> int:
+        """The model's position of token ``i``: ``i``, except after an image that M-RoPE places on
+        a grid (``runtime.media.PositionMap``)."""
+        return i if self.media is None else self.media.pos_of(i)
+
     @property
     def wants_prompt_rows(self) -> bool:
         """Whether the next chunks need logits at every prompt position (prompt logprobs)."""

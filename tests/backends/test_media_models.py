@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 from tests.media_models import (
-    IMAGE_SIZE, NON_CAUSAL, SAMPLE_RATE, TOKENS_PER_AUDIO_WINDOW, TOKENS_PER_IMAGE, audio_windows, encode_once,
-    media_chunks, mtmd_session, tokenize, write_audio_projector, write_projector, write_vision_projector,
+    IMAGE_SIZE, NON_CAUSAL, QWEN2VL_EMBD, SAMPLE_RATE, TOKENS_PER_AUDIO_WINDOW, TOKENS_PER_IMAGE, audio_windows,
+    encode_once, media_chunks, mtmd_session, qwen2vl_grid, tokenize, write_audio_projector, write_projector,
+    write_qwen2vl_projector, write_qwen2vl_text, write_vision_projector,
 )
 from tests.spec.tiny_models import write_tiny
 
@@ -109,3 +110,16 @@ def test_the_tiny_llama_model_takes_the_mlp_and_audio_projectors(tmp_path):
     marker = mt.mtmd_default_marker()
     check_embeddings(*encode_once(text_model, proj, image(0), text=marker), TOKENS_PER_IMAGE["mlp"], 64)
     check_embeddings(*encode_once(text_model, proj, tone(1.0), text=marker), TOKENS_PER_AUDIO_WINDOW, 64)
+
+
+def test_the_qwen2vl_projector_makes_a_grid_placed_with_m_rope(smollm2_path, tmp_path):
+    """The tiny Qwen2-VL projector with the tiny ``qwen2vl`` text model: libmtmd says to place its
+    images with M-RoPE; a non-square image is nx * ny embeddings on max(nx, ny) positions."""
+    text = write_qwen2vl_text(tmp_path / "qwen2vl.gguf", smollm2_path)
+    proj = write_qwen2vl_projector(tmp_path / "mmproj-qwen2vl.gguf", QWEN2VL_EMBD)
+    nx, ny = qwen2vl_grid(48, 32)
+    with mtmd_session(text, proj) as (ctx, n_embd):
+        assert n_embd == QWEN2VL_EMBD and mt.mtmd_decode_use_mrope(ctx)
+        assert describe(ctx, image(0, h=32, w=48)) == [(mt.MTMD_INPUT_CHUNK_TYPE_IMAGE, nx * ny, max(nx, ny), False)]
+    n, embd = encode_once(text, proj, image(0, h=32, w=48))
+    check_embeddings(n, embd, nx * ny, QWEN2VL_EMBD)

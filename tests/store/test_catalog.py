@@ -128,7 +128,7 @@ def test_vision_entries_name_their_projector():
         assert e.repo.startswith("ggml-org/") and e.modalities, e.id
         assert "mmproj" in e.mmproj[0] and e.mmproj[0] not in {e.quant_files(q)[0] for q in e.quants}, e.id
         assert "mmproj" in e.to_dict() and e.to_dict()["modalities"] == e.modalities  # as /hearth/catalog sends it
-    # the Qwen2-VL family places image positions with M-RoPE, which the engine refuses for now: said
+    # the Qwen2-VL family places image positions with M-RoPE (a 2-D grid per image): said
     for mrope in ("qwen2.5-vl-3b", "qwen2.5-omni-3b"):
         assert "M-RoPE" in catalog[mrope].raw["note"]
     assert all(not e.mmproj and not e.modalities for e in catalog.values() if "task" in e.raw or e.embedded)
