@@ -384,7 +384,8 @@ QWEN2VL_EMBD, QWEN2VL_HEADS, QWEN2VL_HEADS_KV, QWEN2VL_FF, QWEN2VL_LAYERS = 64, 
 QWEN2VL_SECTIONS = [2, 3, 3, 0]
 
 
-def write_qwen2vl_text(path: Path | str, vocab_from: Path | str, seed: int = 0, scale: float = 0.3) -> Path:
+def write_qwen2vl_text(path: Path | str, vocab_from: Path | str, seed: int = 0, scale: float = 0.3,
+                      chat_template: str | None = None) -> Path:
     """A tiny text model of llama.cpp's ``qwen2vl`` architecture (``src/models/qwen2vl.cpp``:
     M-RoPE with ``qwen2vl.rope.dimension_sections``, Q/K/V biases, tied output) with random
     weights and the tokenizer of the GGUF ``vocab_from`` (the embedded SmolLM2's: its text
@@ -421,6 +422,8 @@ def write_qwen2vl_text(path: Path | str, vocab_from: Path | str, seed: int = 0, 
     w.add_bos_token_id(int(fields["tokenizer.ggml.bos_token_id"].contents()))
     w.add_eos_token_id(int(fields["tokenizer.ggml.eos_token_id"].contents()))
     w.add_add_bos_token(False)
+    if chat_template is not None:
+        w.add_chat_template(chat_template)
     w.add_tensor("token_embd.weight", (mat(n_vocab, d) * 3).astype(np.float16))
     for il in range(QWEN2VL_LAYERS):
         p = f"blk.{il}."

@@ -8,6 +8,7 @@ import http.server
 import os
 import shutil
 import threading
+from pathlib import Path
 
 import anthropic
 import httpx
@@ -16,7 +17,10 @@ import pytest
 from openai import BadRequestError, OpenAI
 
 from tests.engine.test_media import _bomb_png, png, wav
-from tests.media_models import TOKENS_PER_AUDIO_WINDOW, TOKENS_PER_IMAGE, write_projector
+from tests.media_models import (
+    QWEN2VL_EMBD, TOKENS_PER_AUDIO_WINDOW, TOKENS_PER_IMAGE, qwen2vl_grid, write_projector, write_qwen2vl_projector,
+    write_qwen2vl_text,
+)
 from tests.server.conftest import live_server
 
 
@@ -47,9 +51,20 @@ def mismatched(smollm2_path, tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="module")
-def server(vlm, mismatched):
+def qwen_vl(smollm2_path, tmp_path_factory) -> str:
+    """A tiny model of the Qwen2-VL architecture (M-RoPE: an image on a 2-D grid of positions)
+    with its projector and Qwen2.5's chat template, laid out as the Hub's repositories are."""
+    folder = tmp_path_factory.mktemp("qwen2vl")
+    template = (Path(__file__).resolve().parents[2] / "tests" / "chat" / "templates" / "Qwen-Qwen2.5-7B-Instruct.jinja").read_text()
+    model = write_qwen2vl_text(folder / "Qwen2-VL-Tiny-F16.gguf", smollm2_path, chat_template=template)
+    write_qwen2vl_projector(folder / "mmproj-Qwen2-VL-Tiny-f16.gguf", QWEN2VL_EMBD)
+    return str(model)
+
+
+@pytest.fixture(scope="module")
+def server(vlm, mismatched, qwen_vl):
     s = live_server("--parallel", "4", "--ctx", "2048", "--models-dir", os.path.dirname(vlm),
-                    "--models-dir", os.path.dirname(mismatched))
+                    "--models-dir", os.path.dirname(mismatched), "--models-dir", os.path.dirname(qwen_vl))
     yield s
     s.stop()
 
@@ -242,3 +257,36 @@ def test_a_sound_clip_through_responses_anthropic_and_ollama(server, oai, vlm):
         model=vlm, messages=[{"role": "user", "content": "What is this sound?", "images": [clip]}],
         options={"num_predict": 6, "temperature": 0})
     assert o.message.content and o.prompt_eval_count > TOKENS_PER_AUDIO_WINDOW
+
+
+def test_a_qwen_vl_model_reads_an_image_through_all_four_formats(server, oai, qwen_vl):
+    """M-RoPE images (Qwen2-VL, Qwen2.5-VL, Qwen3-VL) answer through OpenAI chat, Responses,
+    Anthropic and Ollama; the prompt counts the image's grid of tokens (a 64x32 picture: 8x4),
+    and the same image again is read from the prefix cache up to the block before it."""
+    picture = png(7, h=32, w=64)
+    nx, ny = qwen2vl_grid(64, 32)
+    text_only = oai.chat.completions.create(model=qwen_vl, max_tokens=1, temperature=0,
+                                            messages=[{"role": "user", "content": "What is in this picture?"}])
+    base = text_only.usage.prompt_tokens
+    msg = {"role": "user", "content": [{"type": "text", "text": "What is in this picture?"},
+                                       {"type": "image_url", "image_url": {"url": data_url(picture)}}]}
+    first = oai.chat.completions.create(model=qwen_vl, messages=[msg], max_tokens=4, temperature=0)
+    assert first.choices[0].finish_reason in ("stop", "length")
+    assert first.usage.prompt_tokens >= base + nx * ny  # the grid's tokens (and the vision markers)
+    again = oai.chat.completions.create(model=qwen_vl, messages=[msg], max_tokens=4, temperature=0)
+    assert again.choices[0].message.content == first.choices[0].message.content
+    assert again.usage.prompt_tokens_details.cached_tokens > 0
+    r = oai.responses.create(model=qwen_vl, max_output_tokens=4, temperature=0, input=[{
+        "role": "user", "content": [{"type": "input_text", "text": "Describe it."},
+                                    {"type": "input_image", "image_url": data_url(picture)}]}])
+    assert r.status in ("completed", "incomplete") and r.usage.input_tokens > nx * ny
+    c = anthropic.Anthropic(base_url=server.url, api_key="unused", max_retries=0, timeout=300)
+    m = c.messages.create(model=qwen_vl, max_tokens=4, messages=[{"role": "user", "content": [
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": b64(picture)}},
+        {"type": "text", "text": "What is this?"}]}])
+    assert m.stop_reason in ("end_turn", "max_tokens")
+    assert m.usage.input_tokens + (m.usage.cache_read_input_tokens or 0) > nx * ny
+    o = ollama.Client(host=server.url, timeout=300).chat(
+        model=qwen_vl, messages=[{"role": "user", "content": "What is this?", "images": [picture]}],
+        options={"num_predict": 4, "temperature": 0})
+    assert o.done and o.prompt_eval_count > nx * ny
