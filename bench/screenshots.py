@@ -189,11 +189,12 @@ def harbour_notes() -> str:
     return "# Harbour notes\n\n" + "\n\n".join(paras)
 
 
-def screen(path: Path) -> None:
-    """The whole display: the window and the dialogs over it."""
+def screen(path: Path, window, dialog) -> None:
+    """The window and the dialog over it: the part of the display they cover."""
     from PySide6.QtGui import QGuiApplication
 
-    QGuiApplication.primaryScreen().grabWindow(0).save(str(path))
+    area = window.frameGeometry().united(dialog.frameGeometry())
+    QGuiApplication.primaryScreen().grabWindow(0, area.x(), area.y(), area.width(), area.height()).save(str(path))
 
 
 async def drive(hearth, out: Path, sizes: tuple[tuple[int, int], ...] = (DEFAULT_SIZE,)) -> dict:
@@ -250,7 +251,7 @@ async def drive(hearth, out: Path, sizes: tuple[tuple[int, int], ...] = (DEFAULT
     await asyncio.sleep(0.8)
     approval_call = ToolCall(**{k: v for k, v in hearth.chat.messages.items()[-1].meta["tool_calls"][0].items()
                                 if k in ToolCall.__slots__})
-    screen(out / "tool-approval-light.png")
+    screen(out / "tool-approval-light.png", hearth.window, hearth.chat_page.approval)
     hearth.chat_page.approval.chat_button.click()
     await wait_for(lambda: not hearth.chat.busy, 600, "the tool answer")
     report["tool_answer"] = hearth.chat.messages.items()[-1].meta
@@ -288,7 +289,6 @@ async def drive(hearth, out: Path, sizes: tuple[tuple[int, int], ...] = (DEFAULT
 async def _shots(hearth, out: Path, size: tuple[int, int], tools_chat, doc_chat, seeded, math_chat, versions_chat,
                  empty_chat, notes_file, data_file, approval_call) -> list[str]:
     """Every page in both themes with the window at ``size``."""
-    from app.ui.chat_settings import ConversationSettingsDialog
     from app.ui.tool_approval import ToolApprovalDialog
 
     w = hearth.window
@@ -336,9 +336,7 @@ async def _shots(hearth, out: Path, size: tuple[int, int], tools_chat, doc_chat,
             elif page == "chat-settings":  # a chat's settings: its prompt, sampling and overflow policy
                 w.show_page("Chat")
                 hearth.chat.select(seeded["Explain Python decorators"].id)
-                dialog = ConversationSettingsDialog(hearth.chat.current_or_new(), hearth.chat_page,
-                                                    hearth.chat_page.presets)
-                dialog.open()
+                hearth.chat_page.toggle_settings()  # the panel beside the conversation, as Ctrl+, opens it
             elif page == "chat-indexing":  # a document being indexed: its progress line
                 w.show_page("Chat")
                 hearth.chat.select(doc_chat.id)
@@ -375,13 +373,15 @@ async def _shots(hearth, out: Path, size: tuple[int, int], tools_chat, doc_chat,
             await asyncio.sleep(0.6)
             path = out / f"{page}-{theme}{suffix}.png"
             if dialog is not None:  # a dialog is a window of its own: the screen shows it over the window
-                screen(path)
+                screen(path, w, dialog)
                 dialog.close()
             else:
                 w.grab().save(str(path))
             files.append(str(path))
             if page == "narrow":
                 w.resize(*size)
+            elif page == "chat-settings":
+                hearth.chat_page.toggle_settings()
             elif page == "chat-search":
                 hearth.chat_page.sidebar.search.clear()
             elif page == "chat-versions":
@@ -394,13 +394,13 @@ async def _shots(hearth, out: Path, size: tuple[int, int], tools_chat, doc_chat,
                 hearth.chat_page.suggestion_card.hide()
             elif page == "hugging-face":
                 hearth.models_page.tabs.setCurrentIndex(0)
-        if theme == "dark":  # the same question in the dark theme, over the tool chat
+        if theme == "dark" or suffix:  # the same question again (the light one at this size is taken above)
             w.show_page("Chat")
             hearth.chat.select(tools_chat.id)
             dialog = ToolApprovalDialog(approval_call, approval_call.server, hearth.chat_page)
             dialog.open()
             await asyncio.sleep(0.8)
-            screen(out / f"tool-approval-dark{suffix}.png")
+            screen(out / f"tool-approval-{theme}{suffix}.png", w, dialog)
             dialog.reject()
         files.append(str(out / f"tool-approval-{theme}{suffix}.png"))
     return files

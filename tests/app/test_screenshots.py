@@ -12,8 +12,9 @@ from runtime.server.launcher import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "docs" / "screenshots"
-PAGES = ("chat-tools", "tool-approval", "chat-document", "chat-code", "chat-versions", "chat-indexing", "first-run",
-         "models", "hugging-face", "server", "settings", "mcp-servers", "narrow")
+PAGES = ("chat-tools", "tool-approval", "chat-document", "chat-code", "chat-math", "chat-search", "chat-versions",
+         "chat-indexing", "chat-settings", "first-run", "models", "model-settings", "hugging-face", "server", "settings",
+         "mcp-servers", "narrow")
 
 
 def _colours(img: QImage, step: int = 16) -> set[int]:
