@@ -10,7 +10,7 @@ import re
 
 from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtWidgets import (
-    QComboBox, QFrame, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QPushButton, QSplitter,
+    QComboBox, QFrame, QHBoxLayout, QLabel, QLineEdit, QListView, QListWidget, QListWidgetItem, QPushButton, QSplitter,
     QTextBrowser, QVBoxLayout, QWidget,
 )
 
@@ -138,6 +138,7 @@ class HubBrowser(QWidget):
         self.results.setWordWrap(True)
         self.results.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.results.setTextElideMode(Qt.TextElideMode.ElideNone)
+        self.results.setResizeMode(QListView.ResizeMode.Adjust)  # rows measured again at the new width
         self.results.currentItemChanged.connect(self._picked)
         self.card = self._card()
         split = QSplitter()

@@ -224,3 +224,33 @@ def test_the_tool_question_shows_every_button_whole(make_app, driver):
            if b.width() < b.sizeHint().width()]
     dialog.reject()
     assert not cut, cut
+
+
+def test_hub_results_show_long_names_whole_in_a_narrow_window(make_app, driver):
+    """Long repository names wrap in the Hugging Face results (no sideways scrolling) and each row
+    is as tall as its wrapped text: the downloads line under the name stays in sight."""
+    from PySide6.QtCore import Qt
+
+    h = make_app(free_port())
+    h.window.resize(1280, 800)  # the search in a wide window, then the window made small
+    h.window.show()
+    h.window.show_page("Models")
+    mp = h.models_page
+    mp.tabs.setCurrentWidget(mp.hub)
+    hits = [{"repo": f"someone-with-a-long-name/SmolLM2-1.7B-Instruct-GGUF-{i}", "downloads": 184_000 - i,
+             "likes": i} for i in range(3)]
+    mp.hub.show_results("instruct", hits)
+    driver.pump(0.3)
+    h.window.show_page("Chat")  # resized while another page shows
+    h.window.resize(800, 600)
+    driver.pump(0.3)
+    h.window.show_page("Models")
+    driver.pump(0.3)
+    view = mp.hub.results
+    assert not view.horizontalScrollBar().isVisible()
+    fm = view.fontMetrics()
+    for row in range(view.count()):
+        item = view.item(row)
+        rect = view.visualItemRect(item)
+        need = fm.boundingRect(rect.adjusted(0, 0, -8, 0), Qt.TextFlag.TextWrapAnywhere, item.text()).height()
+        assert rect.height() >= need, (item.text(), rect.height(), need)
