@@ -245,7 +245,7 @@ def predicted(shape: ModelShape, hw, args: argparse.Namespace) -> tuple[FitPlan,
     out = {"verdict": plan.verdict, "ctx": plan.ctx, "kv_type": plan.kv_type, "gpu_layers": plan.gpu_layers,
            "memory_mib": round(plan.ram_bytes / MIB, 1),
            "parts_mib": {k: round(getattr(plan, f"{k}_bytes") / MIB, 1)
-                         for k in ("weights", "kv", "compute", "overhead")},
+                         for k in ("weights", "repacked", "kv", "compute", "overhead")},
            "decode_tokens_per_s": round(plan.predicted_tokens_per_s, 2) if plan.predicted_tokens_per_s else None,
            "speed_calibrated": plan.speed_calibrated,
            "decode_limit_tokens_per_s": round(plan.decode_limit_tps, 2) if plan.decode_limit_tps else None}

@@ -63,6 +63,7 @@ from runtime.hardware.memory import (
     kv_type_bytes,
     state_bytes,
 )
+from runtime.hardware.repack import repack_rules
 from runtime.hardware.shape import ModelShape
 from runtime.hardware.speed import PREDICT_AT_CELLS, decode_limit, predict_decode
 
@@ -128,6 +129,8 @@ class FitPlan:
     decode_limit_tps: float | None = None
     #: the same with the whole context in use
     decode_limit_at_ctx_tps: float | None = None
+    #: the CPU backend's repacked copy of matrices (``runtime.hardware.repack``; in ``ram_bytes``)
+    repacked_bytes: int = 0
 
     @property
     def fits(self) -> bool:
@@ -185,11 +188,12 @@ def _with_margin(n: int) -> int:
 
 def _copy(d: DeviceMemory) -> DeviceMemory:
     return DeviceMemory(d.name, d.weights, d.kv, d.compute, d.overhead, list(d.layers), d.output, d.projector,
-                        list(d.experts))
+                        list(d.experts), d.repack)
 
 
 def _add(into: DeviceMemory, other: DeviceMemory) -> None:
     into.weights += other.weights
+    into.repack += other.repack
     into.kv += other.kv
     into.compute += other.compute
     into.overhead += other.overhead
@@ -207,10 +211,11 @@ class _Planner:
         #: only RPC workers' devices beside the CPU: layers are shared by free memory (shared_split)
         self.remote_only = bool(self.gpus) and all(g.remote for g in self.gpus)
         self.remote = frozenset(g.device or g.name for g in self.gpus if g.remote)
+        self.repack = repack_rules(hw.cpu.features)  # what this CPU's llama.cpp keeps a second copy of
 
     def trial(self, ctx: int, n_gpu: int, cpu_moe: int = 0) -> _Trial:
         s = Settings(ctx, self.base.kv_type, self.base.n_seq, self.base.n_batch, self.base.swa_full)
-        cpu, gpus = estimate(self.shape, s, n_gpu, self.pool, self.remote, cpu_moe)
+        cpu, gpus = estimate(self.shape, s, n_gpu, self.pool, self.remote, cpu_moe, self.repack)
         cpu.overhead += WORKER_PROCESS_BYTES  # the worker process the model runs in
         self.place_projector(cpu, gpus, n_gpu)
         t = _Trial(s, n_gpu, cpu, gpus, None, [], cpu_moe=cpu_moe if cpu.experts else 0)
@@ -219,7 +224,8 @@ class _Planner:
             # RPC workers, on this machine's CPU (the engine's draft_config places it so).
             on_gpu = bool(self.pool) and n_gpu == self.full and not self.remote
             t.draft_cpu, t.draft_gpus = estimate(
-                self.draft, s, self.draft.n_layer + 1 if on_gpu else 0, self.pool[-1:] if on_gpu else [], self.remote)
+                self.draft, s, self.draft.n_layer + 1 if on_gpu else 0, self.pool[-1:] if on_gpu else [], self.remote,
+                repack=self.repack)
         t.fits = self.gpu_fits(t) and self.ram_fits(t)
         return t
 
@@ -376,7 +382,8 @@ def _finish(p: _Planner, t: _Trial, verdict: str, asked: int | None, at_target: 
         model=p.shape.name, verdict=verdict, gpu_layers=t.gpu_layers, layers_total=p.full,
         ctx=t.settings.ctx, requested_ctx=asked, kv_type=t.settings.kv_type,
         n_seq=t.settings.n_seq, n_batch=t.settings.n_batch, swa_full=t.settings.swa_full,
-        weights_bytes=sum(d.weights for d in main), kv_bytes=sum(d.kv for d in main),
+        weights_bytes=sum(d.weights for d in main), repacked_bytes=sum(d.repack for d in main),
+        kv_bytes=sum(d.kv for d in main),
         compute_bytes=sum(d.compute for d in main), overhead_bytes=sum(d.overhead for d in main),
         draft_bytes=t.draft_bytes, total_bytes=cpu.total + sum(d.total for d in gpus),
         ram_bytes=cpu.total, gpu_bytes=sum(d.total for d in gpus), ram_available=p.hw.ram.available,

@@ -4,7 +4,9 @@ What llama.cpp allocates, as Hearth creates contexts (``runtime.backends.llama``
 pool of ``n_seq`` running sequences, ``n_ubatch = n_batch``, ``swa_full`` off):
 
 - weights: the CPU keeps the token embeddings and every layer not offloaded (memory-mapped,
-  resident once read); a GPU holds its layers, and the output layer when it is offloaded
+  resident once read), and a repacked copy of the matrices of those layers that its kernels
+  want interleaved (``runtime.hardware.repack``: most of a Q4_K_M file on an AVX2 CPU); a GPU
+  holds its layers, and the output layer when it is offloaded
   (tied embeddings are copied for it). A mixture-of-experts model may keep the routed experts
   of its first ``cpu_moe`` layers on the CPU while the rest of those layers is offloaded
   (llama.cpp's ``--n-cpu-moe``, tensor buffer overrides); prompt batches then copy one layer's
@@ -151,15 +153,18 @@ class DeviceMemory:
     projector: int = 0
     #: layers placed on another device whose routed experts are held here (the CPU's ``cpu_moe``)
     experts: list[int] = field(default_factory=list)
+    #: the CPU backend's repacked copy of matrices it computes (``runtime.hardware.repack``)
+    repack: int = 0
 
     @property
     def total(self) -> int:
-        return self.weights + self.kv + self.compute + self.overhead + self.projector
+        return self.weights + self.repack + self.kv + self.compute + self.overhead + self.projector
 
     def to_dict(self) -> dict:
         return {
             "device": self.name, "weights_bytes": self.weights, "kv_bytes": self.kv,
             "compute_bytes": self.compute, "overhead_bytes": self.overhead, "projector_bytes": self.projector,
+            "repacked_bytes": self.repack,
             "total_bytes": self.total, "layers": len(self.layers), "output_layer": self.output,
             "expert_layers": len(self.experts),
         }
@@ -193,10 +198,12 @@ def assign_layers(n_layer: int, n_gpu_layers: int, splits: list[float]) -> list[
 
 def estimate(shape: ModelShape, s: Settings, n_gpu_layers: int = 0,
              gpus: list[tuple[str, float]] | None = None,
-             remote: frozenset[str] = frozenset(), cpu_moe: int = 0) -> tuple[DeviceMemory, list[DeviceMemory]]:
+             remote: frozenset[str] = frozenset(), cpu_moe: int = 0,
+             repack: dict[int, int] | None = None) -> tuple[DeviceMemory, list[DeviceMemory]]:
     """Memory on the CPU and on each GPU (``gpus``: name and free bytes, for the split;
     ``remote``: the names among them that are RPC workers' devices, with no runtime here;
-    ``cpu_moe``: the first layers whose routed experts stay on the CPU)."""
+    ``cpu_moe``: the first layers whose routed experts stay on the CPU; ``repack``: what this
+    CPU repacks, ``runtime.hardware.repack.repack_rules``)."""
     gpus = gpus or []
     where = assign_layers(shape.n_layer, n_gpu_layers if gpus else 0, [free for _, free in gpus])
     cpu = DeviceMemory("CPU", weights=shape.input_bytes)
@@ -212,6 +219,7 @@ def estimate(shape: ModelShape, s: Settings, n_gpu_layers: int = 0,
     out = cpu if where[shape.n_layer] < 0 else devs[where[shape.n_layer]]
     out.output = True
     out.weights += shape.output_bytes if out is cpu else shape.output_matrix_bytes
+    cpu.repack = shape.repack_bytes(repack or {}, cpu.layers, out is cpu)
     used = [d for d in devs if d.layers or d.output]
     # Hearth turns flash attention on with GPU layers or a quantized V cache, off otherwise.
     flash = bool(used) or s.kv_type != "f16"

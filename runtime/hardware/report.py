@@ -100,6 +100,9 @@ def format_fit_report(plan: FitPlan) -> str:
     if plan.state_bytes:
         parts = parts.replace(f"({plan.kv_type})", f"({plan.kv_type}; recurrent state "
                               f"{size(plan.state_bytes)} for {plan.n_seq} sequences, at any context)", 1)
+    if plan.repacked_bytes:
+        parts = parts.replace("weights " + size(plan.weights_bytes),
+                              f"weights {size(plan.weights_bytes)} + {size(plan.repacked_bytes)} repacked for this CPU", 1)
     if plan.projector_bytes:
         parts += f", projector {size(plan.projector_bytes)}"
     if plan.draft_bytes:

@@ -77,8 +77,21 @@ class ModelShape:
     #: the multimodal projector loaded beside the model (``mmproj``): its file's bytes, 0 when
     #: the catalog does not list its size; None: no projector (text only)
     projector_bytes: int | None = None
+    #: the matrices llama.cpp may repack for the CPU (``runtime.hardware.repack``): (layer, or
+    #: ``n_layer`` for the output layer; ggml type; rows ``ne[1]``; bytes); empty for a catalog shape
+    matmuls: tuple[tuple[int, int, int, int], ...] = ()
     #: the routed experts of a mixture-of-experts model; None: a dense model
     experts: Experts | None = None
+
+    def repack_bytes(self, rules: dict[int, int], layers: list[int] | range, output: bool) -> int:
+        """Bytes llama.cpp's CPU backend keeps a repacked copy of (``rules``:
+        ``runtime.hardware.repack.repack_rules``), of ``layers`` and, with ``output``, the output
+        layer: the layers the CPU computes."""
+        if not rules or not self.matmuls:
+            return 0
+        on_cpu = set(layers) | ({self.n_layer} if output else set())
+        return sum(n for layer, ggml_type, rows, n in self.matmuls
+                   if layer in on_cpu and ggml_type in rules and rows % rules[ggml_type] == 0)
 
     @property
     def moe(self) -> bool:
@@ -221,24 +234,30 @@ class _Keys:
         return value
 
 
-def _tensor_groups(header: GGUFHeader, n_layer: int) -> tuple[list[int], int, int, bool, int]:
+def _tensor_groups(header: GGUFHeader, n_layer: int) -> tuple[list[int], int, int, bool, int, list]:
     layers = [0] * n_layer
     input_bytes = output_bytes = n_params = 0
     has_output = False
+    matmuls: list[tuple[int, int, int, int]] = []  # what the CPU backend may repack (ModelShape.matmuls)
     for t in header.tensors:
         n_elem = 1
         for d in t.shape:
             n_elem *= d
         n_params += n_elem
         parts = t.name.split(".")
+        group = n_layer
         if parts[0] == "blk" and len(parts) > 1 and parts[1].isascii() and parts[1].isdigit() and int(parts[1]) < n_layer:
-            layers[int(parts[1])] += t.n_bytes
+            group = int(parts[1])
+            layers[group] += t.n_bytes
         elif t.name.startswith(_INPUT_TENSORS):
             input_bytes += t.n_bytes
+            continue  # looked up, never multiplied
         else:  # output norm, output matrix, and anything llama.cpp loads with the output layer
             output_bytes += t.n_bytes
             has_output |= t.name == "output.weight"
-    return layers, input_bytes, output_bytes, not has_output, n_params
+        if len(t.shape) in (2, 3) and t.name.endswith(".weight") and "token_embd" not in t.name:
+            matmuls.append((group, t.ggml_type, t.shape[1], t.n_bytes))
+    return layers, input_bytes, output_bytes, not has_output, n_params, matmuls
 
 
 def _experts(k: _Keys, n_layer: int) -> Experts | None:
@@ -297,7 +316,7 @@ def shape_from_header(header: GGUFHeader) -> ModelShape:
     state_bytes = tuple(4 * state if state and not kv else 0 for kv in n_head_kv)
     window = k.count("attention.sliding_window", 0)
     swa, assumed = swa_layers(n_layer, window, k.get("attention.sliding_window_pattern"), k.arch)
-    layers, input_bytes, output_bytes, tied, n_params = _tensor_groups(header, n_layer)
+    layers, input_bytes, output_bytes, tied, n_params, matmuls = _tensor_groups(header, n_layer)
     embd = next((t for t in header.tensors if t.name == "token_embd.weight"), None)
     n_vocab = k.count("vocab_size", embd.shape[-1] if embd and embd.shape else 0)
     n_ff = k.check("feed_forward_length", _largest(k.get("feed_forward_length"), 4 * n_embd))
@@ -309,7 +328,7 @@ def shape_from_header(header: GGUFHeader) -> ModelShape:
         ctx_train=ctx_train, sliding_window=window, swa_layers=swa, layer_bytes=tuple(layers),
         input_bytes=input_bytes, output_bytes=output_bytes, tied_output=tied, n_params=n_params,
         file_bytes=header.file_size, source="gguf", path=header.path, swa_assumed=assumed,
-        state_bytes=state_bytes, experts=_experts(k, n_layer),
+        state_bytes=state_bytes, experts=_experts(k, n_layer), matmuls=tuple(matmuls),
     )
 
 
