@@ -78,10 +78,13 @@ class Shape:
     end_of_turn: str  #: the token the instruct model ends a turn with (its eos)
     add_bos: bool
     rope_factor: float | None = None  #: Llama 3 rope scaling factor (rope_freqs.weight)
+    n_expert: int = 0  #: a mixture of experts (qwen3moe): routed experts per layer
+    n_expert_used: int = 0  #: experts a token goes through
+    n_ff_exp: int = 0  #: each expert's feed-forward width
 
     @property
     def family(self) -> str:
-        return "qwen" if self.arch == "qwen3" else "llama3"
+        return "qwen" if self.arch in ("qwen3", "qwen3moe") else "llama3"
 
 
 SHAPES: dict[str, Shape] = {
@@ -91,6 +94,12 @@ SHAPES: dict[str, Shape] = {
                       1e-6, "qwen2", "Qwen-Qwen3-0.6B", "<|im_end|>", False),
     "llama-3.1-8b": Shape("llama-3.1-8b", "llama", 32, 4096, 32, 8, 128, 14336, 128256, False, 500000.0, 131072,
                           1e-5, "llama-bpe", "meta-llama-Llama-3.1-8B-Instruct", "<|eot_id|>", True, 8.0),
+    # Qwen3-30B-A3B's layer (n_embd 2048, 32/4 heads of 128, experts of width 768 in the real one,
+    # 128 of them, 8 used) at about a seventh of its size: 20 layers of 64 experts of width 512,
+    # 8 used; 4.7B parameters, 0.9B of them read per token
+    "qwen3moe-5b-a1b": Shape("qwen3moe-5b-a1b", "qwen3moe", 20, 2048, 32, 4, 128, 0, 151936, False, 1e6, 40960,
+                             1e-6, "qwen2", "Qwen-Qwen3-0.6B", "<|im_end|>", False,
+                             n_expert=64, n_expert_used=8, n_ff_exp=512),
 }
 
 #: scaled down, each of the two layouts (for --smoke): the real vocabularies, two layers
@@ -99,6 +108,9 @@ SMOKE_SHAPES: dict[str, Shape] = {
                          1e-5, "llama-bpe", "meta-llama-Llama-3.2-3B-Instruct", "<|eot_id|>", True, 32.0),
     "smoke-qwen3": Shape("smoke-qwen3", "qwen3", 2, 256, 4, 2, 128, 512, 151936, True, 1e6, 40960,
                          1e-6, "qwen2", "Qwen-Qwen3-0.6B", "<|im_end|>", False),
+    "smoke-qwen3moe": Shape("smoke-qwen3moe", "qwen3moe", 2, 256, 4, 2, 128, 0, 151936, False, 1e6, 40960,
+                            1e-6, "qwen2", "Qwen-Qwen3-0.6B", "<|im_end|>", False,
+                            n_expert=8, n_expert_used=2, n_ff_exp=256),
 }
 
 
@@ -167,11 +179,19 @@ def tensors(shape: Shape) -> list[tuple[str, tuple[int, ...], type]]:
         out += [(p + "attn_norm.weight", (e,), np.float32), (p + "attn_q.weight", (q, e), np.float16),
                 (p + "attn_k.weight", (kv, e), np.float16), (p + "attn_v.weight", (kv, e), np.float16),
                 (p + "attn_output.weight", (e, q), np.float16)]
-        if shape.arch == "qwen3":
+        if shape.arch in ("qwen3", "qwen3moe"):
             out += [(p + "attn_q_norm.weight", (shape.head_dim,), np.float32),
                     (p + "attn_k_norm.weight", (shape.head_dim,), np.float32)]
-        out += [(p + "ffn_norm.weight", (e,), np.float32), (p + "ffn_gate.weight", (shape.n_ff, e), np.float16),
-                (p + "ffn_up.weight", (shape.n_ff, e), np.float16), (p + "ffn_down.weight", (e, shape.n_ff), np.float16)]
+        out.append((p + "ffn_norm.weight", (e,), np.float32))
+        if shape.n_expert:  # the router (kept F32, as llama.cpp's converter writes it) and the experts
+            x, f = shape.n_expert, shape.n_ff_exp
+            out += [(p + "ffn_gate_inp.weight", (x, e), np.float32),
+                    (p + "ffn_gate_exps.weight", (x, f, e), np.float16),
+                    (p + "ffn_up_exps.weight", (x, f, e), np.float16),
+                    (p + "ffn_down_exps.weight", (x, e, f), np.float16)]
+        else:
+            out += [(p + "ffn_gate.weight", (shape.n_ff, e), np.float16), (p + "ffn_up.weight", (shape.n_ff, e), np.float16),
+                    (p + "ffn_down.weight", (e, shape.n_ff), np.float16)]
     out.append(("output_norm.weight", (e,), np.float32))
     if not shape.tied:
         out.append(("output.weight", (shape.n_vocab, e), np.float16))
@@ -186,7 +206,11 @@ def write_f16(shape: Shape, path: Path, seed: int = 0) -> Path:
     w.add_block_count(shape.n_layer)
     w.add_context_length(shape.ctx_train)
     w.add_embedding_length(shape.n_embd)
-    w.add_feed_forward_length(shape.n_ff)
+    w.add_feed_forward_length(shape.n_ff or shape.n_ff_exp * shape.n_expert_used)
+    if shape.n_expert:
+        w.add_expert_count(shape.n_expert)
+        w.add_expert_used_count(shape.n_expert_used)
+        w.add_expert_feed_forward_length(shape.n_ff_exp)
     w.add_head_count(shape.n_head)
     w.add_head_count_kv(shape.n_head_kv)
     w.add_rope_freq_base(shape.rope_theta)
@@ -210,6 +234,8 @@ def write_f16(shape: Shape, path: Path, seed: int = 0) -> Path:
     for name, dims, dtype in layout:
         if name == "rope_freqs.weight":
             data = _rope_factors(shape)
+        elif name.endswith("ffn_gate_inp.weight"):  # a router: small, any sign
+            data = rng.standard_normal(dims, dtype=np.float32) * np.float32(SCALE)
         elif dtype is np.float32:  # norms: around one, as trained ones are
             data = (1 + rng.standard_normal(dims, dtype=np.float32) * np.float32(SCALE)).astype(np.float32)
         else:
