@@ -201,6 +201,16 @@ class ChatService(QObject):
             c.sampling = sampling
         self.store.update(c)
 
+    def set_option(self, name: str, value: object) -> bool:
+        """One per-chat option of the open chat (``tools``, ``ctx``, ...), kept in the store;
+        False when no chat is open or the option already has that value."""
+        c = self.current
+        if c is None or c.options.get(name) == value:
+            return False
+        c.options[name] = value
+        self.store.update(c)
+        return True
+
     # sending
     def send(self, text: str, attachments: list[dict] | None = None) -> bool:
         """Send a message; ``attachments`` (name and text of dropped files) go with it as context."""

@@ -343,8 +343,7 @@ class ChatPage(QWidget):
     def _tools_toggled(self, on: bool) -> None:
         c = self.chat.current
         if c is not None and c.options.get("tools", True) != on:
-            c.options["tools"] = on
-            self.chat.store.update(c)
+            self.chat.set_option("tools", on)
 
     def send(self) -> None:
         files = [a.to_meta() for a in self.pending]
@@ -523,11 +522,7 @@ class ChatPage(QWidget):
         self._ask_fit()
 
     def _ctx_changed(self) -> None:
-        c = self.chat.current
-        value = self.ctx_spin.value() or None
-        if c is not None and c.options.get("ctx") != value:
-            c.options["ctx"] = value
-            self.chat.store.update(c)
+        self.chat.set_option("ctx", self.ctx_spin.value() or None)
         self._ask_fit()
         self._meter_timer.start()
 
