@@ -119,7 +119,7 @@ class HearthApp(QObject):
                                                  self.remotes, self.service.health_changed, self.spawn)
         self.remotes_column.addStretch(1)
         self.remotes.changed.connect(lambda _: self._local_models(self._local_ids))
-        self.window = MainWindow(pages)
+        self.window = MainWindow(pages, rethemers=[self.chat_page.retheme])
         self._restore_window()
         if self.store.problem:  # the damaged history was set aside: say so where the user looks
             self.show_error(UserError("The chat history was damaged.", self.store.problem,

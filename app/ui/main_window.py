@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QSize, Qt
@@ -88,11 +88,15 @@ class MainWindow(QMainWindow):
 
     PAGES = ("Chat", "Models", "Server", "Settings")
 
-    def __init__(self, pages: dict[str, QWidget], title: str = "Hearth") -> None:
+    def __init__(self, pages: dict[str, QWidget], title: str = "Hearth",
+                 rethemers: Sequence[Callable[[Theme], None]] = ()) -> None:
+        """``rethemers``: what draws in the theme's colours besides the sheet (icons), called
+        with the new theme after a switch."""
         super().__init__()
         self.setWindowTitle(title)
         self.resize(1180, 760)
         self.pages = pages
+        self.rethemers = list(rethemers)
         self._theme: Theme | None = None  #: the theme the icons are drawn in (``retheme``)
         self.nav = QListWidget()
         self.nav.setObjectName("nav")
@@ -190,9 +194,8 @@ class MainWindow(QMainWindow):
             if name:
                 item.setIcon(icon(name, theme.muted if i != self.nav.currentRow() else theme.accent))
         self._theme = theme
-        for page in self.pages.values():
-            if hasattr(page, "retheme"):
-                page.retheme(theme)
+        for retheme in self.rethemers:
+            retheme(theme)
 
     def _nav_changed(self, row: int) -> None:
         self.stack.setCurrentIndex(row)
