@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from runtime.hardware.catalog_shape import shape_from_catalog
+from runtime.hardware.repack import estimated_matmuls
 from runtime.hardware.shape import ModelShape, shape_from_header
 from runtime.store.catalog import CatalogEntry, load_catalog
 from runtime.store.gguf_file import read_header
@@ -31,6 +32,7 @@ def catalog_shape(entry: CatalogEntry, quant: str | None = None) -> ModelShape |
     sized = CatalogEntry(entry.id, entry.name, entry.family, entry.license, entry.context_length,
                          {**entry.raw, "shape": {**entry.raw["shape"], "file_bytes": size}})
     shape = shape_from_catalog(sized)
+    shape.matmuls = estimated_matmuls(quant or entry.raw.get("default_quant"), shape.layer_bytes)
     if entry.mmproj is not None:
         shape.projector_bytes = entry.mmproj[1] or 0
     return shape

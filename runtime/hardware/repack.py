@@ -47,3 +47,21 @@ def repacked(ggml_type: int, shape: tuple[int, ...], name: str, rules: dict[int,
     rows = rules.get(ggml_type)
     return (rows is not None and len(shape) in (2, 3) and shape[1] % rows == 0
             and name.endswith(".weight") and "token_embd" not in name)
+
+
+#: before a download only the quantization's name is known: the share of a layer's bytes that is
+#: repacked, and as which type, measured on generated models at real shapes (``bench/real_shapes.py``:
+#: Q4_K_M 0.75-0.85 of the layers' bytes, its Q6_K and Q5_0 matrices stay) or whole for the
+#: uniform 4-bit types
+CATALOG_SHARES: dict[str, tuple[int, float]] = {
+    "Q4_K_M": (Q4_K, 0.8), "Q4_K_S": (Q4_K, 0.95), "Q4_0": (Q4_0, 1.0), "IQ4_NL": (IQ4_NL, 1.0),
+}
+
+
+def estimated_matmuls(quant: str | None, layer_bytes: tuple[int, ...]) -> tuple[tuple[int, int, int, int], ...]:
+    """``ModelShape.matmuls`` for a model not downloaded yet, from its quantization's name."""
+    known = CATALOG_SHARES.get((quant or "").upper())
+    if known is None:
+        return ()
+    ggml_type, share = known
+    return tuple((il, ggml_type, 8, int(n * share)) for il, n in enumerate(layer_bytes))

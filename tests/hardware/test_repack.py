@@ -62,3 +62,19 @@ def test_the_plan_counts_the_copy_on_the_cpu_and_not_for_offloaded_layers(gemma_
     assert on_gpu.repack == 0  # every layer and the output on the GPU: nothing for the CPU kernels
     smol = shape_from_gguf(smollm2_path)  # Q4_1: no repacking kernel for it
     assert estimate(smol, s, repack=repack_rules(["AVX2"]))[0].repack == 0
+
+
+def test_a_catalog_model_is_planned_with_its_copy_before_the_download():
+    """Before a download only the quantization's name is known: a Q4_K_M Llama 3.2 1B is planned
+    with about the copy a file of that shape made (445.5 MiB, bench/real_shapes.py), a Q8_0 with none."""
+    from runtime.hardware.model_shape import catalog_shape
+    from runtime.store.catalog import load_catalog
+
+    entry = load_catalog()["llama-3.2-1b"]
+    q4 = catalog_shape(entry, "Q4_K_M")
+    assert q4 is not None
+    repacked = q4.repack_bytes(repack_rules(["AVX2"]), range(q4.n_layer), True) / (1 << 20)
+    assert repacked == pytest.approx(445.5, rel=0.15)
+    q8 = catalog_shape(entry, "Q8_0")
+    assert q8 is not None and q8.repack_bytes(repack_rules(["AVX2"]), range(q8.n_layer), True) == 0
+    assert repack_rules(["AVX2"]) and plan_fit(q4, rec.machine([], 16 * rec.GIB, 12 * rec.GIB)).repacked_bytes > 0
