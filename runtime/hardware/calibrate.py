@@ -25,9 +25,10 @@ from typing import Any
 from runtime.hardware import bandwidth as bw
 from runtime.hardware.info import HardwareInfo
 from runtime.hardware.measure import measure_model
-from runtime.hardware.memory import Settings, bytes_per_token, estimate
+from runtime.hardware.memory import Settings, bytes_per_token, estimate, pad_ctx
 from runtime.hardware.probe import probe
 from runtime.hardware.shape import shape_from_gguf
+from runtime.hardware.speed import grouped_attention_bytes
 
 CALIBRATION_MODELS = ("smollm2-135m", "gemma-3-270m")
 PREFILL = 64  #: a short prompt: prefill is compute-bound and says nothing of decode
@@ -57,11 +58,14 @@ def default_model_paths() -> list[Path]:
 
 
 def cpu_bytes_per_token(path: str | Path, filled: int, n_ctx: int = 512) -> int:
-    """Bytes one decode step of a CPU-only model reads with ``filled`` cells in use."""
+    """Bytes one decode step of a CPU-only model goes through with ``filled`` cells in use: what
+    it reads, and its KV rows once more for each further query head of a group (as the
+    prediction counts them, ``runtime.hardware.speed``)."""
     shape = shape_from_gguf(path)
     s = Settings(ctx=n_ctx, n_seq=1)
     cpu, gpus = estimate(shape, s)
-    return bytes_per_token(shape, s, cpu, gpus, filled)[0]
+    grouped = grouped_attention_bytes(shape, s, cpu.layers, pad_ctx(filled))
+    return int(bytes_per_token(shape, s, cpu, gpus, filled)[0] + grouped)
 
 
 def fit_line(points: list[tuple[float, float]]) -> tuple[float, float]:

@@ -164,7 +164,8 @@ def test_speed_prediction_uses_bandwidth_and_bytes(smollm2_path):
     hw.decode_efficiency, hw.decode_fixed_s = 0.5, 0.002
     plan = plan_fit(shape, hw, ctx=2048)
     per_token = sum(shape.layer_bytes) + shape.output_matrix_bytes + 30 * 3 * 128 * 2 * 512
-    assert plan.predicted_tokens_per_s == pytest.approx(1 / (0.002 + per_token / (40e9 * 0.5)))
+    grouped = 30 * 3 * 128 * 2 * 512 * 2  # on the CPU, 9 query heads on 3 KV heads: each KV row twice more
+    assert plan.predicted_tokens_per_s == pytest.approx(1 / (0.002 + (per_token + grouped) / (40e9 * 0.5)))
     assert plan.speed_calibrated
     # all layers on the GPU: its bandwidth, no CPU step cost
     fast = rec.machine([rec.RTX_4090], 32 * GIB, 28 * GIB, bandwidth=40e9)
