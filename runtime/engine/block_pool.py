@@ -3,7 +3,10 @@
 llama.cpp allocates KV cells anywhere in its pool; blocks are Hearth's accounting of those
 cells, ``block_size`` tokens each, as in vLLM. A full block may carry the chained hash of
 its tokens; while its hash is registered, a later request whose prompt has the same prefix
-can reuse it. Blocks with no references wait in a free queue in least-recently-used order
+can reuse it. Each cached block is also listed under its parent's hash, so that a prompt
+that parts from the cache inside a block can find the block it parts from (and reuse its
+tokens up to there: ``children``); the cache manager keeps a finished request's partial
+last block that way too, under a hash of its tokens so far. Blocks with no references wait in a free queue in least-recently-used order
 (a request's blocks are freed tail first, so a prefix's tail is evicted before its head);
 allocating one that still carries a hash evicts it from the cache.
 
@@ -27,9 +30,11 @@ class Block:
     index: int = 0
     #: sequence ids whose llama.cpp cells hold this block; the first is the designated one
     seqs: list[int] = field(default_factory=list)
+    #: the hash of the block before it (the cache's root for a first block), while cached
+    parent: int | None = None
 
     def reset(self) -> None:
-        self.ref_count, self.hash, self.tokens, self.index = 0, None, None, 0
+        self.ref_count, self.hash, self.tokens, self.index, self.parent = 0, None, None, 0, None
         self.seqs.clear()
 
 
@@ -42,6 +47,7 @@ class BlockPool:
         self.blocks = [Block(i) for i in range(num_blocks)]
         self._free: OrderedDict[int, None] = OrderedDict((i, None) for i in range(num_blocks))
         self._cached: dict[int, Block] = {}
+        self._children: dict[int, set[int]] = {}  # parent hash -> hashes of cached blocks after it
         self._on_evict = on_evict
         self.evictions = 0
         self.num_cached_free = 0  # cached blocks nobody references: the evictable cache
@@ -107,19 +113,33 @@ class BlockPool:
                     self.num_cached_free += 1
                 self._free[b.block_id] = None
 
-    def cache(self, block: Block, block_hash: int, tokens: Sequence[int], index: int) -> bool:
-        """Register a full block under its hash; False if another block already has it."""
+    def cache(self, block: Block, block_hash: int, tokens: Sequence[int], index: int,
+              parent: int | None = None) -> bool:
+        """Register a block under its hash (and under ``parent``, the hash of the block before
+        it, when given); False if another block already has the hash."""
         if block_hash in self._cached:
             return self._cached[block_hash] is block
-        block.hash, block.tokens, block.index = block_hash, tuple(tokens), index
+        block.hash, block.tokens, block.index, block.parent = block_hash, tuple(tokens), index, parent
         self._cached[block_hash] = block
+        if parent is not None:
+            self._children.setdefault(parent, set()).add(block_hash)
         return True
+
+    def children(self, parent: int) -> list[Block]:
+        """The cached blocks registered after the block whose hash is ``parent``."""
+        return [self._cached[h] for h in self._children.get(parent, ())]
 
     def uncache(self, block: Block) -> None:
         """Forget a block's hash (its cells are gone); it stays allocated if referenced."""
         if block.hash is not None and self._cached.get(block.hash) is block:
             del self._cached[block.hash]
-        block.hash, block.tokens = None, None
+            if block.parent is not None:
+                siblings = self._children.get(block.parent)
+                if siblings is not None:
+                    siblings.discard(block.hash)
+                    if not siblings:
+                        del self._children[block.parent]
+        block.hash, block.tokens, block.parent = None, None, None
 
     def forget(self, block: Block) -> None:
         """A cached block whose cells are gone: it loses its hash (an unreferenced one stays

@@ -7,9 +7,17 @@ through the backend's memory API:
 - a prefix hit copies cached blocks into the new sequence: ``seq_cp(src, dst, p0, p1)``
   only adds ``dst`` to the owners of those cells (zero-copy), runs of blocks held by the
   same sequence in one call;
-- a finished request's sequence becomes a *holder* of its full blocks (duplicates and
-  the partial tail are removed with ``seq_rm``); evicting a cached block removes its cells
-  from its holder, and a holder with no blocks frees its sequence id;
+- a finished request's sequence becomes a *holder* of its full blocks (duplicates are removed
+  with ``seq_rm``); evicting a cached block removes its cells from its holder, and a holder
+  with no blocks frees its sequence id;
+- token granularity (full-attention memory): a holder keeps its partial last block too (the
+  end of its prompt or of its reply), cached under a hash of its tokens so far; a prompt that
+  parts from the cache inside a block (its own next turn, or a prompt that differs from a
+  cached one a few tokens into a block) copies the leading tokens it shares with the cached
+  block there (``PrefixHit.partial``), so it recomputes only the tokens that differ, as
+  llama-server's slot does. Not for a seeded sampled request: llama.cpp's logits depend on
+  how the prompt was cut into steps (measured on SmolLM2: up to 1.2 apart), so such a request
+  recomputes its prompt from the block boundary every time, as before, and samples the same;
 - sequence ids are bounded (running slots + holders <= n_seq_max): when none is free, the
   least recently used holder that holds none of the admitted prefix is dropped; so it is
   when llama.cpp finds no room for a step
@@ -41,7 +49,7 @@ from runtime.engine.checkpoints import Checkpoints, MemoryLayout
 from runtime.engine.disk_cache import DiskCache
 from runtime.engine.host_cache import HostCache, HostEntry, TierCounters
 from runtime.engine.kv_memory import KVMemory
-from runtime.engine.prefix_hit import PrefixHit
+from runtime.engine.prefix_hit import Partial, PrefixHit
 from runtime.engine.kv_stats import KVStats  # noqa: F401 (re-exported: the manager's statistics)
 from runtime.engine.request import Request
 from runtime.kernels.block_hash import ROOT, hash_block
@@ -81,6 +89,9 @@ class KVCacheManager:
         #: sequence -> where its tokens sit, for sequences whose positions are not their tokens'
         #: indices (M-RoPE images), running or holding
         self._maps: dict[int, PositionMap] = {}
+        #: copy cells at token granularity: full attention only (a sliding window or a recurrent
+        #: state is restored from checkpoints, which end on block boundaries)
+        self.token_reuse = prefix_cache and self.layout.kind == "attention"
 
     def _pos(self, seq: int, i: int) -> int:
         """The position of token ``i`` of sequence ``seq`` (what the memory's operations take)."""
@@ -104,6 +115,8 @@ class KVCacheManager:
         had to go is stale afterwards (``PrefixHit.intact``)."""
         if not self._free_seqs and self._holders:
             used = {s for block in hit.blocks for s in block.seqs} if hit is not None else set()
+            if hit is not None and hit.partial is not None:
+                used.update(hit.partial.block.seqs)
             self._drop_holder(next((s for s in self._holders if s not in used), next(iter(self._holders))))
         return self._free_seqs.pop() if self._free_seqs else None
 
@@ -192,7 +205,36 @@ class KVCacheManager:
         hit.hashes = hashes
         if self.host is not None and request.num_preemptions == 0:
             hit.parts = self._parting(hashes, len(hits))
+        if self.token_reuse and not hit.host_blocks and self._exact_tokens(request):
+            hit.partial = self._partial(request, hit)
         return hit
+
+    @staticmethod
+    def _exact_tokens(request: Request) -> bool:
+        """Whether ``request`` may start from cells copied at any token (see the module
+        docstring): not a seeded sampled one, nor one whose positions are not its tokens'."""
+        p = request.params
+        if p.seed is not None and p.temperature > 0:
+            return False
+        return request.media is None or request.media.pos_map.identity
+
+    def _partial(self, request: Request, hit: PrefixHit) -> Partial | None:
+        """The cached block after ``hit``'s device blocks that shares the most leading tokens
+        with the prompt there (at most all but the prompt's last token)."""
+        j, b = len(hit.blocks), self.block_size
+        start = j * b
+        want = request.tokens[start:min(start + b, len(request.tokens) - 1)]
+        if not want:
+            return None
+        parent = hit.hashes[j - 1] if j else request.cache_root
+        best: Partial | None = None
+        for block in self.pool.children(parent):
+            if not block.seqs or block.tokens is None or block.hash is None or block.seqs[0] in self._maps:
+                continue
+            m = _common(block.tokens, want)
+            if m and (best is None or m > best.tokens):
+                best = Partial(block, block.hash, m)
+        return best
 
     def _parting(self, hashes: list[int], device: int) -> int:
         """Where the prompt whose blocks are ``hashes`` parts from a prefix it shares with another
@@ -290,8 +332,26 @@ class KVCacheManager:
                     hits = self._drop_tail(seq, hits, 0)
         self._count(hit, None, ckpt if restored else None)
         self._admitted(request, hits, len(hits) * self.block_size)
-        self._save_shared(request)
+        self._save_shared(request)  # a shared prefix ends on a block boundary: before the partial block
+        if hit.partial is not None and len(hits) == len(hit.blocks):
+            m = self._copy_partial(seq, request.num_computed, hit.partial)
+            request.num_computed += m
+            if request.num_preemptions == 0:
+                request.cached_tokens += m
+                self.prefix_hit_tokens += m
         self._trim_idle()
+
+    def _copy_partial(self, seq: int, start: int, partial: Partial) -> int:
+        """Copy the shared leading tokens of a cached block onto ``seq`` at ``start``; how many."""
+        if not partial.intact:
+            return 0
+        src, m = partial.block.seqs[0], partial.tokens
+        self._memory.seq_cp(src, seq, start, start + m)
+        if self._memory.seq_pos_max(seq) != start + m - 1:  # never guess: recompute them
+            self._memory.seq_rm(seq, start, None)
+            return 0
+        self.touch_holder(src)
+        return m
 
     def _save_shared(self, request: Request) -> None:
         """Save the shared prefix where the request's prompt parts from another's, once its
@@ -426,9 +486,10 @@ class KVCacheManager:
         hashes = request.block_hashes
         for i in range(len(hashes), request.num_computed // b):
             tokens = request.tokens[i * b:(i + 1) * b]
-            h = hash_block(hashes[-1] if hashes else request.cache_root, tokens)
+            parent = hashes[-1] if hashes else request.cache_root
+            h = hash_block(parent, tokens)
             hashes.append(h)
-            self.pool.cache(table[i], h, tokens, i)
+            self.pool.cache(table[i], h, tokens, i, parent)
         if self.checkpoints is not None:
             self.checkpoints.after_compute(request)
         if request.request_id in self._shared_at:
@@ -461,6 +522,8 @@ class KVCacheManager:
             return
         if keep_cache and self.host is not None and self.layout.cells:
             self._save_to_host(seq, hashes, request.prompt_len)
+        if keep_cache and self.token_reuse and seq not in self._maps:
+            self._keep_tail(request, seq, table, hashes)
         held = 0
         for block in table:
             keep = keep_cache and self.layout.holders and block.hash is not None and block.seqs == [seq]
@@ -480,6 +543,21 @@ class KVCacheManager:
         self.pool.free(table)
         if keep_cache and self.tables:
             self.pool.trim_cache(self.cache_keep)  # idle cells would slow the running requests' steps
+
+    def _keep_tail(self, request: Request, seq: int, table: list[Block], hashes: list[int]) -> None:
+        """Cache a finishing request's partial last block (the tokens it computed past its last
+        full block) under a hash of those tokens, so that ``seq`` holds it with its full blocks."""
+        b, n = self.block_size, request.num_computed
+        k = n // b
+        if n % b == 0 or k >= len(table) or len(hashes) < k:
+            return
+        block = table[k]
+        if block.hash is not None or block.seqs != [seq]:
+            return
+        self._memory.seq_rm(seq, n, None)  # drafted cells past the computed tokens
+        parent = hashes[k - 1] if k else request.cache_root
+        tokens = request.tokens[k * b:n]
+        self.pool.cache(block, hash_block(parent, tokens), tokens, k, parent)
 
     def _trim_idle(self) -> None:
         """Idle cached cells beyond ``cache_keep`` leave the device once a request runs (each
@@ -509,6 +587,16 @@ class KVCacheManager:
                        h.num_checkpoints if h else 0, c.saved if c else 0, c.restored if c else 0,
                        self.layout.kind, h.stats() if h else None,
                        h.disk.stats() if h and h.disk else None)
+
+
+def _common(a: tuple[int, ...], b: list[int]) -> int:
+    """Length of the common leading run of ``a`` and ``b``."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
 
 
 def _count(host: TierCounters, disk: TierCounters | None, entry: HostEntry | None, tokens: int) -> None:

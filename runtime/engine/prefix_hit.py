@@ -26,6 +26,9 @@ class PrefixHit:
     #: when no state (or checkpoint) of exactly that prefix is kept yet: saved once the
     #: request's sequence holds it; 0: none
     parts: int = 0
+    #: the cached block the prompt parts from inside, after ``blocks``, and how many of its
+    #: leading tokens the prompt shares (copied too: token granularity); None: none
+    partial: "Partial | None" = None
 
     def num_blocks(self) -> int:
         return len(self.blocks) if self.blocks else self.host_blocks
@@ -34,4 +37,17 @@ class PrefixHit:
     def intact(self) -> bool:
         """Whether every device block still has a sequence holding its cells (a holder that
         gave way for a sequence id after the lookup takes them)."""
-        return all(block.seqs for block in self.blocks)
+        return all(block.seqs for block in self.blocks) and (self.partial is None or self.partial.intact)
+
+
+@dataclass(slots=True)
+class Partial:
+    """Leading tokens of a cached block that a prompt shares before it parts from it."""
+
+    block: Block
+    block_hash: int  #: the block's hash at the lookup (it may be evicted and reused after)
+    tokens: int
+
+    @property
+    def intact(self) -> bool:
+        return self.block.hash == self.block_hash and bool(self.block.seqs)

@@ -144,6 +144,13 @@ def prepare(backend, text: str, media: list[Media]):
     return backend.projector.prepare(text, media, True, True, backend.n_batch)
 
 
+#: a state restored from the host tier lands in other cells than an uncached run's (the other
+#: prompt's held partial block is still on the device), and llama.cpp's results depend on where
+#: the cells lie (the same prompt decoded at other cells: logits up to 0.75 apart on SmolLM2):
+#: logprobs up to 1e-2 apart here; the greedy tokens must be the same
+RESTORED_TOL = 2e-2
+
+
 def same(got: tuple[list[int], list[float]], want: tuple[list[int], list[float]], tol: float = 2e-3) -> None:
     assert got[0] == want[0]
     assert np.allclose(got[1], want[1], atol=tol), (got[1], want[1])
@@ -212,7 +219,7 @@ def test_the_same_image_resent_comes_from_the_cache_whole(backend, host_mib):
     got = run(e)["b"]
     assert r.cached_tokens >= span.end  # the image and all before it
     assert e.kv.host is None or e.kv.host.hit_tokens == r.cached_tokens  # restored from the host tier
-    same(got, want)
+    same(got, want, tol=RESTORED_TOL if host_mib else 2e-3)
 
 
 @pytest.mark.parametrize("host_mib", [0, 64])
@@ -246,7 +253,7 @@ def test_a_prefix_that_would_end_inside_an_image_stops_before_it(backend, host_m
     got = run(e)["b"]
     assert r.cached_tokens == span.start // BLOCK * BLOCK
     assert e.kv.host is None or e.kv.host.hit_tokens == r.cached_tokens
-    same(got, want)
+    same(got, want, tol=RESTORED_TOL if host_mib else 2e-3)
 
 
 def test_two_different_images_never_share_cells(backend):

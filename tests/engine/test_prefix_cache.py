@@ -90,7 +90,7 @@ def test_a_second_request_with_the_same_system_prompt_hits_the_cache(cached_engi
     generate(cached_engine, "first", first, 4)
     _, hit = generate(cached_engine, "second", second, 4)
     common = next(i for i, (x, y) in enumerate(zip(first, second)) if x != y)
-    assert hit == common // 16 * 16 and hit > 0
+    assert hit == common  # every shared token, the block they part inside included
     s = cached_engine.stats().kv
     assert s.prefix_hit_tokens >= hit and s.blocks_cached > 0
 

@@ -186,8 +186,8 @@ def test_prefix_cache_hits_across_clients_and_reports_cached_tokens(server, oai)
     second = other_client.chat.completions.create(model="smollm2-135m", messages=[
         {"role": "system", "content": system}, {"role": "user", "content": "When do you open?"}], **GREEDY)
     assert first.usage.prompt_tokens_details.cached_tokens < 16
-    assert second.usage.prompt_tokens_details.cached_tokens >= 64
-    assert second.usage.prompt_tokens_details.cached_tokens % 16 == 0
+    # every token the two prompts share (not only whole blocks), never the whole prompt
+    assert 64 <= second.usage.prompt_tokens_details.cached_tokens < second.usage.prompt_tokens
     kv = server.stats()["models"][0]["kv"]
     for key in ("block_size", "blocks_total", "blocks_used", "blocks_cached", "prefix_hit_tokens",
                 "prompt_tokens", "evictions", "preemptions", "host_bytes", "host_hit_tokens"):
