@@ -211,7 +211,10 @@ class Engine:
 
     def _finish(self, request: Request, reason: FinishReason) -> None:
         request.finish_reason = reason
-        self.scheduler.remove(request, keep_cache=reason is not FinishReason.ERROR)
+        # an answer that ended is released after this step's outputs are sent (its state's save to
+        # the host tier with it); a cancelled request's cells go at once
+        self.scheduler.remove(request, keep_cache=reason is not FinishReason.ERROR,
+                              defer=reason is not FinishReason.CANCELLED)
         request.sampler.close()
         del self.requests[request.request_id]
         self.requests_finished += 1
@@ -236,6 +239,11 @@ class Engine:
     def has_work(self) -> bool:
         return self.scheduler.has_work()
 
+    def release_finished(self) -> None:
+        """Release the requests that ``step(hold_finished=True)`` finished (their blocks to the
+        prefix cache, their state to the host tier)."""
+        self.kv.flush()
+
     def stats(self) -> EngineStats:
         s = self.scheduler
         return EngineStats(len(s.running), len(s.waiting), self.tokens_generated, s.used_cells,
@@ -243,7 +251,16 @@ class Engine:
                            self.kv.stats(), self.spec.as_dict() if self.spec is not None else None)
 
     # -- the step ---------------------------------------------------------------------
-    def step(self) -> list[RequestOutput]:
+    def step(self, hold_finished: bool = False) -> list[RequestOutput]:
+        """One step of every running request. ``hold_finished``: the requests it finishes are
+        released by ``release_finished`` (or the next step), once their outputs are sent."""
+        self.kv.flush()
+        outputs = self._step()
+        if not hold_finished:
+            self.kv.flush()
+        return outputs
+
+    def _step(self) -> list[RequestOutput]:
         self._stepping = []
         chunks = self.scheduler.schedule()
         self._stepping = [c.request for c in chunks]

@@ -84,12 +84,13 @@ class Scheduler:
         """KV cells in use by running requests (the tokens they have computed)."""
         return sum(r.num_computed for r in self.running)
 
-    def remove(self, request: Request, keep_cache: bool = True) -> None:
+    def remove(self, request: Request, keep_cache: bool = True, defer: bool = False) -> None:
         """Take a request out (finished or cancelled); its full blocks stay as prefix cache
-        unless ``keep_cache`` is False (a request that failed: its cells are not trusted)."""
+        unless ``keep_cache`` is False (a request that failed: its cells are not trusted).
+        ``defer``: its blocks are released at the next ``KVCacheManager.flush``."""
         if request in self.running:
             self.running.remove(request)
-            self.kv.free(request, keep_cache=keep_cache)
+            self.kv.free(request, keep_cache=keep_cache, defer=defer and keep_cache)
         elif request in self.waiting:
             self.waiting.remove(request)
         request.status = RequestStatus.FINISHED

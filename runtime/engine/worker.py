@@ -262,7 +262,7 @@ class _Worker:
         it had scheduled and nothing else; only a decode that left the context in an unknown
         state (``BackendError``) ends the worker."""
         try:
-            return self.engine.step()
+            return self.engine.step(hold_finished=True)
         except BackendError:
             raise
         except Exception as e:  # noqa: BLE001 - see the docstring: never one request's end for all
@@ -291,6 +291,7 @@ class _Worker:
                 outputs = self._step()
                 if outputs:
                     conn.send(StepResult(outputs, engine.stats()))
+                engine.release_finished()  # a finished request's state is saved while its answer goes out
 
     def close(self) -> None:
         self._tokenizer.shutdown(wait=True, cancel_futures=True)
