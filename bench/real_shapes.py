@@ -20,7 +20,10 @@ For each shape:
   - TTFT of a cold prompt of ``--prompt-tokens`` tokens (the time of a one-token completion: the
     prefill, one decode step and the HTTP round trip, the same for both);
   - TTFT of the next turn of that chat (the prompt, an assistant answer, a new short user
-    message): what the prefix cache saves (the cached tokens each server reports are given);
+    message): what the prefix cache saves (the cached tokens each server reports are given). It
+    is sent ``READ_PAUSE_S`` after the answer, as a client that reads the answer (or runs a tool)
+    would: Hearth saves a finished request's cells to host memory once its answer is out (0.1 s
+    for 2k tokens of the 1B); sent back to back, that save lands in the next request;
   - decode tokens/s of one stream from a ~448-token prompt: ``(n_long - n_short) / (t_long -
     t_short)`` of a ``--decode-tokens`` and a 16-token completion of the same (cached) prompt,
     so prefill and overhead cancel; llama-server's own ``predicted_per_second`` beside it;
@@ -75,6 +78,9 @@ ANSWER = "Here is a short summary of the notes: they list places, people and the
 NEXT_ASK = "Thanks. Which of these notes mention the harbour?"
 WORDS = ("quiet", "harbour", "engineer", "lantern", "river", "copper", "garden", "winter", "market", "signal",
          "orchard", "teacher", "bridge", "violet", "station", "archive", "meadow", "captain", "pebble", "tunnel")
+
+
+READ_PAUSE_S = 1.0  #: between an answer and the next turn (see the module docstring)
 
 
 def chat_turn(shape: Shape, user: str) -> str:
@@ -194,6 +200,7 @@ def measure(kind: str, path: Path, args: argparse.Namespace, cold: str, decode_p
         out: dict = {"start_to_first_reply_s": round(time.perf_counter() - s.started, 2)}
         log(f"{path.stem}: {kind} answered {out['start_to_first_reply_s']} s after its start")
         first = s.complete(cold, 1)
+        time.sleep(READ_PAUSE_S)
         second = s.complete(next_turn(shape, cold), 1)
         out["ttft_cold"] = _ttft(first)
         out["ttft_next_turn"] = _ttft(second)
