@@ -16,6 +16,8 @@ import numpy as np
 import ollama
 import pytest
 
+from tests.greedy_reference import NEAR_TIE
+
 GREEDY = {"temperature": 0}
 
 
@@ -199,6 +201,24 @@ def test_out_of_range_logprobs_are_a_400_naming_the_field(server, path, body, pa
     assert r.json()["error"]["param"] == param and param in r.json()["error"]["message"]
 
 
+def assert_same_or_near_tie_in(text: str, want: str, entries) -> None:
+    """``text`` is ``want``, or parts from it at a token whose two best logprobs in ``entries``
+    (``want``'s own) were nearly tied: the second request read the prompt from the cache and
+    computed only its last token, and llama.cpp's logits depend on how a prompt is cut into
+    steps (``tests.greedy_reference``)."""
+    if text == want:
+        return
+    common = next((i for i, (x, y) in enumerate(zip(text, want)) if x != y), min(len(text), len(want)))
+    seen = 0
+    for e in entries:
+        if seen + len(e.token) > common:
+            top = e.top_logprobs
+            assert top[0].logprob - top[1].logprob < NEAR_TIE, (text, want, e)
+            return
+        seen += len(e.token)
+    raise AssertionError((text, want))
+
+
 def test_ollama_chat_and_generate_logprobs(server):
     client = ollama.Client(host=server.url, timeout=120)
     messages = [{"role": "user", "content": "Name a color."}]
@@ -215,7 +235,8 @@ def test_ollama_chat_and_generate_logprobs(server):
     assert "".join(e.token for e in streamed).startswith("".join(p.response for p in parts))
     assert all(not e.top_logprobs for e in streamed)
     plain = client.chat(model="smollm2-135m", messages=messages, options={"temperature": 0, "num_predict": 8})
-    assert plain.logprobs is None and plain.message.content == r.message.content
+    assert plain.logprobs is None
+    assert_same_or_near_tie_in(plain.message.content, r.message.content, r.logprobs)
     bad = httpx.post(f"{server.url}/api/chat", json={"model": "smollm2-135m", "messages": messages,
                                                       "logprobs": True, "top_logprobs": 25})
     assert bad.status_code == 400 and "top_logprobs" in bad.json()["error"]
