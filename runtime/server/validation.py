@@ -32,8 +32,8 @@ import json
 import math
 import threading
 from contextlib import contextmanager
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from aiohttp import web
 
@@ -41,6 +41,8 @@ from runtime.sampling_params import LIMITS, MAX_STOP_CHARS, MAX_STOPS, utf8_ok
 from runtime.server.bodies import received
 from runtime.server.errors import bad_request
 from runtime.server.media_input import MediaInput
+
+T = TypeVar("T")
 
 MAX_DEPTH = 64
 MAX_INT_DIGITS = 40
@@ -181,19 +183,31 @@ async def read_json(request: web.Request) -> Any:
     """The body as a value. Read with :func:`runtime.server.bodies.received` (the body limit after
     decompression, the service's budget of body bytes, the minimum rate), which holds the body's
     bytes against the budget until it is parsed."""
+    return await read_parsed(request, _as_is)
+
+
+async def read_parsed(request: web.Request, parse: Callable[[Any], T]) -> T:
+    """The body read as :func:`read_json` reads it and then turned into a request by ``parse``
+    (a wire format's schema: its media's base64 decoded and their headers read, its messages
+    walked). A body over ``THREAD_BYTES`` is parsed and turned in a thread, where that Python
+    work lets the event loop answer others between its steps."""
     async with received(request) as raw:
         if len(raw) > THREAD_BYTES:
-            return await asyncio.to_thread(_loads_in_turn, raw)
-        return loads(raw)
+            return await asyncio.to_thread(_parsed_in_turn, raw, parse)
+        return parse(loads(raw))
+
+
+def _as_is(value: Any) -> Any:
+    return value
 
 
 #: big bodies are parsed one at a time (see the module docstring)
 _ONE_BIG_BODY = threading.Lock()
 
 
-def _loads_in_turn(raw: bytes | bytearray) -> Any:
+def _parsed_in_turn(raw: bytes | bytearray, parse: Callable[[Any], T]) -> T:
     with _ONE_BIG_BODY:  # waiting here holds no interpreter lock
-        return loads(raw)
+        return parse(loads(raw))
 
 
 def json_text(text: str | bytes) -> Any:

@@ -13,6 +13,7 @@ counts them. Errors on these routes are in Anthropic's shape (``errors.py``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import uuid
 
@@ -23,7 +24,7 @@ from runtime.server import sse
 from runtime.server.wire.anthropic.anthropic_schemas import parse_messages
 from runtime.server.generate.error_table import api_error
 from runtime.server.generate.generation import count_prompt_tokens, start_generation
-from runtime.server.validation import read_json
+from runtime.server.validation import read_parsed
 from runtime.chat.events import ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
 from runtime.server.generate.reply import Choice, Reply
 
@@ -45,7 +46,7 @@ def _message(msg_id: str, model: str, content: list[dict], reason: str | None, s
 
 
 async def messages(request: web.Request) -> web.StreamResponse:
-    mreq = parse_messages(await read_json(request))
+    mreq = await read_parsed(request, parse_messages)
     gen = await start_generation(request, mreq.gen)
     reply = gen.reply()
     msg_id = f"msg_{uuid.uuid4().hex}"
@@ -153,7 +154,7 @@ async def _stream(request: web.Request, reply: Reply, msg_id: str, model: str, s
 
 
 async def count_tokens(request: web.Request) -> web.Response:
-    mreq = parse_messages(await read_json(request), count_only=True)
+    mreq = await read_parsed(request, functools.partial(parse_messages, count_only=True))
     return web.json_response({"input_tokens": (await count_prompt_tokens(request, mreq.gen)).tokens})
 
 

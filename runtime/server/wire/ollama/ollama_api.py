@@ -29,7 +29,7 @@ from runtime.server.wire.ollama.ollama_models import show as show_model, tag_ent
 from runtime.server.wire.ollama.ollama_schemas import (
     OllamaRequest, engine_model, model_name, parse_ollama_chat, parse_ollama_generate,
 )
-from runtime.server.validation import read_json
+from runtime.server.validation import read_json, read_parsed
 from runtime.chat.events import ReasoningDelta, TextDelta, ToolCallArgsDelta, ToolCallEnd, ToolCallStart
 from runtime.server.generate.reply import Reply
 from runtime.server.models.residency import Resident
@@ -71,11 +71,11 @@ class _GenerateShape:
 
 
 async def chat(request: web.Request) -> web.StreamResponse:
-    return await _respond(request, parse_ollama_chat(await read_json(request)), _ChatShape)
+    return await _respond(request, await read_parsed(request, parse_ollama_chat), _ChatShape)
 
 
 async def generate(request: web.Request) -> web.StreamResponse:
-    return await _respond(request, parse_ollama_generate(await read_json(request)), _GenerateShape)
+    return await _respond(request, await read_parsed(request, parse_ollama_generate), _GenerateShape)
 
 
 async def _respond(request: web.Request, oreq: OllamaRequest, shape) -> web.StreamResponse:

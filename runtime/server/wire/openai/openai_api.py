@@ -28,7 +28,7 @@ from runtime.chat.events import Event, ReasoningDelta, TextDelta, ToolCallArgsDe
 from runtime.server.generate.reply import Choice, Reply
 from runtime.server.generate.request import GenerationRequest
 from runtime.server.wire.openai.schemas import parse_chat, parse_completion
-from runtime.server.validation import read_json
+from runtime.server.validation import read_parsed
 
 
 def chat_message(text: str, reasoning: str, calls: list[dict]) -> dict:
@@ -102,19 +102,19 @@ class _Text:
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
-    return await _generate(request, parse_chat(await read_json(request)), _Chat)
+    return await _generate(request, await read_parsed(request, parse_chat), _Chat)
 
 
 async def count_tokens(request: web.Request) -> web.Response:
     """``POST /hearth/count_tokens``: a chat completion's body counted as the service would send it
     to the model (its template, the tools, the ``context_overflow`` policy), nothing generated:
     ``{"prompt_tokens", "dropped_messages"}``."""
-    count = await count_prompt_tokens(request, parse_chat(await read_json(request)))
+    count = await count_prompt_tokens(request, await read_parsed(request, parse_chat))
     return web.json_response({"prompt_tokens": count.tokens, "dropped_messages": count.dropped_messages})
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
-    req = parse_completion(await read_json(request))
+    req = await read_parsed(request, parse_completion)
     if req.echo and req.prompt is None and not req.params.prompt_logprobs:
         raise bad_request("'echo' with a prompt of token ids needs 'logprobs'", "echo")
     return await _generate(request, req, _Text)

@@ -31,7 +31,7 @@ from runtime.server.media_input import without_media
 from runtime.server.generate.error_table import api_error
 from runtime.server.generate.generation import start_generation
 from runtime.server.generate.logprobs_api import chat_content
-from runtime.server.validation import read_json
+from runtime.server.validation import read_parsed
 from runtime.server.generate.reply import Reply
 from runtime.server.generate.request import Message, ToolCall
 from runtime.tool_choice import ToolChoice
@@ -103,7 +103,7 @@ async def _history(request: web.Request, rreq: ResponsesRequest) -> list[Message
 
 
 async def create(request: web.Request) -> web.StreamResponse:
-    rreq = parse_responses(await read_json(request))
+    rreq = await read_parsed(request, parse_responses)
     history = await _history(request, rreq)
     system = [Message("system", rreq.instructions)] if rreq.instructions else []
     rreq.gen.messages = system + history + rreq.input_messages
