@@ -2,8 +2,8 @@
 
 Every format carries media as base64 (OpenAI's ``data:`` URLs and ``input_audio``, Anthropic's
 ``base64`` sources, Ollama's ``images``); a ``MediaInput`` takes them in message order, checks
-count and size from the string's length before decoding it, decodes the base64 (strict: C speed,
-about 1 ms a megabyte), reads each one's cost from its header (``runtime.media_costs``: pixels,
+count and size from the string's length before decoding it, decodes the base64 (strict, a quarter-megabyte
+a call, in the thread that parses the body), reads each one's cost from its header (``runtime.media_costs``: pixels,
 seconds) against the limits of one medium and of the request, and leaves
 ``runtime.media.MARKER`` where each one goes in the text. An error names the field of the
 medium that passed a limit. The pixels and samples are decoded in the model's worker, never
