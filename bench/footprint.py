@@ -7,7 +7,8 @@ time from the start to its first token is the start-up time. After that completi
 memory of the process and every descendant is read from ``/proc/PID/smaps_rollup``: PSS
 (shared pages divided among the processes that map them, so the tree's sum is what it
 takes) and RSS, per process and in all. One warm-up start of each, then ``--repeats`` starts
-of each, alternating; medians.
+of each, alternating; medians. Hearth's modules are compiled to bytecode first, as an installed
+package's are.
 
 Then (``--parts`` chooses):
 
@@ -29,6 +30,7 @@ Targets: Hearth / llama-server at most 1.15 for both memory and start-up.
 from __future__ import annotations
 
 import argparse
+import compileall
 import http.client
 import json
 import os
@@ -351,6 +353,9 @@ def main() -> None:
     if args.peer and not shutil.which(args.peer):
         raise SystemExit(f"no llama-server at {args.peer}")
     gguf = model_path(args.model)  # copied into the data directory before the first start
+    # Hearth's modules as an installed package has them (pip compiles them at install; a source
+    # checkout writes them at its first start, unless PYTHONDONTWRITEBYTECODE forbids it there)
+    compileall.compile_dir(str(ROOT / "runtime"), quiet=1)
     env = {**os.environ, "HEARTH_KEEP_ALIVE": "-1", "PYTHONPATH": str(ROOT)}
     result = {"model": args.model, "model_file_mib": round(gguf.stat().st_size / MIB, 1), "ctx": args.ctx,
               "parallel": args.parallel, "threads": args.threads, "repeats": args.repeats,

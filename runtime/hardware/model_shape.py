@@ -17,7 +17,7 @@ from runtime.hardware.catalog_shape import shape_from_catalog
 from runtime.hardware.repack import estimated_matmuls
 from runtime.hardware.shape import ModelShape, shape_from_header
 from runtime.store.catalog import CatalogEntry, load_catalog
-from runtime.store.gguf_file import read_header
+from runtime.store.gguf_file import cached_header, read_header
 from runtime.store.gguf_names import split_part
 from runtime.store.projector import projector_for
 from runtime.store.refs import BadReference, parse_ref
@@ -42,8 +42,8 @@ def shape_of_file(path: str | Path) -> ModelShape:
     """The shape of a local GGUF; for a split model, the tensors of all its parts (beside it);
     with the projector beside it, if any (the one the worker loads)."""
     path = Path(path)
-    header = read_header(path)
     part = split_part(path.name)
+    header = cached_header(path) if part is None or part.count == 1 else read_header(path)  # the parts' are added to it
     if part is not None and part.count > 1:
         for name in part.names():
             if name != path.name:

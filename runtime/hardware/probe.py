@@ -88,11 +88,22 @@ def probe(measure_bandwidth: bool = True, remeasure: bool = False, rpc: Sequence
 
 def _probe_child(conn, fn, args: tuple) -> None:
     try:
+        _answer(conn, fn, args)
+    finally:
+        conn.close()
+
+
+def probe_child_answer(conn, args: tuple) -> None:
+    """In a process that may load llama.cpp (the spare engine worker): ``probe(*args)``'s result,
+    or its error, sent on ``conn`` as ``probe_in_subprocess`` receives it."""
+    _answer(conn, probe, args)
+
+
+def _answer(conn, fn, args: tuple) -> None:
+    try:
         conn.send(("ok", fn(*args)))
     except BaseException as e:  # sent back to the parent, which raises it
         conn.send(("error", f"{type(e).__name__}: {e}"))
-    finally:
-        conn.close()
 
 
 def probe_in_subprocess(measure_bandwidth: bool = True, remeasure: bool = False,

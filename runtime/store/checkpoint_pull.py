@@ -18,8 +18,6 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx2
-
 from runtime.private_files import private_dir
 
 from runtime.store import hub
@@ -48,6 +46,8 @@ def quant_method(config: dict) -> str | None:
 
 def read_config(remote: hub.RemoteRepo, endpoint: str) -> dict:
     """The repository's config.json (blocking; size- and time-limited: the hub is untrusted)."""
+    import httpx2
+
     url = resolve_url(endpoint, remote.repo_id, remote.commit, "config.json")
     try:
         with httpx2.stream("GET", url, follow_redirects=True, timeout=30) as r:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import mmap
 import struct
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from runtime.store.ggml_types import QUANT_SIZES
@@ -347,3 +348,16 @@ def _tensor_bytes(cur: _Cursor, name: str, dims: tuple[int, ...], ggml_type: int
         raise cur.damaged(f"tensor {name!r}: a row of {dims[0]} elements is not a whole number of "
                           f"{block}-element blocks")
     return n // block * type_size
+
+
+@lru_cache(maxsize=64)
+def _header_of_version(path: str, mtime_ns: int, size: int, inode: int) -> GGUFHeader:
+    return read_header(path)
+
+
+def cached_header(path: str | Path) -> GGUFHeader:
+    """``read_header``, once per version of the file (path, modification time, size, inode): the
+    service resolves, checks and plans a model from one read of its header (a 262k-token
+    vocabulary takes 40 ms to walk). Shared: treat it as read-only."""
+    st = Path(path).stat()
+    return _header_of_version(str(path), st.st_mtime_ns, st.st_size, st.st_ino)

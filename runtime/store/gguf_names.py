@@ -15,6 +15,8 @@ _QUANT = re.compile(
     r"(?<![A-Za-z0-9])((?:UD-)?(?:I?Q\d(?:_[A-Z0-9]+)*|TQ\d_\d|MXFP4(?:_MOE)?|BF16|F16|F32))(?![A-Za-z0-9])",
     re.IGNORECASE,
 )
+#: quantizations chosen, in this order, when a reference names none
+PREFERRED_QUANTS = ("Q4_K_M", "Q4_K_S", "Q4_0", "Q5_K_M", "Q4_1", "Q6_K", "Q8_0")
 #: typical bits per weight of a whole llama.cpp file of each quantization (llama.cpp's
 #: quantize table: mixtures keep some tensors at higher precision)
 BITS_PER_WEIGHT = {

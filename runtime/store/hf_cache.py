@@ -20,7 +20,13 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from huggingface_hub.file_download import _create_symlink, repo_folder_name
+
+def repo_folder_name(*, repo_id: str, repo_type: str) -> str:
+    """``huggingface_hub.file_download.repo_folder_name``: ``models--owner--name``, the
+    cache's folder of a repository (written here: importing huggingface_hub's downloader takes
+    about 0.12 s, which resolving a local model does not need)."""
+    return "--".join([f"{repo_type}s", *repo_id.split("/")])
+
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 _HEX = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64})$")  # a git SHA-1 or a SHA-256
@@ -129,6 +135,8 @@ class CachedFile:
         """Point the snapshot at the blob and ``refs/{revision}`` at the commit; return the snapshot path."""
         self.snapshot.parent.mkdir(parents=True, exist_ok=True)
         if not self.snapshot.exists():
+            from huggingface_hub.file_download import _create_symlink
+
             _create_symlink(str(self.blob), str(self.snapshot), new_blob=False)
         if revision != self.commit:
             ref = self.repo_dir / "refs" / revision

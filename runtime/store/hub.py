@@ -2,25 +2,25 @@
 
 One ``model_info(files_metadata=True)`` call gives the commit ``main`` points to and, per
 file, its size and LFS sha256 (the checksum every download is verified against). The
-endpoint is ``$HF_ENDPOINT`` read at call time (``hf_cache.hub_endpoint``).
+endpoint is ``$HF_ENDPOINT`` read at call time (``hf_cache.hub_endpoint``). huggingface_hub
+and its HTTP client are imported by the calls that ask the hub (about 0.25 s, which the
+service's start does not wait for).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import httpx2
-from huggingface_hub import HfApi
-from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, HFValidationError, RepositoryNotFoundError
-
-from runtime.store.gguf_names import is_auxiliary, is_gguf, quant_of, split_part
+from runtime.store.gguf_names import PREFERRED_QUANTS, is_auxiliary, is_gguf, quant_of, split_part
 from runtime.store.hf_cache import (
     UntrustedName, checked_commit, checked_etag, checked_filename, checked_sha256, hub_endpoint,
 )
 from runtime.store.projector import preferred_projector
 
-#: quantizations chosen, in this order, when a reference names none
-PREFERRED_QUANTS = ("Q4_K_M", "Q4_K_S", "Q4_0", "Q5_K_M", "Q4_1", "Q6_K", "Q8_0")
+if TYPE_CHECKING:
+    from huggingface_hub import HfApi
+
 
 
 class HubError(RuntimeError):
@@ -159,11 +159,16 @@ def _names(files: list[RemoteFile]) -> str:
 
 
 def api(endpoint: str | None = None) -> HfApi:
+    from huggingface_hub import HfApi
+
     return HfApi(endpoint=endpoint or hub_endpoint())
 
 
 def repo_info(repo_id: str, endpoint: str | None = None) -> RemoteRepo:
     """The repo's commit and files (sizes, sha256). Blocking: call it from a thread in async code."""
+    import httpx2
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, HFValidationError, RepositoryNotFoundError
+
     try:
         info = api(endpoint).model_info(repo_id, files_metadata=True)
     except RepositoryNotFoundError:
@@ -197,6 +202,9 @@ def repo_info(repo_id: str, endpoint: str | None = None) -> RemoteRepo:
 
 def search(query: str, limit: int = 20, endpoint: str | None = None) -> list[dict]:
     """Hub models matching ``query`` that have GGUF files, most downloaded first."""
+    import httpx2
+    from huggingface_hub.errors import HfHubHTTPError
+
     try:
         models = api(endpoint).list_models(search=query or None, filter="gguf", sort="downloads", limit=limit)
         return [{"repo": m.id, "downloads": m.downloads, "likes": m.likes,

@@ -23,10 +23,9 @@ from pathlib import Path
 
 from runtime.store.catalog import CatalogEntry, load_catalog
 from runtime.store.embedded import embedded_path, ensure_embedded
-from runtime.store.gguf_file import InvalidModelFile, read_header
-from runtime.store.gguf_names import is_auxiliary, quant_of, split_part
+from runtime.store.gguf_file import InvalidModelFile, cached_header
+from runtime.store.gguf_names import PREFERRED_QUANTS, is_auxiliary, quant_of, split_part
 from runtime.store.hf_cache import cache_dir, cached_ggufs, find_snapshot
-from runtime.store.hub import PREFERRED_QUANTS
 from runtime.store.onnx_model import InvalidOnnxModel, is_onnx_path, read_onnx_model
 from runtime.store.refs import BadReference, ModelRef, normalise_ref, parse_ref
 
@@ -88,7 +87,7 @@ def _checked(model_id: str, path: Path) -> ResolvedModel:
         except InvalidOnnxModel as e:
             raise InvalidModelFile(str(e)) from None
         return ResolvedModel(model_id, path)
-    read_header(path)  # raises InvalidModelFile with the reason
+    cached_header(path)  # raises InvalidModelFile with the reason
     return ResolvedModel(model_id, path)
 
 

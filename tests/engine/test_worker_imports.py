@@ -70,3 +70,26 @@ def test_the_entry_module_itself_is_light():
     assert out.returncode == 0, out.stderr
     top = {m.strip("'").split(".")[0] for m in out.stdout.strip()[1:-1].split(", ")}
     assert not top & {"aiohttp", "numpy", "llama_cpp", "onnxruntime", "llguidance", "PySide6"}, top
+
+
+def test_the_api_imports_nothing_its_first_request_does_not_need():
+    """What ``hearth serve`` imports before its port listens: the hub's client (huggingface_hub's
+    downloader, its HTTP stack: about 0.25 s) comes with the first call that asks the hub."""
+    out = subprocess.run([sys.executable, "-c", "import sys, runtime.server.app; print('\\n'.join(sys.modules))"],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 0, out.stderr
+    modules = set(out.stdout.split())
+    for name in ("huggingface_hub.hf_api", "huggingface_hub.file_download", "httpx2", "httpx", "numpy",
+                 "llama_cpp", "onnxruntime", "PySide6", "PIL"):
+        assert name not in modules, name
+
+
+def test_the_cache_folder_of_a_repository_is_huggingface_hubs():
+    from huggingface_hub.file_download import repo_folder_name as theirs
+
+    from runtime.store.hf_cache import repo_folder_name
+
+    for repo in ("bartowski/Qwen2.5-7B-Instruct-GGUF", "unsloth/gpt-oss-20b-GGUF", "gpt2", "a/b.c_d-e"):
+        for kind in ("model", "dataset"):
+            assert repo_folder_name(repo_id=repo, repo_type=kind) == theirs(repo_id=repo, repo_type=kind)

@@ -1,8 +1,9 @@
 """``hearth serve`` starts loading the default model while it starts: the hardware probe and a
 spare engine worker (its imports done) begin before the API is imported. The service answers
 /health throughout, a request that arrives during the preload is served by the same load,
-one worker runs, and a spare the preload did not use (an embedding model) is ended. (The
-overlap is on by itself from 4 CPUs; ``HEARTH_WARM_START=1`` turns it on here.)"""
+one worker runs, and a spare the preload did not use (an embedding model) is ended. The
+hardware probe runs in that spare: one process imports llama.cpp, with the overlap or without.
+(The overlap is on by itself from 2 CPUs; ``HEARTH_WARM_START`` turns it on or off here.)"""
 
 from __future__ import annotations
 
@@ -93,3 +94,28 @@ def test_a_spare_worker_the_preload_did_not_use_is_ended(service):
     r = httpx.post(f"{service.url}/v1/embeddings", json={"model": "minilm-l6", "input": ["hello"]}, timeout=180)
     assert r.status_code == 200, r.text
     assert _llama_children(service.proc.pid) == []
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc")
+@pytest.mark.parametrize("warm", ["1", "0"])
+def test_one_process_imports_llama_cpp_for_the_probe_and_the_load(warm, smollm2_path):
+    s = ServiceProcess("--model", "smollm2-135m", "--ctx", "1024", "--parallel", "2", "--cache-disk", "0",
+                       env={**os.environ, "HEARTH_KEEP_ALIVE": "-1", "HEARTH_WARM_START": warm})
+    try:
+        seen: set[int] = set()
+        deadline = time.monotonic() + 120
+        while True:  # every process that maps llama.cpp, from the start to the loaded model
+            assert s.proc.poll() is None, s.output()
+            assert time.monotonic() < deadline, s.output()
+            seen.update(_llama_children(s.proc.pid))
+            try:
+                if s.health()["engine"]["state"] == "running":
+                    break
+            except (OSError, ValueError):
+                pass
+            time.sleep(0.01)
+        r = httpx.post(f"{s.url}/v1/completions", json={"prompt": "Once upon a time", "max_tokens": 2}, timeout=60)
+        assert r.status_code == 200, r.text
+        assert seen == {s.health()["engine"]["pid"]}, seen  # no probe process of its own
+    finally:
+        s.stop()

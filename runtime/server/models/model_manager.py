@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from runtime.chat.template_check import TemplateRefused
 from runtime.config import DEFAULT_CTX, ServeConfig
+from runtime.engine import spare
 from runtime.engine.client import EngineClient
 from runtime.engine.messages import WorkerSpec
 from runtime.engine.protocol import Engine, ErrorCode, ModelLoadFailed
@@ -29,6 +30,7 @@ from runtime.store.projector import projector_for
 from runtime.store.resolve import InvalidModelFile, ModelPathRefused, ResolvedModel, UnknownModel  # noqa: F401
 
 if TYPE_CHECKING:
+    from runtime.hardware.info import HardwareInfo
     from runtime.remote.registry import Remotes
     from runtime.store.registry import LocalModel
 
@@ -51,7 +53,7 @@ class ModelManager:
         self.requests_served = 0
         self._resolved: dict[str, ResolvedModel] = {}
         self._tasks: dict[str, str] = {}  # model file -> the task it serves
-        self._hardware = None
+        self._hardware: HardwareInfo | None = None
         #: each model's stored load settings (``runtime.store.model_settings``), read once
         self._load_settings: dict[str, LoadSettings] = {}
         self._hardware_lock = asyncio.Lock()
@@ -83,11 +85,11 @@ class ModelManager:
                 self._budget = Budget(None, {}, c.max_models, "none")
         return self._budget
 
-    async def hardware(self):
-        """This machine (probed once, in a child process); available RAM is read fresh."""
+    async def hardware(self, for_load: bool = False):
+        """This machine (probed once, in a child process); available RAM is read fresh. With
+        ``for_load`` (a model's load comes next) the probe runs in the spare engine worker,
+        which that load then takes: one llama.cpp import for both."""
         import psutil
-
-        from runtime.hardware.probe import probe_in_subprocess
 
         async with self._hardware_lock:
             early, self.early_hardware = self.early_hardware, None
@@ -97,7 +99,7 @@ class ModelManager:
                 except (RuntimeError, OSError, ValueError) as e:  # probed again below
                     log.warning("the hardware probe at start failed: %s", e)
             if self._hardware is None:
-                self._hardware = await asyncio.get_running_loop().run_in_executor(None, probe_in_subprocess)
+                self._hardware = await asyncio.get_running_loop().run_in_executor(None, _probe, for_load)
         self._hardware.ram.available = int(psutil.virtual_memory().available)
         return self._hardware
 
@@ -125,7 +127,7 @@ class ModelManager:
                             n_seq=c.parallel, n_batch=c.n_batch, draft=draft)
 
         try:
-            hw = await self.hardware()
+            hw = await self.hardware(for_load=True)
             hw.ram.available += self.router.used().ram
             if c.rpc:  # the workers as they are now: one that went away is planned without
                 hw = await self.with_rpc(hw)
@@ -201,7 +203,11 @@ class ModelManager:
             refuse_unless(model.id, await self.task_of(model), task)
         if ctx is None:  # the request's context wins; else the one the user stored for the model
             ctx = (await self.load_settings(model)).ctx
-        return (await self.router.acquire(model, ctx, keep_alive, pin)).engine
+        try:
+            return (await self.router.acquire(model, ctx, keep_alive, pin)).engine
+        finally:
+            if spare.waiting() and self.router.loading is None:  # probed with, and no load took it
+                asyncio.get_running_loop().run_in_executor(None, spare.discard)  # not waited for
 
     async def load_settings(self, model: ResolvedModel | LocalModel) -> LoadSettings:
         """The load settings stored for ``model`` (read once; ``forget_load_settings`` after a
@@ -332,6 +338,19 @@ class ModelManager:
 
     async def close(self) -> None:
         await self.router.close()
+
+
+def _probe(for_load: bool) -> HardwareInfo:
+    """The hardware probe: in the spare engine worker before a load (started for it where none
+    waits), else (or where that fails) in a child process of its own."""
+    from runtime.hardware.probe import probe_in_subprocess
+
+    if for_load or spare.waiting():
+        try:
+            return spare.probe()
+        except RuntimeError as e:
+            log.warning("the hardware probe in the spare engine worker failed: %s", e)
+    return probe_in_subprocess()
 
 
 async def _kill(engine: WorkerProcess) -> None:
