@@ -115,3 +115,33 @@ def test_invalid_batch_raises_a_typed_error(smol):
     smol.batch.add([1, 2], 0, 7, True)  # seq_id 7 >= n_seq_max 4
     with pytest.raises(InvalidBatchError):
         smol.decode(smol.batch)
+
+
+@pytest.mark.parametrize("kind", [bytes, bytearray])
+def test_a_saved_state_loads_back_whether_kept_in_memory_or_read_from_disk(smol, kind):
+    """A state is saved into one buffer (a bytearray, written by llama.cpp in place) and loaded
+    without a copy, as it is kept in the host tier or as the disk tier reads it (bytes)."""
+    prompt = smol.tokenize("The capital cities of Europe, in order: Paris, Berlin,")
+    expected = greedy(smol, prompt, 4)
+    smol.batch.clear()
+    smol.batch.add(prompt[:-1], 0, 0, False)
+    smol.decode(smol.batch)
+    saved = smol.state_seq_save(0)
+    smol.seq_rm(0)
+    assert len(saved) > 0 and smol.seq_pos_max(2) is None
+    assert smol.state_seq_load(2, kind(saved))
+    assert smol.seq_pos_max(2) == len(prompt) - 2
+    s = smol.new_sampler(SamplingParams(temperature=0))
+    out, pos, tok = [], len(prompt) - 1, prompt[-1]
+    for _ in range(4):  # the restored cells continue exactly as the whole prompt computed at once
+        smol.batch.clear()
+        i = smol.batch.add([tok], pos, 2, True)
+        smol.decode(smol.batch)
+        tok = s.sample(smol.ctx, i)
+        out.append(tok)
+        pos += 1
+    s.close()
+    smol.seq_rm(2)
+    assert out == expected
+    assert not smol.state_seq_load(3, kind(saved[: len(saved) // 2]))  # a cut state is refused
+    smol.seq_rm(3)
