@@ -3,7 +3,7 @@ small machine), probes the hardware when asked (``probe``: the same llama.cpp im
 the probe and then loads the model), then waits for the spec of the model it is to load.
 
 ``hearth serve`` starts one (``start``) before it imports the API where the start-ups overlap
-(4 CPUs and more), and the first model load starts one to probe with where none waits; the
+(2 CPUs and more), and the first model load starts one to probe with where none waits; the
 first engine that starts takes it (``take``), so the load begins with those imports done.
 Only one is ever kept, and only until that load: ``discard`` ends it when the load did not use
 it (an embedding model, a remote one, a model that does not fit), so an idle spare never holds
