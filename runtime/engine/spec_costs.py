@@ -64,9 +64,12 @@ class SpecCosts:
         a = mean_t / (1 + _SLOPE_PRIOR * mean_n)
         return a * (1 + _SLOPE_PRIOR * n_tokens)
 
-    def choose(self, alpha: float, n_decoding: int) -> tuple[int, float]:
+    def choose(self, alpha: float, n_decoding: int, k_max: int = K_MAX,
+               lookup_only: bool = False) -> tuple[int, float]:
         """``(K, expected speedup)`` for a request at acceptance ``alpha`` while
-        ``n_decoding`` requests decode in each step."""
+        ``n_decoding`` requests decode in each step; ``lookup_only``: the drafts come from
+        prompt lookup, which costs nothing per drafted token."""
         n = max(1, n_decoding)
-        verify = [self.target(n * (k + 1)) + n * (k + 1) * self.verify_row for k in range(K_MAX + 1)]
-        return choose_k(alpha, self.draft_pass or 0.0, verify, self.target(n), K_MAX)
+        verify = [self.target(n * (k + 1)) + n * (k + 1) * self.verify_row for k in range(k_max + 1)]
+        draft = 0.0 if lookup_only else self.draft_pass or 0.0
+        return choose_k(alpha, draft, verify, self.target(n), k_max)

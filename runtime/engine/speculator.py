@@ -30,9 +30,9 @@ import numpy as np
 from runtime.backends.errors import NoKVSlotError
 from runtime.engine.constraint import apply_mask
 from runtime.engine.draft_mirror import DraftMirror
-from runtime.engine.prompt_lookup import lookup
+from runtime.engine.prompt_lookup import Found, lookup
 from runtime.engine.request import Request
-from runtime.engine.spec_costs import SpecCosts
+from runtime.engine.spec_costs import K_MAX, SpecCosts
 from runtime.kernels.speculative import (
     Candidates, candidates, has_penalties, sample, verify_candidates, verify_greedy,
 )
@@ -45,6 +45,11 @@ PROBE_EVERY = 32
 _DECAY = 0.9
 #: prior pseudo-counts of accepted / rejected drafts (a first guess of alpha = 0.75)
 _PRIOR = (1.5, 0.5)
+#: prompt lookup continuing a copy (``prompt_lookup.COPY_MATCH``): drafts up to this long, a
+#: first guess of alpha = 0.9 and K
+COPY_K_MAX = 32
+_COPY_PRIOR = (4.5, 0.5)
+COPY_K_START = 12
 
 
 @dataclass(slots=True)
@@ -61,10 +66,19 @@ class RequestSpec:
     probe_at: int = 0
     drafted: int = 0
     accepted: int = 0
+    #: prompt lookup: the acceptance, K and probing of drafts that continue a copy, kept apart
+    #: from the other matches' (these fields then count the short matches)
+    copy: RequestSpec | None = None
+    #: prompt lookup: what ``lookahead`` found, with the request's token count then
+    found: tuple[int, Found | None] | None = None
 
     @property
     def alpha(self) -> float:
         return self.accepted_w / (self.accepted_w + self.rejected_w)
+
+    def kind(self, copy: bool) -> RequestSpec:
+        """The acceptance a draft counts in: a copy's, or this one."""
+        return self.copy if copy and self.copy is not None else self
 
 
 @dataclass(slots=True)
@@ -77,6 +91,7 @@ class Draft:
     tokens: list[int]
     q: list[Candidates] | None = None
     masks: list[np.ndarray] | None = None
+    copy: bool = False  #: prompt lookup continuing a copy
 
 
 def _seq(r: Request) -> int:
@@ -154,7 +169,10 @@ class Speculator:
             request.spec = None
             return
         seed = request.params.seed
-        request.spec = RequestSpec(mode, np.random.default_rng(seed), k=self.fixed_k or K_START)
+        rng = np.random.default_rng(seed)
+        copy = (RequestSpec(mode, rng, k=self.fixed_k or COPY_K_START, accepted_w=_COPY_PRIOR[0],
+                            rejected_w=_COPY_PRIOR[1]) if mode == NGRAM else None)
+        request.spec = RequestSpec(mode, rng, k=self.fixed_k or K_START, copy=copy)
 
     # -- scheduling -------------------------------------------------------------------
     def lookahead(self, request: Request, n_decoding: int) -> int:
@@ -165,6 +183,13 @@ class Speculator:
         room = self._room(request)
         if st is None or room <= 0:
             return 0
+        if st.mode == NGRAM:  # found now, so that K follows how long the match is
+            found = lookup(request.tokens, min(room, COPY_K_MAX))
+            st.found = (len(request.tokens), found)
+            if found is None:
+                return 0
+            room = len(found.tokens)
+            st = st.kind(found.copy)
         if st.off:
             return min(2, room) if st.steps + 1 >= st.probe_at else 0  # probe: a short draft measures acceptance again
         return min(st.k, room)
@@ -176,6 +201,11 @@ class Speculator:
             st: RequestSpec | None = c.request.spec
             if st is None or c.end - c.start != 1 or not self._may_draft(c.request):
                 continue
+            if st.mode == NGRAM:
+                found = self._found(c.request)
+                if found is None:
+                    continue
+                st = st.kind(found.copy)
             st.steps += 1
             if st.off and st.steps >= st.probe_at and self._room(c.request) > 0:
                 st.probe_at = st.steps + PROBE_EVERY
@@ -202,15 +232,17 @@ class Speculator:
         model_items = []
         for r, start, k in items:
             if r.spec.mode == NGRAM:
-                found = lookup(r.tokens, k)
+                hit = self._found(r)
+                toks = hit.tokens[:k] if hit is not None else []
                 masks = None
-                if found and r.constraint is not None:
-                    n, masks = r.constraint.draft_walk(found)  # drafts the grammar forbids are cut
-                    found = found[:n]
-                if found:
-                    out[r] = Draft(found, None if r.params.temperature <= 0 else
-                                   [Candidates(np.array([t], dtype=np.int64), np.ones(1)) for t in found],
-                                   masks)
+                if toks and r.constraint is not None:
+                    n, masks = r.constraint.draft_walk(toks)  # drafts the grammar forbids are cut
+                    toks = toks[:n]
+                if toks:
+                    assert hit is not None
+                    out[r] = Draft(toks, None if r.params.temperature <= 0 else
+                                   [Candidates(np.array([t], dtype=np.int64), np.ones(1)) for t in toks],
+                                   masks, hit.copy)
             else:
                 model_items.append((r, start, k))
         passes = self._draft_model(model_items, out) if model_items else 0
@@ -221,6 +253,14 @@ class Speculator:
         elif out:
             self.costs.observe_draft(1, seconds)
         return out
+
+    @staticmethod
+    def _found(r: Request) -> Found | None:
+        """The lookup ``lookahead`` made for this step (again if the tokens moved on since)."""
+        st: RequestSpec = r.spec
+        if st.found is None or st.found[0] != len(r.tokens):
+            st.found = (len(r.tokens), lookup(r.tokens, COPY_K_MAX))
+        return st.found[1]
 
     def _draft_model(self, items: list[tuple[Request, int, int]], out: dict[Request, Draft]) -> int:
         d, mirror = self.draft, self.mirror
@@ -336,13 +376,13 @@ class Speculator:
             else:
                 assert draft.q is not None  # drafted at a temperature above 0: with its distributions
                 m, y = verify_candidates(xs, rows, draft.q, request.spec.rng)
-        self._learn(request, k, m)
+        self._learn(request, k, m, draft.copy)
         seconds = time.perf_counter() - t0
         self.costs.observe_verify(k + 1, seconds)
         self.stats.verify_seconds += seconds
         return xs[:m] + [y], m
 
-    def _learn(self, request: Request, k: int, m: int) -> None:
+    def _learn(self, request: Request, k: int, m: int, copy: bool = False) -> None:
         st: RequestSpec = request.spec
         st.drafted += k
         st.accepted += m
@@ -351,8 +391,9 @@ class Speculator:
         s.accepted += m
         s.verifications += 1
         s.per_k[k] = s.per_k.get(k, 0) + 1
-        st.accepted_w = st.accepted_w * _DECAY + m
-        st.rejected_w = st.rejected_w * _DECAY + (1 if m < k else 0)
+        kind = st.kind(copy)
+        kind.accepted_w = kind.accepted_w * _DECAY + m
+        kind.rejected_w = kind.rejected_w * _DECAY + (1 if m < k else 0)
 
     def adapt(self, requests: list[Request], n_decoding: int) -> None:
         """Choose K again for the drafting requests, from their acceptance and the costs."""
@@ -362,12 +403,16 @@ class Speculator:
             if st is None:
                 continue
             if self.fixed_k is None and self.costs.known:
-                k, speedup = self.costs.choose(st.alpha, n_decoding)
-                was_off = st.off
-                st.off = speedup < 1.0
-                if st.off and not was_off:
-                    st.probe_at = st.steps + PROBE_EVERY
-                st.k = k
+                lookup_only = st.mode == NGRAM  # no draft passes: K costs the verification alone
+                for kind, k_max in ((st, K_MAX), (st.copy, COPY_K_MAX)):
+                    if kind is None:
+                        continue
+                    k, speedup = self.costs.choose(kind.alpha, n_decoding, k_max, lookup_only)
+                    was_off = kind.off
+                    kind.off = speedup < 1.0
+                    if kind.off and not was_off:
+                        kind.probe_at = kind.steps + PROBE_EVERY
+                    kind.k = k
             if st.off:
                 off += 1
             else:
