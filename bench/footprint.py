@@ -6,7 +6,8 @@ sends a streaming completion at once and again every 20 ms until one is accepted
 time from the start to its first token is the start-up time. After that completion the
 memory of the process and every descendant is read from ``/proc/PID/smaps_rollup``: PSS
 (shared pages divided among the processes that map them, so the tree's sum is what it
-takes) and RSS, per process and in all. One warm-up start of each, then ``--repeats`` starts
+takes) and RSS, per process and in all; and again after four clients' completions sent at
+once (about 600 prompt tokens and 64 answered each). One warm-up start of each, then ``--repeats`` starts
 of each, alternating; medians. Hearth's modules are compiled to bytecode first, as an installed
 package's are.
 
@@ -40,6 +41,7 @@ import statistics
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from common import ROOT, emit, model_path
@@ -191,8 +193,7 @@ def stop(proc: subprocess.Popen) -> None:
 
 def hearth_cmd(args, port: int, model: str) -> list[str]:
     return [sys.executable, "-m", "runtime.cli", "serve", "--port", str(port), "--model", model,
-            "--ctx", str(args.ctx), "--parallel", str(args.parallel), "--threads", str(args.threads),
-            "--cache-disk", "0"]
+            "--ctx", str(args.ctx), "--parallel", str(args.parallel), "--threads", str(args.threads)]
 
 
 def peer_cmd(args, port: int, path: Path) -> list[str]:
@@ -200,7 +201,20 @@ def peer_cmd(args, port: int, path: Path) -> list[str]:
             "-t", str(args.threads), "-b", "512", "-ub", "512", "--no-webui"]
 
 
+def four_at_once(port: int, body: dict) -> None:
+    """Four different prompts of about 600 tokens, 64 tokens each, sent at the same time."""
+    def one(i: int) -> None:
+        prompt = f"Client {i} keeps notes. " + " ".join(f"note {i}-{j}," for j in range(150))
+        _get(port, "/v1/completions", {**body, "prompt": prompt, "max_tokens": 64, "stream": False})
+
+    with ThreadPoolExecutor(4) as pool:
+        list(pool.map(one, range(4)))
+
+
 def one_start(cmd: list[str], port: int, body: dict, env: dict) -> dict:
+    # default settings, the prompt cache's disk tier included, but an empty one: every start
+    # computes the same prompts as llama-server does
+    shutil.rmtree(Path(env["HEARTH_DATA_DIR"]) / "prompt-cache", ignore_errors=True)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -209,7 +223,11 @@ def one_start(cmd: list[str], port: int, body: dict, env: dict) -> dict:
             raise RuntimeError(f"no first token from {cmd[0]} {' '.join(cmd[1:4])}")
         time.sleep(0.3)  # settle: freed pages returned, helper processes ended
         mem = tree_memory(proc.pid)
-        return {"first_token_s": round(t - t0, 3), **mem}
+        four_at_once(port, body)
+        time.sleep(0.3)
+        after = tree_memory(proc.pid)
+        return {"first_token_s": round(t - t0, 3), **mem, "pss_after_4_mib": after["pss_mib"],
+                "rss_after_4_mib": after["rss_mib"], "processes_after_4": after["processes"]}
     finally:
         stop(proc)
 
@@ -242,7 +260,10 @@ def part_start(args, env: dict, gguf: Path) -> dict:
                      "first_token_runs": [r["first_token_s"] for r in rs],
                      "pss_mib": statistics.median(r["pss_mib"] for r in rs),
                      "rss_mib": statistics.median(r["rss_mib"] for r in rs),
-                     "processes_of_median_run": med["processes"]}
+                     "pss_after_4_mib": statistics.median(r["pss_after_4_mib"] for r in rs),
+                     "rss_after_4_mib": statistics.median(r["rss_after_4_mib"] for r in rs),
+                     "processes_of_median_run": med["processes"],
+                     "processes_after_4_of_median_run": med["processes_after_4"]}
     for peer in [name for name in out if name != "hearth"]:
         if peer == "hearth (no warm start)":
             out["warm_start_effect"] = {"first_token": round(out["hearth"]["first_token_s"] / out[peer]["first_token_s"], 2)}
@@ -250,7 +271,9 @@ def part_start(args, env: dict, gguf: Path) -> dict:
         h, p = out["hearth"], out[peer]
         out[f"ratios to {peer}"] = {"first_token": round(h["first_token_s"] / p["first_token_s"], 2),
                                     "pss": round(h["pss_mib"] / p["pss_mib"], 2),
-                                    "rss": round(h["rss_mib"] / p["rss_mib"], 2)}
+                                    "rss": round(h["rss_mib"] / p["rss_mib"], 2),
+                                    "pss_after_4": round(h["pss_after_4_mib"] / p["pss_after_4_mib"], 2),
+                                    "rss_after_4": round(h["rss_after_4_mib"] / p["rss_after_4_mib"], 2)}
     return out
 
 

@@ -117,16 +117,19 @@ class Checkpoints:
         k = pos // self.block_size
         if len(request.block_hashes) < k:
             return
-        if self.store.has_checkpoint(request.block_hashes[k - 1]):
+        if self.store.has_checkpoint(request.block_hashes[k - 1], k):
             return
         if self.memory.seq_pos_max(request.seq_id) != request.pos_of(pos - 1):
             return  # drafted cells past it: the state is not the prefix's
-        self.save(request.seq_id, request.block_hashes[:k])
+        # one inside a long prompt is there in case a later prompt parts there: on disk alone
+        self.save(request.seq_id, request.block_hashes[:k], memory=pos == self._last(request))
 
-    def save(self, seq: int, hashes: list[int], shared: bool = False) -> None:
+    def save(self, seq: int, hashes: list[int], shared: bool = False, memory: bool = True) -> None:
         """Save the checkpoint of the prefix ``hashes`` that ``seq`` holds exactly now
-        (``shared``: where two prompts part, ``kv_cache_manager.py``)."""
-        if self.store.put_checkpoint(hashes[-1], len(hashes), self.memory.state_seq_save(seq, partial=True), shared):
+        (``shared``: where two prompts part, ``kv_cache_manager.py``; not ``memory``: on the
+        disk tier alone where there is one)."""
+        data = self.memory.state_seq_save(seq, partial=True)
+        if self.store.put_checkpoint(hashes[-1], len(hashes), data, shared, memory):
             self.saved += 1
 
     def restore(self, seq: int, entry: HostEntry) -> bool:

@@ -264,28 +264,31 @@ class DiskCache:
         self._put(DiskEntry(self._path(name), list(hashes), 0, 0, prompt_blocks=prompt_blocks, shared=shared),
                   _STATE, data)
 
-    def put_checkpoint(self, block_hash: int, blocks: int, data: bytes, shared: bool = False) -> None:
+    def put_checkpoint(self, block_hash: int, blocks: int, data: bytes, shared: bool = False) -> bool:
+        """Write a checkpoint (in the background); False when it is not kept (larger than the
+        tier, or too much is waiting to be written)."""
         self._drain_gone()
         if self.has_checkpoint(block_hash, blocks, shared):
-            return
+            return True
         name = f"{'pc' if shared else 'c'}{blocks}-{block_hash:016x}"
-        self._put(DiskEntry(self._path(name), [block_hash], blocks, 0, shared=shared), _CHECKPOINT, data)
+        return self._put(DiskEntry(self._path(name), [block_hash], blocks, 0, shared=shared), _CHECKPOINT, data)
 
     def _path(self, name: str) -> Path:
         return self.folder / f"{self._prefix}-{name}{SUFFIX}"
 
-    def _put(self, entry: DiskEntry, kind: int, data: bytes) -> None:
+    def _put(self, entry: DiskEntry, kind: int, data: bytes) -> bool:
         entry.size = _HEAD.size + 8 * len(entry.hashes) + len(data)
         if entry.size > self.capacity_bytes:
-            return
+            return False
         with self._lock:
             if self._pending_bytes + len(data) > MAX_PENDING_BYTES:
                 self.writes_skipped += 1
-                return
+                return False
             self._pending_bytes += len(data)
         entry.pending = data
         self._add(entry)
         self._queue.put(("write", entry, kind))
+        return True
 
     def _write_loop(self) -> None:
         while True:

@@ -198,11 +198,14 @@ class HostCache:
         self._prefixes[entry.hashes[-1]] = entry
         self.prefix_bytes += len(entry.data)
 
-    def put_checkpoint(self, block_hash: int, blocks: int, data: builtins.bytes, shared: bool = False) -> bool:
+    def put_checkpoint(self, block_hash: int, blocks: int, data: builtins.bytes, shared: bool = False,
+                       memory: bool = True) -> bool:
         """Keep the partial state of the ``blocks``-block prefix whose last hash is ``block_hash``
-        (``shared``: where two prompts part)."""
-        if blocks > 0 and self.disk is not None:
-            self.disk.put_checkpoint(block_hash, blocks, data, shared)
+        (``shared``: where two prompts part). Not ``memory``: on the disk tier alone, where
+        there is one and it takes the write (memory otherwise); read back when a prompt needs it."""
+        on_disk = blocks > 0 and self.disk is not None and self.disk.put_checkpoint(block_hash, blocks, data, shared)
+        if on_disk and not memory:
+            return True
         return self._put_checkpoint(block_hash, blocks, data, shared)
 
     def _put_checkpoint(self, block_hash: int, blocks: int, data: builtins.bytes, shared: bool = False) -> bool:
@@ -275,9 +278,12 @@ class HostCache:
         found = self._index.get(hashes[-1])
         return found is not None and found[0] == len(hashes)
 
-    def has_checkpoint(self, block_hash: int) -> bool:
-        """Whether a checkpoint of the prefix ending on that block is kept in memory."""
-        return block_hash in self._lone or block_hash in self._shared
+    def has_checkpoint(self, block_hash: int, blocks: int = 0) -> bool:
+        """Whether a checkpoint of the prefix ending on that block is kept in memory (or, given
+        its length in ``blocks``, on disk)."""
+        if block_hash in self._lone or block_hash in self._shared:
+            return True
+        return blocks > 0 and self.disk is not None and self.disk.has_checkpoint(block_hash, blocks)
 
     def has_shared(self, hashes: list[int], checkpoint: bool) -> bool:
         """Whether the shared prefix ``hashes`` is kept already, in memory or on disk: its

@@ -301,8 +301,9 @@ def test_requests_with_images_of_other_grids_batched_give_the_tokens_of_each_alo
     together = run(e)
     for rid in prompts:
         # a step's ubatch of several sequences sums in another order: the tiny random model's
-        # logprobs move by a few 1e-3 (text-only ones too, less), its tokens do not
-        same(together[rid], alone[rid], tol=1e-2)
+        # logprobs move by a few 1e-3 (text-only ones too, less; up to 0.011 on an AMD EPYC,
+        # whose kernels llama.cpp picks differently), its tokens do not
+        same(together[rid], alone[rid], tol=2.5e-2)
 
 
 def test_several_completions_of_one_image_prompt_share_its_cells(backend):

@@ -155,3 +155,30 @@ def test_a_state_removed_after_the_lookup_falls_back_to_the_checkpoint_below(tmp
         assert w.run("a/1", prompt(0, 0, 1)).cached_tokens == SHARED // B * B
     finally:
         w.close()
+
+
+@pytest.mark.parametrize("disk", [True, False], ids=["disk tier", "memory only"])
+def test_a_checkpoint_inside_a_prompt_waits_on_disk_and_comes_back_when_a_session_parts_there(tmp_path, disk):
+    """A prompt's last checkpoint stays in memory (its next turn starts there); the ones every 32
+    blocks inside it are kept in case a later prompt parts there, and where a disk tier exists
+    they wait there alone: four 1,200-token requests to Gemma 3 kept 12 checkpoints of 7.9 MB in
+    memory, 1.18x llama-server's memory. A new session parting inside the prompt still reads
+    it up to that checkpoint, from disk."""
+    w = Worker(tmp_path, n_ctx=1024, host_bytes=1 << 20, disk_bytes=1 << 20, checkpoints=True)
+    if not disk:
+        w.kv = KVCacheManager(w.pool, 1024 // B, B, 6, cache_fraction=0.0, host_bytes=1 << 20,
+                              layout=MemoryLayout(partial=True), disk=None)
+        w.scheduler = Scheduler(SchedulerConfig(2, 256), w.kv)
+    try:
+        first = w.run("a/0", prompt(0, 0))
+        hashes = hash_blocks(first.tokens[:len(first.tokens) // B * B], B)
+        inside, last = hashes[32 - 1], hashes[(first.prompt_len - 1) // B - 1]
+        host = w.kv.host
+        assert host is not None and host.has_checkpoint(last)
+        assert host.has_checkpoint(inside) is not disk  # in memory only without a disk tier
+        assert host.has_checkpoint(inside, 32)
+        w.run("b/0", prompt(1, 0))
+        new = w.run("a/1", prompt(0, 1))
+    finally:
+        w.close()
+    assert new.cached_tokens == 32 * B, new.cached_tokens
