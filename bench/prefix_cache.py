@@ -14,7 +14,8 @@ Part 3 (``--window``): the sliding-window model (Gemma 3 270M, window 512) as in
 (not the model's output), to 10 turns (~820 tokens): default settings (checkpoints in the
 host tier), --cache-fraction 0.5 (cache kept on the device) and --no-prefix-cache, side by
 side; then the same conversations interleaved. ``--peer PATH`` adds llama-server (its binary
-at PATH, default settings, same model and context) as a fourth column.
+at PATH, default settings, same model and context) as a fourth column, and runs the interleaved
+conversations on it too.
 
     python bench/prefix_cache.py [--turns 10] [--conversations 12]
     python bench/prefix_cache.py --window [--turns 10] [--rounds 2] [--peer /path/to/llama-server]

@@ -83,7 +83,8 @@ async def interleaved(url: str, conversations: int, turns: int) -> dict:
 
     texts = [OPENING] * conversations
     first, later, hits, prompt = [], [], 0, 0
-    async with aiohttp.ClientSession() as s:
+    # a connection per request: llama-server may close an idle kept-alive one between turns
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as s:
         for i in range(turns):
             for c in range(conversations):
                 texts[c] += turn_text(c + 1, i)
@@ -145,6 +146,10 @@ def run_window(turns: int, conversations: int, rr_turns: int, peer: str | None, 
             services.pop(name).stop()
         rr = asyncio.run(interleaved(services["default"].url, conversations, rr_turns))
         kv = services["default"].stats()["models"][0]["kv"]
+        if peer_proc is not None:  # the same conversations, interleaved the same way
+            rr_peer = asyncio.run(interleaved(peer_proc.url, conversations, rr_turns))
+            rr = {**rr, "llama_server": rr_peer,
+                  "ratio_turns_2_on": round(rr["mean_ttft_turns_2_on_s"] / rr_peer["mean_ttft_turns_2_on_s"], 3)}
     finally:
         for svc in services.values():
             svc.stop()
